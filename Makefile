@@ -1,0 +1,139 @@
+# deepdesk — one program: web app, job scheduler and workers.
+#
+#   make          build build/deepdesk (and the test build, build/deepdesk-test)
+#   make run      install what is missing, build, start the app on :5010 (data in ./data)
+#   make test     install what the tests need, build, run every test
+#   make bench    run the benchmarks in bench/ beside their peers
+#   make clean    remove build/
+#
+# Debian packages are the only dependencies: `make deps` installs them (as root) or
+# prints the apt-get line.  The CUDA backend is built only where nvcc and cuDNN are.
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
+           -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
+LDLIBS  := -lcivetweb -lsqlite3 -lcjson -lpthread -lm
+BUILD   := build
+Q       := $(if $(V),,@)
+
+# --- what Debian must provide -------------------------------------------------
+RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev \
+             libjs-chart.js
+TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk
+
+# --- CUDA: built only where the toolkit and cuDNN are installed ----------------
+CUDA_HOME ?= /usr/local/cuda
+NVCC      := $(wildcard $(CUDA_HOME)/bin/nvcc)
+CUDNN_H   := $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h)
+ifneq ($(and $(NVCC),$(CUDNN_H)),)
+CUDA_BUILT := 1
+CUDA_SAY   := ✓ nvcc and cuDNN found in $(CUDA_HOME): the CUDA backend will be built (with the training engine)
+else
+CUDA_BUILT := 0
+CUDA_SAY   := ✗ nvcc or cuDNN not found under $(CUDA_HOME): CPU only
+endif
+
+# --- sources -------------------------------------------------------------------
+LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
+            jobs/worker.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c
+KIND_SRC := jobs/job.c
+MAIN_SRC := app/main.c
+UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
+
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+GEN_OBJS  := $(BUILD)/obj/gen/ui_assets.o $(BUILD)/obj/gen/openapi.o $(BUILD)/obj/gen/buildinfo.o
+SHIP_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj/jobs/job.o
+TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj-test/jobs/job.o $(BUILD)/obj-test/jobs/testkind.o
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all run test bench clean deps deps-test cuda-check
+all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test
+
+cuda-check:
+	@echo "$(CUDA_SAY)"
+
+$(BUILD)/deepdesk: $(SHIP_OBJS) $(BUILD)/obj/app/main.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The test build: the same program plus job kinds that exist only for tests.
+$(BUILD)/deepdesk-test: $(TEST_OBJS) $(BUILD)/obj/app/main.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj-test/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (test build)"
+	$(Q)$(CC) $(CFLAGS) -DDD_TESTING -c -o $@ $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O1 -o $@ $<
+
+$(BUILD)/gen/ui_assets.c: $(BUILD)/embed $(UI_FILES)
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   ui/"
+	$(Q)$(BUILD)/embed ui $@ ui $(UI_FILES)
+
+$(BUILD)/gen/openapi.c: $(BUILD)/embed app/openapi.json
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   app/openapi.json"
+	$(Q)$(BUILD)/embed string $@ openapi_json app/openapi.json
+
+# Rewritten only when its content changes, so a new commit relinks and no more.
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+$(BUILD)/gen/buildinfo.c: FORCE
+	@mkdir -p $(dir $@)
+	@printf 'const char dd_commit[] = "%s";\nconst char dd_build_date[] = "%s";\nconst int dd_cuda_built = %s;\n' \
+		"$(COMMIT)" "$$(date -u +%Y-%m-%d)" "$(CUDA_BUILT)" > $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+FORCE:
+
+# --- tests ---------------------------------------------------------------------
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_OBJS) tests/unit/check.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -DDD_TESTING -o $@ $< $(TEST_OBJS) $(LDLIBS)
+
+tests/node_modules/.package-lock.json: tests/package.json tests/package-lock.json
+	cd tests && npm ci --no-audit --no-fund
+	@touch $@
+
+# --- the two commands ------------------------------------------------------------
+deps:
+	@tools/deps.sh $(RUN_PKGS)
+
+deps-test:
+	@tools/deps.sh $(TEST_PKGS)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p data
+	@echo "Starting deepdesk on http://127.0.0.1:5010/  (Ctrl-C stops it; data in ./data)"
+	$(BUILD)/deepdesk serve --listen 127.0.0.1:5010 --data ./data
+
+test: deps-test
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) tests/node_modules/.package-lock.json
+	@tests/run.sh $(UNIT_BINS)
+
+bench: deps-test
+	@$(MAKE) --no-print-directory all tests/node_modules/.package-lock.json
+	@bench/run.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

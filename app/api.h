@@ -1,0 +1,21 @@
+/* api.h — the REST handlers.  Each takes the routed request and returns the
+ * status it sent.  The route table that maps paths to them is in server.c. */
+#ifndef DD_API_H
+#define DD_API_H
+
+#include "http.h"
+
+struct server_info; /* server.h */
+
+int api_info(struct req *r);
+int api_openapi(struct req *r);
+int api_jobs_list(struct req *r);
+int api_jobs_create(struct req *r);
+int api_job_get(struct req *r);
+int api_job_patch(struct req *r);
+int api_job_delete(struct req *r);
+int api_job_abort(struct req *r);
+int api_job_clone(struct req *r);
+int api_job_events(struct req *r);
+
+#endif

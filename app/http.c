@@ -1,0 +1,176 @@
+/* http.c — see http.h. */
+#define _GNU_SOURCE
+#include "http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+static const char *reason(int status)
+{
+	const char *r = mg_get_response_code_text(NULL, status);
+	return r ? r : "";
+}
+
+static int send_text(struct mg_connection *c, int status, const char *type, const char *body,
+		     size_t len)
+{
+	mg_printf(c,
+		  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		  "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n",
+		  status, reason(status), type, len);
+	if (len)
+		mg_write(c, body, len);
+	return status;
+}
+
+int http_json(struct mg_connection *c, int status, cJSON *body)
+{
+	char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+	cJSON_Delete(body);
+	if (!text)
+		return send_text(c, 500, "application/json",
+				 "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 58);
+	int rc = send_text(c, status, "application/json", text, strlen(text));
+	free(text);
+	return rc;
+}
+
+int http_error(struct mg_connection *c, int status, const char *code, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cJSON *body = cJSON_CreateObject();
+	cJSON *e = cJSON_AddObjectToObject(body, "error");
+	cJSON_AddStringToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", msg);
+	return http_json(c, status, body);
+}
+
+int http_status_for(int code)
+{
+	switch (code) {
+	case DD_EINVAL: return 400;
+	case DD_EPERM: return 403;
+	case DD_ENOENT: return 404;
+	case DD_EEXIST:
+	case DD_ECONFLICT: return 409;
+	case DD_ETOOBIG: return 413;
+	case DD_EBUSY: return 503;
+	case DD_ENOSPC: return 507;
+	default: return 500;
+	}
+}
+
+int http_error_dd(struct mg_connection *c, const struct dd_err *err)
+{
+	int status = http_status_for(err->code);
+	if (status == 500) {
+		log_error("internal error: %s", err->msg);
+		return http_error(c, 500, "internal", "internal error: the server log has the details");
+	}
+	return http_error(c, status, dd_err_name(err->code), "%s", err->msg);
+}
+
+int http_no_content(struct mg_connection *c)
+{
+	mg_printf(c, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nCache-Control: no-store\r\n\r\n");
+	return 204;
+}
+
+int http_read_json(struct mg_connection *c, cJSON **out)
+{
+	*out = NULL;
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	if (ri->content_length > (long long)HTTP_BODY_CAP)
+		return http_error(c, 413, "too_large", "request body of %lld bytes is over the %u-byte limit",
+				  ri->content_length, HTTP_BODY_CAP);
+	char *buf = malloc(HTTP_BODY_CAP + 1);
+	if (!buf)
+		return http_error(c, 500, "internal", "out of memory");
+	size_t len = 0;
+	for (;;) {
+		int n = mg_read(c, buf + len, HTTP_BODY_CAP + 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len > HTTP_BODY_CAP) {
+			free(buf);
+			return http_error(c, 413, "too_large", "request body is over the %u-byte limit",
+					  HTTP_BODY_CAP);
+		}
+	}
+	buf[len] = 0;
+	if (len == 0) {
+		free(buf);
+		return http_error(c, 400, "invalid", "the request body is empty; a JSON object was expected");
+	}
+	const char *end = NULL;
+	cJSON *obj = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+	if (!obj) {
+		size_t at = end ? (size_t)(end - buf) : 0;
+		int line = 1, col = 1;
+		for (size_t i = 0; i < at && i < len; i++, col++)
+			if (buf[i] == '\n')
+				line++, col = 0;
+		free(buf);
+		return http_error(c, 400, "invalid", "malformed JSON at line %d, column %d", line, col);
+	}
+	/* trailing garbage after the object */
+	for (const char *p = end; p && *p; p++)
+		if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+			cJSON_Delete(obj);
+			free(buf);
+			return http_error(c, 400, "invalid", "malformed JSON: unexpected text after the object");
+		}
+	free(buf);
+	if (!cJSON_IsObject(obj)) {
+		cJSON_Delete(obj);
+		return http_error(c, 400, "invalid", "the request body must be a JSON object");
+	}
+	*out = obj;
+	return 0;
+}
+
+int http_query(const struct mg_request_info *ri, const char *name, char *buf, size_t len)
+{
+	if (!ri->query_string)
+		return 0;
+	return mg_get_var(ri->query_string, strlen(ri->query_string), name, buf, len) >= 0;
+}
+
+int http_query_int(struct mg_connection *c, const char *name, long long dflt, long long min,
+		   long long max, long long *out)
+{
+	char buf[32];
+	*out = dflt;
+	if (!http_query(mg_get_request_info(c), name, buf, sizeof buf))
+		return 0;
+	char *end;
+	long long v = strtoll(buf, &end, 10);
+	if (end == buf || *end || v < min || v > max)
+		return http_error(c, 400, "invalid", "%s: must be an integer from %lld to %lld", name, min, max);
+	*out = v;
+	return 0;
+}
+
+int http_only_fields(struct mg_connection *c, const cJSON *obj, const char *const *allowed,
+		     const char *where)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, obj)
+	{
+		int ok = 0;
+		for (int i = 0; allowed[i] && !ok; i++)
+			ok = strcmp(it->string, allowed[i]) == 0;
+		if (!ok)
+			return http_error(c, 400, "invalid", "%s%s: unknown field", where, it->string);
+	}
+	return 0;
+}

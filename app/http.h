@@ -1,0 +1,53 @@
+/* http.h — what every REST handler uses: the request as parsed by the router, JSON
+ * bodies in and out, and errors in the API's one shape
+ * {"error":{"code":"…","message":"…"}}.  Each reply function returns the HTTP
+ * status it sent, so a handler ends with `return http_json(...)`. */
+#ifndef DD_HTTP_H
+#define DD_HTTP_H
+
+#include <stdint.h>
+
+#include <civetweb.h>
+#include <cjson/cJSON.h>
+
+#include "../common/err.h"
+
+#define HTTP_BODY_CAP (1u << 20) /* JSON bodies: 1 MiB */
+
+struct req {
+	struct mg_connection *c;
+	const struct mg_request_info *ri;
+	int64_t id; /* the {id} path segment, when the route has one */
+};
+
+/* Send body (consumed) as JSON with status. */
+int http_json(struct mg_connection *c, int status, cJSON *body);
+/* Send an error; code is the stable string ("invalid", …). */
+int http_error(struct mg_connection *c, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Send err as an error, the status chosen from err->code.  Internal errors are
+ * logged with their detail and sent without it. */
+int http_error_dd(struct mg_connection *c, const struct dd_err *err);
+/* 204 No Content. */
+int http_no_content(struct mg_connection *c);
+/* HTTP status for a DD_E* code. */
+int http_status_for(int code);
+
+/* Read a JSON object body of at most HTTP_BODY_CAP bytes.  On failure the
+ * error reply has been sent and its status is returned (400/413); on success
+ * returns 0 and *out is the object (caller frees). */
+int http_read_json(struct mg_connection *c, cJSON **out);
+
+/* Query parameter `name` into buf; 1 when present, 0 when absent. */
+int http_query(const struct mg_request_info *ri, const char *name, char *buf, size_t len);
+/* Integer query parameter with bounds; absent -> dflt.  Returns 0 on success,
+ * or sends a 400 naming the parameter and returns 400. */
+int http_query_int(struct mg_connection *c, const char *name, long long dflt, long long min,
+		   long long max, long long *out);
+
+/* Reject fields of obj that are not in allowed (NULL-terminated): sends 400 naming
+ * the first unknown one and returns 400, or returns 0. */
+int http_only_fields(struct mg_connection *c, const cJSON *obj, const char *const *allowed,
+		     const char *where);
+
+#endif

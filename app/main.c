@@ -1,0 +1,203 @@
+/* main.c — `deepdesk VERB [OPTIONS]`: the verbs, their options and their help.
+ * Every verb is a thin layer over a module; nothing here does the work itself. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/version.h"
+#include "../jobs/worker.h"
+#include "server.h"
+
+static const char usage[] =
+	"deepdesk " DD_VERSION " — deep learning on your desktop, in the browser\n"
+	"\n"
+	"usage: deepdesk VERB [OPTIONS]\n"
+	"\n"
+	"verbs:\n"
+	"  serve          the web app: UI, REST API and job scheduler (default port 5010)\n"
+	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"
+	"  routes         list the REST API's routes (method and path)\n"
+	"  version        print the version and build\n"
+	"  help [VERB]    this text, or a verb's own\n"
+	"\n"
+	"`deepdesk VERB --help` documents each verb's options.\n";
+
+static const char serve_usage[] =
+	"usage: deepdesk serve [OPTIONS]\n"
+	"\n"
+	"Start the web app.  Jobs run as separate `deepdesk worker` processes; stopping the\n"
+	"server (SIGTERM, Ctrl-C) leaves them running and the next start adopts them.\n"
+	"\n"
+	"options:\n"
+	"  --listen ADDR:PORT   where to listen (default 127.0.0.1:5010; port 0 picks a free\n"
+	"                       one and writes it to DATA/server.port)\n"
+	"  --data DIR           the data folder: database, jobs, uploads (default ./data)\n"
+	"  --data-root DIR      a server folder users may read images from; repeat for more.\n"
+	"                       No other server path is ever read on a user's behalf.\n"
+	"  --cpu-slots N        CPU slots jobs may hold at once (default: one per core)\n"
+	"  --abort-grace SEC    after an abort's SIGTERM, SIGKILL this much later (default 10)\n"
+	"  --threads N          HTTP worker threads (default 32)\n"
+	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
+	"  --log-level LEVEL    error, warn, info (default) or debug\n"
+	"  -h, --help           this text\n";
+
+static const char worker_usage[] =
+	"usage: deepdesk worker JOB_DIR\n"
+	"\n"
+	"Run the job described in JOB_DIR/job.json, appending progress, metrics and logs to\n"
+	"JOB_DIR/events.jsonl.  Exits 0 when done, 1 on error, 2 when stopped by SIGTERM.\n"
+	"The server's scheduler starts workers; running one by hand is for debugging.\n";
+
+static const char routes_usage[] =
+	"usage: deepdesk routes\n"
+	"\n"
+	"Print every REST API route the server registers, one `METHOD PATH` a line.\n";
+
+static int parse_int(const char *opt, const char *s, int min, int max, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || v < min || v > max) {
+		fprintf(stderr, "deepdesk: %s: expected an integer from %d to %d, got \"%s\"\n", opt, min,
+			max, s);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG };
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, O_LISTEN },
+		{ "data", required_argument, NULL, O_DATA },
+		{ "data-root", required_argument, NULL, O_ROOT },
+		{ "cpu-slots", required_argument, NULL, O_SLOTS },
+		{ "abort-grace", required_argument, NULL, O_GRACE },
+		{ "threads", required_argument, NULL, O_THREADS },
+		{ "ui-dir", required_argument, NULL, O_UI },
+		{ "log-level", required_argument, NULL, O_LOG },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct server_opts o = { .listen = "127.0.0.1:5010", .data_dir = "./data" };
+	int grace = 10, c;
+	enum log_level level;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_LISTEN: o.listen = optarg; break;
+		case O_DATA: o.data_dir = optarg; break;
+		case O_ROOT:
+			if (o.nroots == SERVER_MAX_ROOTS) {
+				fprintf(stderr, "deepdesk: at most %d --data-root folders\n", SERVER_MAX_ROOTS);
+				return 2;
+			}
+			char *real = realpath(optarg, NULL);
+			if (!real) {
+				fprintf(stderr, "deepdesk: --data-root %s: no such folder\n", optarg);
+				return 2;
+			}
+			o.data_roots[o.nroots++] = real;
+			break;
+		case O_SLOTS:
+			if (parse_int("--cpu-slots", optarg, 1, 1024, &o.cpu_slots))
+				return 2;
+			break;
+		case O_GRACE:
+			if (parse_int("--abort-grace", optarg, 0, 3600, &grace))
+				return 2;
+			break;
+		case O_THREADS:
+			if (parse_int("--threads", optarg, 2, 1024, &o.threads))
+				return 2;
+			break;
+		case O_UI: o.ui_dir = optarg; break;
+		case O_LOG:
+			if (log_level_parse(optarg, &level) != 0) {
+				fprintf(stderr, "deepdesk: --log-level: expected error, warn, info or debug\n");
+				return 2;
+			}
+			log_set_level(level);
+			break;
+		case 'h': fputs(serve_usage, stdout); return 0;
+		default: fputs(serve_usage, stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "deepdesk serve: unexpected argument \"%s\"\n%s", argv[optind], serve_usage);
+		return 2;
+	}
+	o.abort_grace_ms = grace > 0 ? grace * 1000 : 1;
+	return server_run(&o);
+}
+
+static int wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+	return 0;
+}
+
+static int cmd_worker(int argc, char **argv)
+{
+	if (wants_help(argc, argv)) {
+		fputs(worker_usage, stdout);
+		return 0;
+	}
+	if (argc != 2) {
+		fputs(worker_usage, stderr);
+		return 2;
+	}
+	return worker_main(argv[1]);
+}
+
+static int cmd_routes(int argc, char **argv)
+{
+	if (wants_help(argc, argv)) {
+		fputs(routes_usage, stdout);
+		return 0;
+	}
+	for (const struct route_info *r = server_routes(); r->pattern; r++)
+		printf("%s %s\n", r->method, r->pattern);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	const char *verb = argv[1];
+	argc--;
+	argv++;
+	if (strcmp(verb, "serve") == 0)
+		return cmd_serve(argc, argv);
+	if (strcmp(verb, "worker") == 0)
+		return cmd_worker(argc, argv);
+	if (strcmp(verb, "routes") == 0)
+		return cmd_routes(argc, argv);
+	if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
+		printf("deepdesk %s (commit %s, built %s, CUDA backend %s)\n", DD_VERSION, dd_commit,
+		       dd_build_date, dd_cuda_built ? "built" : "not built");
+		return 0;
+	}
+	if (strcmp(verb, "help") == 0) {
+		if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+			fputs(serve_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "worker") == 0)
+			fputs(worker_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "routes") == 0)
+			fputs(routes_usage, stdout);
+		else
+			fputs(usage, stdout);
+		return 0;
+	}
+	fprintf(stderr, "deepdesk: unknown verb \"%s\"\n\n%s", verb, usage);
+	return 2;
+}

@@ -1,0 +1,38 @@
+/* server.h — `deepdesk serve`: options, start, stop, and what handlers may ask of
+ * the running server. */
+#ifndef DD_SERVER_H
+#define DD_SERVER_H
+
+#include "../common/err.h"
+#include "http.h"
+
+#define SERVER_MAX_ROOTS 32
+
+struct server_opts {
+	const char *listen;    /* "127.0.0.1:5010" */
+	const char *data_dir;  /* "./data" */
+	const char *ui_dir;    /* NULL: the UI embedded at build time */
+	const char *data_roots[SERVER_MAX_ROOTS];
+	int nroots;
+	int cpu_slots;      /* 0: one per core */
+	int abort_grace_ms; /* 10000 */
+	int threads;        /* CivetWeb worker threads */
+};
+
+/* Run the server until SIGTERM/SIGINT; returns the process exit code. */
+int server_run(const struct server_opts *opts);
+
+/* The user a request acts for ("local" until accounts exist). */
+const char *server_user(const struct req *r);
+/* The data folder, resolved to an absolute path. */
+const char *server_data_dir(void);
+
+/* One route of the API, for `deepdesk routes` and the OpenAPI coverage test. */
+struct route_info {
+	const char *method;
+	const char *pattern; /* "/api/v1/jobs/{id}" */
+};
+/* NULL-terminated (pattern NULL) list of every API route. */
+const struct route_info *server_routes(void);
+
+#endif

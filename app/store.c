@@ -1,0 +1,678 @@
+/* store.c — see store.h.
+ *
+ * Invariants kept here:
+ *  - jobs.state only changes in store_job_move/store_job_started, each of which
+ *    checks job_state_can_move inside the same transaction that writes the row
+ *    and its job_history line;
+ *  - a job with dependants (job_parents.parent_id) cannot be deleted: the foreign
+ *    key is ON DELETE RESTRICT and store_job_delete names the dependant first. */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/fsutil.h"
+
+static char db_path[PATH_MAX];
+static _Thread_local sqlite3 *thread_db;
+
+/* Migrations: entry i moves the schema from version i to i+1. */
+static const char *const migrations[] = {
+	/* 0 -> 1: jobs, their parents and state history */
+	"CREATE TABLE jobs ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  kind TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  notes TEXT NOT NULL DEFAULT '',"
+	"  owner TEXT NOT NULL DEFAULT 'local',"
+	"  state TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  started_at INTEGER,"
+	"  finished_at INTEGER,"
+	"  progress REAL NOT NULL DEFAULT 0,"
+	"  eta_s REAL,"
+	"  params TEXT NOT NULL DEFAULT '{}',"
+	"  resources TEXT NOT NULL DEFAULT '{}',"
+	"  pid INTEGER,"
+	"  pid_start INTEGER,"
+	"  exit_code INTEGER,"
+	"  exit_signal INTEGER,"
+	"  error TEXT,"
+	"  abort_requested INTEGER NOT NULL DEFAULT 0,"
+	"  ev_offset INTEGER NOT NULL DEFAULT 0,"
+	"  ev_seq INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX jobs_state ON jobs(state);"
+	"CREATE INDEX jobs_kind ON jobs(kind, id);"
+	"CREATE TABLE job_parents ("
+	"  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  parent_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE RESTRICT,"
+	"  PRIMARY KEY (job_id, parent_id));"
+	"CREATE INDEX job_parents_parent ON job_parents(parent_id);"
+	"CREATE TABLE job_history ("
+	"  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  state TEXT NOT NULL,"
+	"  at INTEGER NOT NULL,"
+	"  message TEXT);"
+	"CREATE INDEX job_history_job ON job_history(job_id);",
+};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+int store_schema_version(void) { return SCHEMA_VERSION; }
+
+static int db_fail(struct dd_err *err, sqlite3 *db, const char *what)
+{
+	int ext = sqlite3_extended_errcode(db);
+	int code = (ext == SQLITE_FULL || ext == SQLITE_IOERR_WRITE) ? DD_ENOSPC :
+		   (sqlite3_errcode(db) == SQLITE_BUSY) ? DD_EBUSY : DD_EIO;
+	return dd_err_set(err, code, "store: %s: %s", what, sqlite3_errmsg(db));
+}
+
+static sqlite3 *open_conn(struct dd_err *err)
+{
+	sqlite3 *db = NULL;
+	if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK) {
+		dd_err_set(err, DD_EIO, "cannot open %s: %s", db_path, db ? sqlite3_errmsg(db) : "?");
+		sqlite3_close(db);
+		return NULL;
+	}
+	sqlite3_busy_timeout(db, 10000);
+	char *msg = NULL;
+	if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;",
+			 NULL, NULL, &msg) != SQLITE_OK) {
+		dd_err_set(err, DD_EIO, "cannot set up %s: %s", db_path, msg ? msg : "?");
+		sqlite3_free(msg);
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+sqlite3 *store_conn(struct dd_err *err)
+{
+	if (!thread_db)
+		thread_db = open_conn(err);
+	return thread_db;
+}
+
+void store_thread_end(void)
+{
+	if (thread_db) {
+		sqlite3_close(thread_db);
+		thread_db = NULL;
+	}
+}
+
+int store_init(const char *data_dir, struct dd_err *err)
+{
+	if (snprintf(db_path, sizeof db_path, "%s/" STORE_FILE, data_dir) >= (int)sizeof db_path)
+		return dd_err_set(err, DD_EINVAL, "data folder path too long");
+	sqlite3 *db = store_conn(err);
+	if (!db)
+		return err ? err->code : DD_EIO;
+	sqlite3_stmt *st = NULL;
+	int version = 0;
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+		return db_fail(err, db, "reading schema version");
+	if (sqlite3_step(st) == SQLITE_ROW)
+		version = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (version > SCHEMA_VERSION)
+		return dd_err_set(err, DD_EINVAL,
+				  "%s has schema version %d, newer than this deepdesk (%d): upgrade deepdesk",
+				  db_path, version, SCHEMA_VERSION);
+	for (; version < SCHEMA_VERSION; version++) {
+		char sql[64];
+		char *msg = NULL;
+		if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK)
+			goto fail;
+		if (sqlite3_exec(db, migrations[version], NULL, NULL, &msg) != SQLITE_OK) {
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+			goto fail;
+		}
+		snprintf(sql, sizeof sql, "PRAGMA user_version=%d", version + 1);
+		if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK ||
+		    sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+			goto fail;
+		}
+		continue;
+	fail:
+		dd_err_set(err, DD_EIO, "migrating %s to version %d: %s", db_path, version + 1,
+			   msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return err ? err->code : DD_EIO;
+	}
+	return DD_OK;
+}
+
+/* ---- small helpers ---- */
+
+/* Prepare sql on this thread's connection; NULL with err filled on failure. */
+static sqlite3_stmt *prep(const char *sql, struct dd_err *err)
+{
+	sqlite3 *db = store_conn(err);
+	if (!db)
+		return NULL;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		db_fail(err, db, "preparing a query");
+		return NULL;
+	}
+	return st;
+}
+
+static int exec(const char *sql, struct dd_err *err)
+{
+	sqlite3 *db = store_conn(err);
+	if (!db)
+		return err ? err->code : DD_EIO;
+	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(err, db, sql);
+	return DD_OK;
+}
+
+/* Step a statement that returns no rows, then finalise it. */
+static int step_done(sqlite3_stmt *st, const char *what, struct dd_err *err)
+{
+	int rc = sqlite3_step(st);
+	int out = DD_OK;
+	if (rc != SQLITE_DONE)
+		out = db_fail(err, sqlite3_db_handle(st), what);
+	sqlite3_finalize(st);
+	return out;
+}
+
+static void add_int_or_null(cJSON *o, const char *k, sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		cJSON_AddNullToObject(o, k);
+	else
+		cJSON_AddNumberToObject(o, k, (double)sqlite3_column_int64(st, col));
+}
+
+static void add_text_or_null(cJSON *o, const char *k, sqlite3_stmt *st, int col)
+{
+	const char *s = (const char *)sqlite3_column_text(st, col);
+	if (s)
+		cJSON_AddStringToObject(o, k, s);
+	else
+		cJSON_AddNullToObject(o, k);
+}
+
+/* ---- jobs ---- */
+
+static int history_add(int64_t id, const char *state, int64_t at, const char *message,
+		       struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("INSERT INTO job_history(job_id,state,at,message) VALUES(?,?,?,?)", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, at);
+	if (message)
+		sqlite3_bind_text(st, 4, message, -1, SQLITE_TRANSIENT);
+	return step_done(st, "recording state history", err);
+}
+
+int store_job_insert(const char *kind, const char *name, const char *owner,
+		     const char *params_json, const char *resources_json, const int64_t *parents,
+		     int nparents, int64_t *id, struct dd_err *err)
+{
+	int rc = exec("BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	int64_t now = fs_now_ms();
+	sqlite3_stmt *st = prep("INSERT INTO jobs(kind,name,owner,state,created_at,params,resources)"
+				" VALUES(?,?,?,'queued',?,?,?)",
+				err);
+	if (!st) {
+		rc = err ? err->code : DD_EIO;
+		goto fail;
+	}
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, owner, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, now);
+	sqlite3_bind_text(st, 5, params_json ? params_json : "{}", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 6, resources_json ? resources_json : "{}", -1, SQLITE_TRANSIENT);
+	if ((rc = step_done(st, "creating a job", err)))
+		goto fail;
+	*id = sqlite3_last_insert_rowid(store_conn(NULL));
+	for (int i = 0; i < nparents; i++) {
+		st = prep("INSERT INTO job_parents(job_id,parent_id) SELECT ?, id FROM jobs WHERE id=?", err);
+		if (!st) {
+			rc = err ? err->code : DD_EIO;
+			goto fail;
+		}
+		sqlite3_bind_int64(st, 1, *id);
+		sqlite3_bind_int64(st, 2, parents[i]);
+		int step = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (step == SQLITE_CONSTRAINT) {
+			rc = dd_err_set(err, DD_EINVAL, "parent job %lld is listed twice", (long long)parents[i]);
+			goto fail;
+		}
+		if (step != SQLITE_DONE) {
+			rc = db_fail(err, store_conn(NULL), "linking a parent job");
+			goto fail;
+		}
+		if (sqlite3_changes(store_conn(NULL)) == 0) {
+			rc = dd_err_set(err, DD_EINVAL, "parent job %lld does not exist", (long long)parents[i]);
+			goto fail;
+		}
+	}
+	if ((rc = history_add(*id, "queued", now, NULL, err)))
+		goto fail;
+	return exec("COMMIT", err);
+fail:
+	exec("ROLLBACK", NULL);
+	return rc;
+}
+
+#define JOB_COLS                                                                               \
+	"j.id,j.kind,j.name,j.owner,j.state,j.progress,j.eta_s,j.created_at,j.started_at,"     \
+	"j.finished_at,j.error,(SELECT group_concat(parent_id) FROM job_parents WHERE job_id=j.id)," \
+	"j.notes,j.params,j.resources,j.pid,j.exit_code,j.exit_signal,j.ev_seq,j.abort_requested"
+
+/* Append the ids in a comma list ("3,7") to a JSON array. */
+static void add_id_list(cJSON *arr, const char *list)
+{
+	for (const char *p = list; p && *p;) {
+		char *end;
+		long long v = strtoll(p, &end, 10);
+		if (end == p)
+			break;
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)v));
+		p = (*end == ',') ? end + 1 : end;
+	}
+}
+
+static cJSON *row_json(sqlite3_stmt *st, int detail)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
+	cJSON_AddStringToObject(o, "kind", (const char *)sqlite3_column_text(st, 1));
+	cJSON_AddStringToObject(o, "name", (const char *)sqlite3_column_text(st, 2));
+	cJSON_AddStringToObject(o, "owner", (const char *)sqlite3_column_text(st, 3));
+	cJSON_AddStringToObject(o, "state", (const char *)sqlite3_column_text(st, 4));
+	cJSON_AddNumberToObject(o, "progress", sqlite3_column_double(st, 5));
+	if (sqlite3_column_type(st, 6) == SQLITE_NULL)
+		cJSON_AddNullToObject(o, "eta_s");
+	else
+		cJSON_AddNumberToObject(o, "eta_s", sqlite3_column_double(st, 6));
+	add_int_or_null(o, "created_at", st, 7);
+	add_int_or_null(o, "started_at", st, 8);
+	add_int_or_null(o, "finished_at", st, 9);
+	add_text_or_null(o, "error", st, 10);
+	cJSON *parents = cJSON_AddArrayToObject(o, "parents");
+	add_id_list(parents, (const char *)sqlite3_column_text(st, 11));
+	cJSON_AddNumberToObject(o, "events", (double)sqlite3_column_int64(st, 18));
+	if (!detail)
+		return o;
+	cJSON_AddStringToObject(o, "notes", (const char *)sqlite3_column_text(st, 12));
+	cJSON *params = cJSON_Parse((const char *)sqlite3_column_text(st, 13));
+	cJSON_AddItemToObject(o, "params", params ? params : cJSON_CreateObject());
+	cJSON *res = cJSON_Parse((const char *)sqlite3_column_text(st, 14));
+	cJSON_AddItemToObject(o, "resources", res ? res : cJSON_CreateObject());
+	add_int_or_null(o, "pid", st, 15);
+	if (sqlite3_column_type(st, 16) == SQLITE_NULL && sqlite3_column_type(st, 17) == SQLITE_NULL) {
+		cJSON_AddNullToObject(o, "exit");
+	} else {
+		cJSON *ex = cJSON_AddObjectToObject(o, "exit");
+		add_int_or_null(ex, "code", st, 16);
+		add_int_or_null(ex, "signal", st, 17);
+	}
+	cJSON_AddBoolToObject(o, "abort_requested", sqlite3_column_int(st, 19));
+	return o;
+}
+
+int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT " JOB_COLS " FROM jobs j WHERE j.id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		if (rc == SQLITE_DONE)
+			return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
+		return db_fail(err, store_conn(NULL), "reading a job");
+	}
+	cJSON *o = row_json(st, detail);
+	sqlite3_finalize(st);
+	if (!o)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	if (detail) {
+		cJSON *hist = cJSON_AddArrayToObject(o, "history");
+		st = prep("SELECT state,at,message FROM job_history WHERE job_id=? ORDER BY rowid", err);
+		if (st) {
+			sqlite3_bind_int64(st, 1, id);
+			while (sqlite3_step(st) == SQLITE_ROW) {
+				cJSON *h = cJSON_CreateObject();
+				cJSON_AddStringToObject(h, "state", (const char *)sqlite3_column_text(st, 0));
+				cJSON_AddNumberToObject(h, "at", (double)sqlite3_column_int64(st, 1));
+				if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+					cJSON_AddStringToObject(h, "message",
+								(const char *)sqlite3_column_text(st, 2));
+				cJSON_AddItemToArray(hist, h);
+			}
+			sqlite3_finalize(st);
+		}
+		cJSON *children = cJSON_AddArrayToObject(o, "children");
+		st = prep("SELECT job_id FROM job_parents WHERE parent_id=? ORDER BY job_id", err);
+		if (st) {
+			sqlite3_bind_int64(st, 1, id);
+			while (sqlite3_step(st) == SQLITE_ROW)
+				cJSON_AddItemToArray(children,
+						     cJSON_CreateNumber((double)sqlite3_column_int64(st, 0)));
+			sqlite3_finalize(st);
+		}
+	}
+	*out = o;
+	return DD_OK;
+}
+
+int store_job_list(const char *kind, const char *state, int limit, int offset, cJSON **out,
+		   int *total, struct dd_err *err)
+{
+	*out = NULL;
+	*total = 0;
+	sqlite3_stmt *st = prep("SELECT count(*) FROM jobs WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		*total = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	st = prep("SELECT " JOB_COLS " FROM jobs j WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
+		  " ORDER BY j.id DESC LIMIT ?3 OFFSET ?4",
+		  err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, limit);
+	sqlite3_bind_int(st, 4, offset);
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		cJSON_AddItemToArray(arr, row_json(st, 0));
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		cJSON_Delete(arr);
+		return db_fail(err, store_conn(NULL), "listing jobs");
+	}
+	*out = arr;
+	return DD_OK;
+}
+
+static void fill_row(sqlite3_stmt *st, struct job_row *r)
+{
+	memset(r, 0, sizeof *r);
+	r->id = sqlite3_column_int64(st, 0);
+	snprintf(r->kind, sizeof r->kind, "%s", (const char *)sqlite3_column_text(st, 1));
+	if (job_state_parse((const char *)sqlite3_column_text(st, 2), &r->state) != 0)
+		r->state = JOB_ERROR;
+	r->pid = sqlite3_column_int(st, 3);
+	r->pid_start = sqlite3_column_int64(st, 4);
+	r->ev_offset = sqlite3_column_int64(st, 5);
+	r->ev_seq = sqlite3_column_int64(st, 6);
+	r->abort_requested = sqlite3_column_int(st, 7);
+	r->cpu_slots = sqlite3_column_int(st, 8);
+	if (r->cpu_slots < 1)
+		r->cpu_slots = 1;
+}
+
+#define ROW_COLS                                                                               \
+	"id,kind,state,coalesce(pid,0),coalesce(pid_start,0),ev_offset,ev_seq,abort_requested,"  \
+	"coalesce(json_extract(resources,'$.cpu_slots'),1)"
+
+int store_job_row(int64_t id, struct job_row *row, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("SELECT " ROW_COLS " FROM jobs WHERE id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		fill_row(st, row);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a job");
+}
+
+int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, struct dd_err *err)
+{
+	*rows = NULL;
+	*n = 0;
+	sqlite3_stmt *st = prep("SELECT " ROW_COLS " FROM jobs WHERE state=? ORDER BY id", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_text(st, 1, job_state_name(state), -1, SQLITE_STATIC);
+	int cap = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct job_row *grown = realloc(*rows, (size_t)cap * sizeof **rows);
+			if (!grown) {
+				sqlite3_finalize(st);
+				free(*rows);
+				*rows = NULL;
+				*n = 0;
+				return dd_err_set(err, DD_ENOMEM, "out of memory");
+			}
+			*rows = grown;
+		}
+		fill_row(st, &(*rows)[(*n)++]);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), "listing jobs by state");
+}
+
+/* Read the state of a job inside the current transaction. */
+static int current_state(int64_t id, enum job_state *s, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("SELECT state FROM jobs WHERE id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	int out = DD_OK;
+	if (rc == SQLITE_ROW) {
+		if (job_state_parse((const char *)sqlite3_column_text(st, 0), s) != 0)
+			out = dd_err_set(err, DD_EINTERNAL, "job %lld has an unknown state", (long long)id);
+	} else if (rc == SQLITE_DONE) {
+		out = dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
+	} else {
+		out = db_fail(err, store_conn(NULL), "reading a job state");
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
+int store_job_move(int64_t id, enum job_state to, const char *error, int exit_code,
+		   int exit_signal, struct dd_err *err)
+{
+	int rc = exec("BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	enum job_state from;
+	if ((rc = current_state(id, &from, err)))
+		goto fail;
+	if (!job_state_can_move(from, to)) {
+		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s and cannot become %s", (long long)id,
+				job_state_name(from), job_state_name(to));
+		goto fail;
+	}
+	int64_t now = fs_now_ms();
+	sqlite3_stmt *st;
+	if (job_state_final(to)) {
+		st = prep("UPDATE jobs SET state=?2, finished_at=?3, error=?4,"
+			  " exit_code=CASE WHEN ?5>=0 THEN ?5 END, exit_signal=CASE WHEN ?6>0 THEN ?6 END,"
+			  " progress=CASE WHEN ?2='done' THEN 1 ELSE progress END, eta_s=NULL WHERE id=?1",
+			  err);
+	} else {
+		/* back to the queue (a resume): clear what the last run left */
+		/* back to the queue (a resume): clear what the last run left; the extra
+		 * parameters bound below are unused here */
+		st = prep("UPDATE jobs SET state=?2, finished_at=NULL, error=NULL, exit_code=NULL,"
+			  " exit_signal=NULL, abort_requested=0, pid=NULL, eta_s=NULL WHERE id=?1",
+			  err);
+	}
+	if (!st) {
+		rc = err ? err->code : DD_EIO;
+		goto fail;
+	}
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, job_state_name(to), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, now);
+	if (error)
+		sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 5, exit_code);
+	sqlite3_bind_int(st, 6, exit_signal);
+	if ((rc = step_done(st, "changing a job state", err)))
+		goto fail;
+	if ((rc = history_add(id, job_state_name(to), now, error, err)))
+		goto fail;
+	return exec("COMMIT", err);
+fail:
+	exec("ROLLBACK", NULL);
+	return rc;
+}
+
+int store_job_started(int64_t id, int pid, int64_t pid_start, struct dd_err *err)
+{
+	int rc = exec("BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	enum job_state from;
+	if ((rc = current_state(id, &from, err)))
+		goto fail;
+	if (!job_state_can_move(from, JOB_RUNNING)) {
+		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s and cannot start", (long long)id,
+				job_state_name(from));
+		goto fail;
+	}
+	int64_t now = fs_now_ms();
+	sqlite3_stmt *st = prep("UPDATE jobs SET state='running', started_at=?2, pid=?3, pid_start=?4 WHERE id=?1", err);
+	if (!st) {
+		rc = err ? err->code : DD_EIO;
+		goto fail;
+	}
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, now);
+	sqlite3_bind_int(st, 3, pid);
+	sqlite3_bind_int64(st, 4, pid_start);
+	if ((rc = step_done(st, "starting a job", err)) || (rc = history_add(id, "running", now, NULL, err)))
+		goto fail;
+	return exec("COMMIT", err);
+fail:
+	exec("ROLLBACK", NULL);
+	return rc;
+}
+
+/* Run an UPDATE on one job by id; DD_ENOENT when no row changed. */
+static int update_one(sqlite3_stmt *st, int64_t id, const char *what, struct dd_err *err)
+{
+	if (!st)
+		return err ? err->code : DD_EIO;
+	int rc = step_done(st, what, err);
+	if (rc == DD_OK && sqlite3_changes(store_conn(NULL)) == 0)
+		rc = dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
+	return rc;
+}
+
+int store_job_progress(int64_t id, double progress, double eta_s, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET progress=?2, eta_s=CASE WHEN ?3>=0 THEN ?3 END WHERE id=?1", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_double(st, 2, progress < 0 ? 0 : progress > 1 ? 1 : progress);
+		sqlite3_bind_double(st, 3, eta_s);
+	}
+	return update_one(st, id, "saving progress", err);
+}
+
+int store_job_tail_save(int64_t id, int64_t offset, int64_t seq, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET ev_offset=?2, ev_seq=?3 WHERE id=?1", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int64(st, 2, offset);
+		sqlite3_bind_int64(st, 3, seq);
+	}
+	return update_one(st, id, "saving the event-log position", err);
+}
+
+int store_job_patch(int64_t id, const char *name, const char *notes, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET name=coalesce(?2,name), notes=coalesce(?3,notes) WHERE id=?1", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 3, notes, -1, SQLITE_TRANSIENT);
+	}
+	return update_one(st, id, "changing a job", err);
+}
+
+int store_job_request_abort(int64_t id, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET abort_requested=1 WHERE id=?1", err);
+	if (st)
+		sqlite3_bind_int64(st, 1, id);
+	return update_one(st, id, "requesting an abort", err);
+}
+
+int store_job_delete(int64_t id, struct dd_err *err)
+{
+	int rc = exec("BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = prep("SELECT p.job_id, j.name FROM job_parents p JOIN jobs j ON j.id=p.job_id"
+				" WHERE p.parent_id=? ORDER BY p.job_id LIMIT 1",
+				err);
+	if (!st) {
+		rc = err ? err->code : DD_EIO;
+		goto fail;
+	}
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is used by job %lld (%s): delete that first",
+				(long long)id, (long long)sqlite3_column_int64(st, 0),
+				(const char *)sqlite3_column_text(st, 1));
+		sqlite3_finalize(st);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	st = prep("DELETE FROM jobs WHERE id=?", err);
+	if (st)
+		sqlite3_bind_int64(st, 1, id);
+	if ((rc = update_one(st, id, "deleting a job", err)))
+		goto fail;
+	return exec("COMMIT", err);
+fail:
+	exec("ROLLBACK", NULL);
+	return rc;
+}
+
+int store_job_count(int64_t *n, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("SELECT count(*) FROM jobs", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	*n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	sqlite3_finalize(st);
+	return DD_OK;
+}

@@ -1,0 +1,78 @@
+/* store.h — deepdesk.db: the SQLite store of jobs (and later users, sessions).
+ *
+ * One connection per thread (opened on first use, closed by store_thread_end), WAL,
+ * a busy timeout and foreign keys on.  The schema is versioned in PRAGMA
+ * user_version and moved forward by store_init's migrations, each in one
+ * transaction.  Everything that changes a job's state goes through
+ * store_job_move so that the transition rules (jobs/job.h) and the state history
+ * are kept in one place. */
+#ifndef DD_STORE_H
+#define DD_STORE_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "../common/err.h"
+#include "../jobs/job.h"
+
+#define STORE_FILE "deepdesk.db"
+
+/* What the scheduler needs of a job, without JSON. */
+struct job_row {
+	int64_t id;
+	char kind[32];
+	enum job_state state;
+	int pid;           /* 0 when none */
+	int64_t pid_start; /* /proc start time of pid, to tell a reused pid */
+	int64_t ev_offset, ev_seq;
+	int abort_requested;
+	int cpu_slots;
+};
+
+/* Open (creating) DATA/deepdesk.db and migrate it to the current schema. */
+int store_init(const char *data_dir, struct dd_err *err);
+/* The schema version this build writes. */
+int store_schema_version(void);
+/* This thread's connection, opened on first use; NULL with err filled on failure. */
+sqlite3 *store_conn(struct dd_err *err);
+/* Close this thread's connection (call as a thread ends; harmless when none). */
+void store_thread_end(void);
+
+/* A new queued job; *id gets its id.  parents must exist (DD_EINVAL otherwise). */
+int store_job_insert(const char *kind, const char *name, const char *owner,
+		     const char *params_json, const char *resources_json, const int64_t *parents,
+		     int nparents, int64_t *id, struct dd_err *err);
+
+/* The job as the API shows it; with detail, also notes, params, resources, history,
+ * children, pid and exit.  Caller frees *out with cJSON_Delete. */
+int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err);
+
+/* Jobs newest first, optionally of one kind and/or state; *out is an array, *total
+ * the count matching before limit/offset.  Caller frees *out. */
+int store_job_list(const char *kind, const char *state, int limit, int offset, cJSON **out,
+		   int *total, struct dd_err *err);
+
+int store_job_row(int64_t id, struct job_row *row, struct dd_err *err);
+/* Every job in `state`, oldest first; caller frees *rows with free(). */
+int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, struct dd_err *err);
+
+/* Move a job to `to` if the rules allow (DD_ECONFLICT otherwise), stamping the
+ * time, history, and for final states the error message and exit status
+ * (exit_code/exit_signal < 0 when unknown). */
+int store_job_move(int64_t id, enum job_state to, const char *error, int exit_code,
+		   int exit_signal, struct dd_err *err);
+/* queued -> running with the worker's pid. */
+int store_job_started(int64_t id, int pid, int64_t pid_start, struct dd_err *err);
+int store_job_progress(int64_t id, double progress, double eta_s, struct dd_err *err);
+int store_job_tail_save(int64_t id, int64_t offset, int64_t seq, struct dd_err *err);
+/* Rename and/or change notes (NULL leaves a field as it is). */
+int store_job_patch(int64_t id, const char *name, const char *notes, struct dd_err *err);
+int store_job_request_abort(int64_t id, struct dd_err *err);
+/* Delete a job record; DD_ECONFLICT naming a dependant while one exists. */
+int store_job_delete(int64_t id, struct dd_err *err);
+/* Number of jobs (for /info and tests). */
+int store_job_count(int64_t *n, struct dd_err *err);
+
+#endif

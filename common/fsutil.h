@@ -1,0 +1,37 @@
+/* fsutil.h — files, folders and paths: the small set of file-system operations every
+ * module needs, each reporting failures through struct dd_err with the path named. */
+#ifndef DD_FSUTIL_H
+#define DD_FSUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Create dir and its missing parents (mode 0755).  Existing folders are fine. */
+int fs_mkdir_p(const char *dir, struct dd_err *err);
+
+/* Read a whole file of at most `cap` bytes.  On success *out is NUL-terminated
+ * (the NUL is not counted in *len); caller frees with free(). */
+int fs_read_file(const char *path, size_t cap, char **out, size_t *len, struct dd_err *err);
+
+/* Write data to path atomically: a temporary file beside it, fsync, rename.
+ * A crash leaves either the old or the new content, never a torn file. */
+int fs_write_file_atomic(const char *path, const void *data, size_t len, struct dd_err *err);
+
+/* Remove a file or a folder tree.  A missing path is not an error. */
+int fs_rm_rf(const char *path, struct dd_err *err);
+
+/* Total bytes of the regular files below dir (0 if it does not exist). */
+uint64_t fs_tree_bytes(const char *dir);
+
+/* Is `path` (which must exist) inside folder `root` once both are resolved
+ * (symlinks and ".." followed)?  1 yes, 0 no or unresolvable.  When yes and
+ * resolved is non-NULL, the resolved path (PATH_MAX bytes) is written there. */
+int fs_path_under(const char *path, const char *root, char *resolved);
+
+/* Milliseconds since the Unix epoch, and a monotonic clock in milliseconds. */
+int64_t fs_now_ms(void);
+int64_t fs_mono_ms(void);
+
+#endif

@@ -1,0 +1,50 @@
+/* log.c — see log.h.  Each message is formatted into one buffer and written with a
+ * single write(2) so lines from different threads never interleave. */
+#define _GNU_SOURCE
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum log_level current = LOG_INFO;
+static const char *names[] = { "error", "warn", "info", "debug" };
+
+int log_level_parse(const char *s, enum log_level *out)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, names[i]) == 0) {
+			*out = (enum log_level)i;
+			return 0;
+		}
+	return -1;
+}
+
+void log_set_level(enum log_level level) { current = level; }
+enum log_level log_get_level(void) { return current; }
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	if (level > current)
+		return;
+	char line[1024];
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof line - 2)
+		len = sizeof line - 2;
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}

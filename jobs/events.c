@@ -1,0 +1,304 @@
+/* events.c — see events.h.
+ *
+ * The writer opens with O_APPEND, so each line lands at the end however many
+ * processes write (only the worker does).  Readers never trust the file to end in a
+ * newline: a line counts only once its '\n' is on disk. */
+#define _GNU_SOURCE
+#include "events.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int events_writer_open(struct events_writer *w, const char *dir, struct dd_err *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/" EVENTS_FILE, dir);
+	w->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (w->fd < 0)
+		return dd_err_sys(err, DD_EIO, errno, "cannot open %s", path);
+	return DD_OK;
+}
+
+void events_writer_close(struct events_writer *w)
+{
+	if (w && w->fd >= 0) {
+		close(w->fd);
+		w->fd = -1;
+	}
+}
+
+int events_append(struct events_writer *w, cJSON *ev, struct dd_err *err)
+{
+	if (!cJSON_GetObjectItemCaseSensitive(ev, "t")) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double t = (double)ts.tv_sec + (double)(ts.tv_nsec / 1000000) / 1000.0;
+		/* "t" first reads better in the file; cJSON has no insert-at, so rebuild. */
+		cJSON *tt = cJSON_CreateNumber(t);
+		if (!tt)
+			return dd_err_set(err, DD_ENOMEM, "out of memory");
+		tt->string = strdup("t");
+		if (!tt->string) {
+			cJSON_Delete(tt);
+			return dd_err_set(err, DD_ENOMEM, "out of memory");
+		}
+		tt->next = ev->child;
+		if (ev->child) {
+			tt->prev = ev->child->prev;
+			ev->child->prev = tt;
+		} else {
+			tt->prev = tt;
+		}
+		ev->child = tt;
+	}
+	char *line = cJSON_PrintUnformatted(ev);
+	if (!line)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	size_t n = strlen(line);
+	if (n + 1 > EVENTS_MAX_LINE) {
+		free(line);
+		return dd_err_set(err, DD_ETOOBIG, "event of %zu bytes is over the %d-byte line limit",
+				  n, EVENTS_MAX_LINE);
+	}
+	line[n] = '\n'; /* replaces the NUL; we write n+1 bytes */
+	ssize_t wr;
+	do
+		wr = write(w->fd, line, n + 1);
+	while (wr < 0 && errno == EINTR);
+	int e = errno;
+	free(line);
+	if (wr < 0)
+		return dd_err_sys(err, DD_EIO, e, "cannot append to the event log");
+	if ((size_t)wr != n + 1)
+		return dd_err_set(err, DD_ENOSPC, "event log write cut short (disk full?)");
+	return DD_OK;
+}
+
+/* Call fn for each complete line of buf[0..len); returns bytes consumed. */
+static size_t split_lines(const char *buf, size_t len, int64_t *seq, events_fn fn, void *ctx,
+			  int *count)
+{
+	size_t start = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] != '\n')
+			continue;
+		(*seq)++;
+		(*count)++;
+		if (fn) {
+			cJSON *ev = cJSON_ParseWithLength(buf + start, i - start);
+			if (ev && !cJSON_IsObject(ev)) {
+				cJSON_Delete(ev);
+				ev = NULL;
+			}
+			fn(ctx, *seq, ev);
+			cJSON_Delete(ev);
+		}
+		start = i + 1;
+	}
+	return start;
+}
+
+int events_tail_poll(struct events_tail *t, events_fn fn, void *ctx, struct dd_err *err)
+{
+	int fd = open(t->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0; /* the worker has not written yet */
+		return dd_err_sys(err, DD_EIO, errno, "cannot open %s", t->path);
+	}
+	enum { CHUNK = 256 * 1024 };
+	char *buf = malloc(CHUNK);
+	int count = 0;
+	if (!buf) {
+		close(fd);
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	}
+	for (;;) {
+		ssize_t r = pread(fd, buf, CHUNK, t->offset);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			free(buf);
+			close(fd);
+			return dd_err_sys(err, DD_EIO, e, "cannot read %s", t->path);
+		}
+		if (r == 0)
+			break;
+		size_t used = split_lines(buf, (size_t)r, &t->seq, fn, ctx, &count);
+		if (used == 0) {
+			if (r == CHUNK) {
+				/* A line longer than a chunk is not ours: skip it as one bad event. */
+				t->offset += r;
+				continue;
+			}
+			break; /* partial last line */
+		}
+		t->offset += (off_t)used;
+		if ((size_t)r < CHUNK)
+			break;
+	}
+	free(buf);
+	close(fd);
+	return count;
+}
+
+struct page_ctx {
+	int64_t after;
+	int limit, taken, more;
+	int64_t last;
+	cJSON *out;
+};
+
+static void page_line(void *vctx, int64_t seq, cJSON *ev)
+{
+	struct page_ctx *c = vctx;
+	if (seq <= c->after)
+		return;
+	if (c->taken >= c->limit) {
+		c->more = 1;
+		return;
+	}
+	cJSON *item = ev ? cJSON_Duplicate(ev, 1) : cJSON_CreateObject();
+	if (!item)
+		return;
+	if (!ev)
+		cJSON_AddStringToObject(item, "type", "unreadable");
+	cJSON_DeleteItemFromObjectCaseSensitive(item, "seq");
+	cJSON_AddNumberToObject(item, "seq", (double)seq);
+	cJSON_AddItemToArray(c->out, item);
+	c->taken++;
+	c->last = seq;
+}
+
+int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int64_t *last,
+		     int *more, struct dd_err *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/" EVENTS_FILE, dir);
+	struct page_ctx c = { .after = after, .limit = limit, .out = out, .last = after };
+	*more = 0;
+	*last = after;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? DD_OK : dd_err_sys(err, DD_EIO, errno, "cannot open %s", path);
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int64_t seq = 0;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] != '\n')
+			break; /* partial last line */
+		seq++;
+		if (seq <= after)
+			continue; /* skipped without parsing */
+		if (c.taken >= c.limit) {
+			c.more = 1;
+			break;
+		}
+		cJSON *ev = cJSON_ParseWithLength(line, (size_t)n - 1);
+		if (ev && !cJSON_IsObject(ev)) {
+			cJSON_Delete(ev);
+			ev = NULL;
+		}
+		page_line(&c, seq, ev);
+		cJSON_Delete(ev);
+	}
+	free(line);
+	fclose(f);
+	*more = c.more;
+	*last = c.last;
+	return DD_OK;
+}
+
+struct logs_ctx {
+	int n, count;
+	char **ring;
+};
+
+static void log_line(void *vctx, int64_t seq, cJSON *ev)
+{
+	(void)seq;
+	struct logs_ctx *c = vctx;
+	if (!ev)
+		return;
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
+	const char *msg = NULL;
+	if (type && strcmp(type, "log") == 0)
+		msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "msg"));
+	else if (type && strcmp(type, "status") == 0)
+		msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "message"));
+	if (!msg)
+		return;
+	int slot = c->count % c->n;
+	free(c->ring[slot]);
+	c->ring[slot] = strdup(msg);
+	c->count++;
+}
+
+int events_last_logs(const char *dir, int n, cJSON *out)
+{
+	if (n <= 0)
+		return DD_OK;
+	struct events_tail t = { .offset = 0, .seq = 0 };
+	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	struct logs_ctx c = { .n = n, .count = 0, .ring = calloc((size_t)n, sizeof(char *)) };
+	if (!c.ring)
+		return DD_ENOMEM;
+	int rc = events_tail_poll(&t, log_line, &c, NULL);
+	int first = c.count > n ? c.count - n : 0;
+	for (int i = first; i < c.count; i++)
+		if (c.ring[i % n])
+			cJSON_AddItemToArray(out, cJSON_CreateString(c.ring[i % n]));
+	for (int i = 0; i < n; i++)
+		free(c.ring[i]);
+	free(c.ring);
+	return rc < 0 ? rc : DD_OK;
+}
+
+struct final_ctx {
+	char *state, *message;
+	size_t state_len, message_len;
+	int found;
+};
+
+static void final_line(void *vctx, int64_t seq, cJSON *ev)
+{
+	(void)seq;
+	struct final_ctx *c = vctx;
+	if (!ev)
+		return;
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
+	const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
+	if (!type || strcmp(type, "status") != 0 || !state)
+		return;
+	if (strcmp(state, "done") && strcmp(state, "error") && strcmp(state, "aborted")) {
+		c->found = 0; /* a later "running" (a resume) cancels an earlier end */
+		return;
+	}
+	const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "message"));
+	snprintf(c->state, c->state_len, "%s", state);
+	snprintf(c->message, c->message_len, "%s", msg ? msg : "");
+	c->found = 1;
+}
+
+int events_final_status(const char *dir, char *state, size_t state_len, char *message,
+			size_t message_len)
+{
+	struct events_tail t = { .offset = 0, .seq = 0 };
+	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	struct final_ctx c = { state, message, state_len, message_len, 0 };
+	events_tail_poll(&t, final_line, &c, NULL);
+	return c.found;
+}

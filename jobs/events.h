@@ -1,0 +1,77 @@
+/* events.h — a job's event log: `events.jsonl` in its folder, one JSON object a line,
+ * appended by the worker and only ever read by everyone else.
+ *
+ * Every event has "t" (seconds since the epoch, with milliseconds) and "type":
+ *   progress  {"progress":0..1, "eta_s":seconds|absent}
+ *   metric    {"name":"loss", "value":x, "step"/"epoch":…}
+ *   log       {"level":"info"|"warn"|"error", "msg":"…"}
+ *   status    {"state":"running"|"done"|"error"|"aborted", "message":"…", "pid":n}
+ * An event's sequence number is its 1-based line number; nothing else numbers it,
+ * so the file alone is the record. */
+#ifndef DD_EVENTS_H
+#define DD_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "../common/err.h"
+
+#define EVENTS_FILE "events.jsonl"
+#define EVENTS_MAX_LINE 65536
+
+/* ---- writing (the worker) ---- */
+
+struct events_writer {
+	int fd;
+};
+
+/* Open (creating) DIR/events.jsonl for appending.  Undo with events_writer_close(). */
+int events_writer_open(struct events_writer *w, const char *dir, struct dd_err *err);
+void events_writer_close(struct events_writer *w);
+
+/* Append one event: adds "t" when absent, writes the line with a single write(2) so a
+ * reader never sees half of one unless the disk filled mid-write.  The object is
+ * not freed. */
+int events_append(struct events_writer *w, cJSON *ev, struct dd_err *err);
+
+/* ---- tailing (the server) ---- */
+
+/* Follows a growing log.  `offset` is the byte just after the last complete line
+ * consumed and `seq` the number of lines consumed; both can be saved and handed
+ * back after a restart so that no event is delivered twice or skipped. */
+struct events_tail {
+	char path[4096];
+	off_t offset;
+	int64_t seq;
+};
+
+/* Called for each complete new line; `ev` is NULL when the line is not a JSON
+ * object (a torn write).  The callback must not keep `ev`. */
+typedef void (*events_fn)(void *ctx, int64_t seq, cJSON *ev);
+
+/* Read every complete line added since the last call.  A partial last line (the
+ * worker is mid-write) is left for the next call.  Returns the number of lines
+ * delivered, or a negative DD_E* code. */
+int events_tail_poll(struct events_tail *t, events_fn fn, void *ctx, struct dd_err *err);
+
+/* ---- paging (the API) ---- */
+
+/* Events with seq > after, at most `limit` of them, appended to `out` (a JSON array)
+ * each with "seq" added.  *last is the highest seq returned (or `after`), *more
+ * whether complete lines remain beyond. */
+int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int64_t *last,
+		     int *more, struct dd_err *err);
+
+/* The last `n` log messages ("msg" of "log" events, and "message" of status
+ * events), oldest first, into a JSON array of strings. */
+int events_last_logs(const char *dir, int n, cJSON *out);
+
+/* The final status event ("done"/"error"/"aborted") of a log if it has one: fills
+ * state (8+ bytes) and message, returns 1; 0 when there is none. */
+int events_final_status(const char *dir, char *state, size_t state_len, char *message,
+			size_t message_len);
+
+#endif

@@ -1,0 +1,60 @@
+/* job.c — job states and the registry of job kinds. */
+#include "job.h"
+
+#include <string.h>
+
+static const char *state_names[JOB_STATE_COUNT] = { "queued",  "running", "done",
+						    "error",   "aborted", "interrupted" };
+
+const char *job_state_name(enum job_state s)
+{
+	return (unsigned)s < JOB_STATE_COUNT ? state_names[s] : "unknown";
+}
+
+int job_state_parse(const char *s, enum job_state *out)
+{
+	for (int i = 0; i < JOB_STATE_COUNT; i++)
+		if (s && strcmp(s, state_names[i]) == 0) {
+			*out = (enum job_state)i;
+			return 0;
+		}
+	return -1;
+}
+
+int job_state_final(enum job_state s)
+{
+	return s == JOB_DONE || s == JOB_ERROR || s == JOB_ABORTED || s == JOB_INTERRUPTED;
+}
+
+int job_state_can_move(enum job_state from, enum job_state to)
+{
+	switch (from) {
+	case JOB_QUEUED: return to == JOB_RUNNING || to == JOB_ABORTED || to == JOB_ERROR;
+	case JOB_RUNNING:
+		return to == JOB_DONE || to == JOB_ERROR || to == JOB_ABORTED || to == JOB_INTERRUPTED;
+	case JOB_INTERRUPTED: return to == JOB_QUEUED; /* resumed */
+	default: return 0;
+	}
+}
+
+/* Each kind lives with the module that does its work; this list only names them. */
+#ifdef DD_TESTING
+extern const struct job_kind test_job_kind;
+#endif
+
+static const struct job_kind *const kinds[] = {
+#ifdef DD_TESTING
+	&test_job_kind,
+#endif
+	NULL
+};
+
+const struct job_kind *const *job_kinds(void) { return kinds; }
+
+const struct job_kind *job_kind_find(const char *name)
+{
+	for (int i = 0; name && kinds[i]; i++)
+		if (strcmp(kinds[i]->name, name) == 0)
+			return kinds[i];
+	return NULL;
+}

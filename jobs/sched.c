@@ -1,0 +1,585 @@
+/* sched.c — see sched.h.
+ *
+ * Invariants:
+ *  - `running[]` holds exactly the jobs this scheduler watches; each is `running`
+ *    in the store.  Only the scheduler thread adds to it (start) or removes from
+ *    it (settle); API threads read it under `lock` to signal a worker.
+ *  - A job's final state is decided once, in settle(): its own final status
+ *    event wins (so a job that finished is never shown as aborted); without one,
+ *    an abort request makes it `aborted`; otherwise the exit status or signal
+ *    makes it `error`, with the last lines of its log in the message.
+ *  - The event-log position is saved in the store after every poll that read
+ *    something, so a restarted server neither repeats nor skips events. */
+#define _GNU_SOURCE
+#include "sched.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../app/store.h"
+#include "../common/fsutil.h"
+#include "../common/log.h"
+#include "events.h"
+#include "job.h"
+
+struct running {
+	int64_t id;
+	struct exec_handle h;
+	int slots;
+	struct events_tail tail;
+	int64_t kill_at; /* monotonic ms for SIGKILL, 0 when no abort pending */
+	int abort;
+	double progress, eta_s;
+	int progress_dirty;
+};
+
+static struct {
+	struct sched_config cfg;
+	char data_dir[PATH_MAX];
+	char exe[PATH_MAX];
+	sched_listener listener;
+	void *listener_ctx;
+	pthread_t thread;
+	int thread_started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int stopping, woken;
+	struct running *running;
+	int nrunning, cap;
+	int slots_used;
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
+
+void sched_job_dir(int64_t id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%lld", S.data_dir, (long long)id);
+}
+
+void sched_slots(int *used, int *total)
+{
+	pthread_mutex_lock(&S.lock);
+	*used = S.slots_used;
+	*total = S.cfg.cpu_slots;
+	pthread_mutex_unlock(&S.lock);
+}
+
+static void wake(void)
+{
+	pthread_mutex_lock(&S.lock);
+	S.woken = 1;
+	pthread_cond_signal(&S.wake);
+	pthread_mutex_unlock(&S.lock);
+}
+
+static void notify(int64_t id, const char *what, cJSON *payload)
+{
+	if (S.listener)
+		S.listener(S.listener_ctx, id, what, payload);
+}
+
+void sched_job_changed(int64_t id)
+{
+	cJSON *job = NULL;
+	if (store_job_json(id, 0, &job, NULL) == DD_OK)
+		notify(id, "job", job);
+	cJSON_Delete(job);
+}
+
+/* ---- tailing ---- */
+
+struct tail_ctx {
+	struct running *r;
+	cJSON *batch;
+};
+
+static void on_event(void *vctx, int64_t seq, cJSON *ev)
+{
+	struct tail_ctx *c = vctx;
+	cJSON *item = ev ? cJSON_Duplicate(ev, 1) : cJSON_CreateObject();
+	if (!item)
+		return;
+	if (!ev)
+		cJSON_AddStringToObject(item, "type", "unreadable");
+	cJSON_AddNumberToObject(item, "seq", (double)seq);
+	cJSON_AddItemToArray(c->batch, item);
+	const char *type = ev ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type")) : NULL;
+	if (type && strcmp(type, "progress") == 0) {
+		cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "progress");
+		cJSON *e = cJSON_GetObjectItemCaseSensitive(ev, "eta_s");
+		if (cJSON_IsNumber(p)) {
+			c->r->progress = p->valuedouble;
+			c->r->eta_s = cJSON_IsNumber(e) ? e->valuedouble : -1;
+			c->r->progress_dirty = 1;
+		}
+	}
+}
+
+/* Read what the worker added since the last poll; push it and save the position. */
+static void tail_job(struct running *r)
+{
+	struct dd_err err = { 0 };
+	struct tail_ctx c = { r, cJSON_CreateArray() };
+	int n = events_tail_poll(&r->tail, on_event, &c, &err);
+	if (n < 0)
+		log_warn("job %lld: %s", (long long)r->id, err.msg);
+	if (n > 0) {
+		if (store_job_tail_save(r->id, r->tail.offset, r->tail.seq, &err) != DD_OK)
+			log_warn("job %lld: %s", (long long)r->id, err.msg);
+		if (r->progress_dirty) {
+			r->progress_dirty = 0;
+			if (store_job_progress(r->id, r->progress, r->eta_s, &err) != DD_OK)
+				log_warn("job %lld: %s", (long long)r->id, err.msg);
+			sched_job_changed(r->id);
+		}
+		notify(r->id, "events", c.batch);
+	}
+	cJSON_Delete(c.batch);
+}
+
+/* ---- ending ---- */
+
+/* The last lines of dir/worker.log (what the worker printed to stderr), folded
+ * into one line, into buf. */
+static void worker_log_tail(const char *dir, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	char *text = NULL;
+	size_t n = 0;
+	buf[0] = 0;
+	snprintf(path, sizeof path, "%s/worker.log", dir);
+	if (fs_read_file(path, 1 << 20, &text, &n, NULL) != DD_OK)
+		return;
+	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
+		text[--n] = 0;
+	size_t start = n > 300 ? n - 300 : 0;
+	snprintf(buf, len, "%s", text + start);
+	for (char *p = buf; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	free(text);
+}
+
+/* Decide and store the final state of a job whose worker has ended.  wait_status
+ * is from waitpid, or -1 when unknown (an adopted worker). */
+static void settle(struct running *r, int wait_status, int recovering)
+{
+	char dir[PATH_MAX], state[16], message[400], why[768];
+	struct dd_err err = { 0 };
+	sched_job_dir(r->id, dir, sizeof dir);
+	tail_job(r); /* whatever it wrote last */
+	enum job_state to = JOB_ERROR;
+	int code = -1, sig = -1;
+	if (wait_status >= 0 && WIFEXITED(wait_status))
+		code = WEXITSTATUS(wait_status);
+	if (wait_status >= 0 && WIFSIGNALED(wait_status))
+		sig = WTERMSIG(wait_status);
+	if (events_final_status(dir, state, sizeof state, message, sizeof message)) {
+		job_state_parse(state, &to);
+		snprintf(why, sizeof why, "%s", message);
+	} else if (r->abort) {
+		to = JOB_ABORTED;
+		snprintf(why, sizeof why, "aborted on request");
+	} else if (recovering) {
+		to = JOB_INTERRUPTED;
+		snprintf(why, sizeof why, "the worker was gone when the server restarted");
+	} else {
+		char tail[320];
+		worker_log_tail(dir, tail, sizeof tail);
+		if (sig > 0)
+			snprintf(why, sizeof why, "the worker was killed by signal %d (%s)%s%s", sig,
+				 strsignal(sig), tail[0] ? "; last output: " : "", tail);
+		else if (code >= 0)
+			snprintf(why, sizeof why, "the worker exited with status %d without a final status%s%s",
+				 code, tail[0] ? "; last output: " : "", tail);
+		else
+			snprintf(why, sizeof why, "the worker ended without a final status (exit status unknown)");
+	}
+	if (to == JOB_DONE)
+		why[0] = 0;
+	if (store_job_move(r->id, to, why[0] ? why : NULL, code, sig, &err) != DD_OK)
+		log_error("job %lld: cannot record its end: %s", (long long)r->id, err.msg);
+	log_info("job %lld: %s%s%s", (long long)r->id, job_state_name(to), why[0] ? ": " : "", why);
+	sched_job_changed(r->id);
+}
+
+/* ---- starting ---- */
+
+static int write_job_json(int64_t id, struct dd_err *err)
+{
+	cJSON *job = NULL;
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int rc = store_job_json(id, 1, &job, err);
+	if (rc)
+		return rc;
+	/* job.json is what the job is, not what happened to it */
+	static const char *const drop[] = { "state", "progress", "eta_s", "started_at", "finished_at",
+					    "error", "events", "pid", "exit", "abort_requested",
+					    "history", "children", NULL };
+	for (int i = 0; drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
+	sched_job_dir(id, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	char *text = cJSON_Print(job);
+	cJSON_Delete(job);
+	if (!text)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	rc = fs_mkdir_p(dir, err);
+	if (rc == DD_OK)
+		rc = fs_write_file_atomic(path, text, strlen(text), err);
+	free(text);
+	return rc;
+}
+
+static struct running *table_add(void)
+{
+	if (S.nrunning == S.cap) {
+		int cap = S.cap ? S.cap * 2 : 8;
+		struct running *grown = realloc(S.running, (size_t)cap * sizeof *grown);
+		if (!grown)
+			return NULL;
+		S.running = grown;
+		S.cap = cap;
+	}
+	struct running *r = &S.running[S.nrunning++];
+	memset(r, 0, sizeof *r);
+	r->eta_s = -1;
+	return r;
+}
+
+static void start_job(const struct job_row *row)
+{
+	struct dd_err err = { 0 };
+	char dir[PATH_MAX];
+	sched_job_dir(row->id, dir, sizeof dir);
+	struct exec_handle h = { 0 };
+	if (S.cfg.executor->start(S.exe, dir, &h, &err) != DD_OK) {
+		store_job_move(row->id, JOB_ERROR, err.msg, -1, -1, NULL);
+		log_error("job %lld: %s", (long long)row->id, err.msg);
+		sched_job_changed(row->id);
+		return;
+	}
+	if (store_job_started(row->id, h.pid, h.pid_start, &err) != DD_OK) {
+		/* the job was aborted or deleted between the query and now */
+		S.cfg.executor->signal(&h, SIGKILL);
+		int st;
+		if (h.is_child)
+			waitpid(h.pid, &st, 0);
+		log_warn("job %lld: not started: %s", (long long)row->id, err.msg);
+		return;
+	}
+	pthread_mutex_lock(&S.lock);
+	struct running *r = table_add();
+	if (r) {
+		r->id = row->id;
+		r->h = h;
+		r->slots = row->cpu_slots;
+		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
+		S.slots_used += r->slots;
+	}
+	pthread_mutex_unlock(&S.lock);
+	if (!r) {
+		S.cfg.executor->signal(&h, SIGKILL);
+		store_job_move(row->id, JOB_ERROR, "out of memory in the scheduler", -1, -1, NULL);
+	}
+	log_info("job %lld (%s): started, pid %d", (long long)row->id, row->kind, h.pid);
+	sched_job_changed(row->id);
+}
+
+static void start_queued(void)
+{
+	struct job_row *rows = NULL;
+	int n = 0;
+	struct dd_err err = { 0 };
+	if (S.slots_used >= S.cfg.cpu_slots)
+		return;
+	if (store_jobs_in_state(JOB_QUEUED, &rows, &n, &err) != DD_OK) {
+		log_warn("scheduler: %s", err.msg);
+		return;
+	}
+	/* First come, first served: a job that does not fit blocks those behind it,
+	 * so a big job is not starved by a stream of small ones. */
+	for (int i = 0; i < n && !S.stopping; i++) {
+		if (S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots)
+			break;
+		start_job(&rows[i]);
+	}
+	free(rows);
+}
+
+/* ---- the thread ---- */
+
+static void tick(int recovering)
+{
+	int64_t now = fs_mono_ms();
+	for (int i = 0; i < S.nrunning;) {
+		struct running *r = &S.running[i];
+		tail_job(r);
+		int wait_status = -1;
+		enum exec_status es = S.cfg.executor->check(&r->h, &wait_status);
+		if (es != EXEC_RUNNING) {
+			settle(r, es == EXEC_EXITED ? wait_status : -1, recovering);
+			pthread_mutex_lock(&S.lock);
+			S.slots_used -= r->slots;
+			S.running[i] = S.running[--S.nrunning];
+			pthread_mutex_unlock(&S.lock);
+			continue;
+		}
+		if (r->kill_at && now >= r->kill_at) {
+			log_warn("job %lld: still running %d ms after SIGTERM, sending SIGKILL",
+				 (long long)r->id, S.cfg.abort_grace_ms);
+			S.cfg.executor->signal(&r->h, SIGKILL);
+			r->kill_at = 0;
+		}
+		i++;
+	}
+	if (!recovering)
+		start_queued();
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&S.lock);
+	while (!S.stopping) {
+		pthread_mutex_unlock(&S.lock);
+		tick(0);
+		pthread_mutex_lock(&S.lock);
+		if (S.stopping)
+			break;
+		if (!S.woken) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)S.cfg.poll_ms * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&S.wake, &S.lock, &ts);
+		}
+		S.woken = 0;
+	}
+	pthread_mutex_unlock(&S.lock);
+	store_thread_end();
+	return NULL;
+}
+
+/* Take back the jobs the last server left running. */
+static int recover(struct dd_err *err)
+{
+	struct job_row *rows = NULL;
+	int n = 0;
+	int rc = store_jobs_in_state(JOB_RUNNING, &rows, &n, err);
+	if (rc)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		struct running *r = table_add();
+		if (!r) {
+			free(rows);
+			return dd_err_set(err, DD_ENOMEM, "out of memory");
+		}
+		char dir[PATH_MAX];
+		sched_job_dir(rows[i].id, dir, sizeof dir);
+		r->id = rows[i].id;
+		r->h = (struct exec_handle){ .pid = rows[i].pid, .pid_start = rows[i].pid_start, .is_child = 0 };
+		r->slots = rows[i].cpu_slots;
+		r->abort = rows[i].abort_requested;
+		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
+		r->tail.offset = (off_t)rows[i].ev_offset;
+		r->tail.seq = rows[i].ev_seq;
+		S.slots_used += r->slots;
+		int alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
+		log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
+			 alive ? "still alive, adopted" : "gone");
+		if (alive && r->abort) {
+			S.cfg.executor->signal(&r->h, SIGTERM);
+			r->kill_at = fs_mono_ms() + S.cfg.abort_grace_ms;
+		}
+	}
+	free(rows);
+	tick(1); /* settles the dead ones as interrupted (or as their log says) */
+	return DD_OK;
+}
+
+int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, struct dd_err *err)
+{
+	S.cfg = *cfg;
+	snprintf(S.data_dir, sizeof S.data_dir, "%s", cfg->data_dir);
+	snprintf(S.exe, sizeof S.exe, "%s", cfg->exe);
+	S.cfg.data_dir = S.data_dir;
+	S.cfg.exe = S.exe;
+	if (!S.cfg.executor)
+		S.cfg.executor = &exec_local;
+	if (S.cfg.poll_ms <= 0)
+		S.cfg.poll_ms = 25;
+	if (S.cfg.cpu_slots <= 0)
+		S.cfg.cpu_slots = 1;
+	S.listener = fn;
+	S.listener_ctx = ctx;
+	S.stopping = 0;
+	char jobs[PATH_MAX];
+	snprintf(jobs, sizeof jobs, "%s/jobs", S.data_dir);
+	int rc = fs_mkdir_p(jobs, err);
+	if (rc)
+		return rc;
+	if ((rc = recover(err)))
+		return rc;
+	if (pthread_create(&S.thread, NULL, thread_main, NULL) != 0)
+		return dd_err_set(err, DD_EIO, "cannot start the scheduler thread");
+	S.thread_started = 1;
+	return DD_OK;
+}
+
+void sched_stop(void)
+{
+	if (!S.thread_started)
+		return;
+	pthread_mutex_lock(&S.lock);
+	S.stopping = 1;
+	pthread_cond_signal(&S.wake);
+	pthread_mutex_unlock(&S.lock);
+	pthread_join(S.thread, NULL);
+	S.thread_started = 0;
+	free(S.running);
+	S.running = NULL;
+	S.nrunning = S.cap = S.slots_used = 0;
+}
+
+/* ---- requests from API threads ---- */
+
+int sched_submit(const char *kind_name, const char *name, const char *owner, cJSON *params,
+		 int cpu_slots, const int64_t *parents, int nparents, int64_t *id,
+		 struct dd_err *err)
+{
+	const struct job_kind *kind = job_kind_find(kind_name);
+	if (!kind)
+		return dd_err_set(err, DD_EINVAL, "kind: unknown job kind \"%s\"", kind_name ? kind_name : "");
+	int rc;
+	if (kind->validate && (rc = kind->validate(params, err)))
+		return rc;
+	if (cpu_slots <= 0)
+		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots : 1;
+	if (cpu_slots > S.cfg.cpu_slots)
+		return dd_err_set(err, DD_EINVAL,
+				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
+				  S.cfg.cpu_slots);
+	char *params_json = cJSON_PrintUnformatted(params);
+	char resources[96];
+	snprintf(resources, sizeof resources, "{\"cpu_slots\":%d,\"gpus\":[]}", cpu_slots);
+	char dflt[64];
+	if (!name || !*name) {
+		snprintf(dflt, sizeof dflt, "%s job", kind->name);
+		name = dflt;
+	}
+	if (!params_json)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	rc = store_job_insert(kind->name, name, owner, params_json, resources, parents, nparents, id, err);
+	free(params_json);
+	if (rc)
+		return rc;
+	if ((rc = write_job_json(*id, err))) {
+		/* no folder, no job: take the record back so nothing half-made remains */
+		char dir[PATH_MAX];
+		sched_job_dir(*id, dir, sizeof dir);
+		fs_rm_rf(dir, NULL);
+		store_job_delete(*id, NULL);
+		return rc;
+	}
+	sched_job_changed(*id);
+	wake();
+	return DD_OK;
+}
+
+int sched_abort(int64_t id, struct dd_err *err)
+{
+	struct job_row row;
+	int rc = store_job_row(id, &row, err);
+	if (rc)
+		return rc;
+	if (row.state == JOB_QUEUED) {
+		rc = store_job_move(id, JOB_ABORTED, "aborted before it started", -1, -1, err);
+		if (rc == DD_OK) {
+			sched_job_changed(id);
+			return DD_OK;
+		}
+		if (rc != DD_ECONFLICT)
+			return rc;
+		/* it started meanwhile: abort it as a running job */
+		if ((rc = store_job_row(id, &row, err)))
+			return rc;
+	}
+	if (row.state != JOB_RUNNING)
+		return dd_err_set(err, DD_ECONFLICT, "job %lld is already %s", (long long)id,
+				  job_state_name(row.state));
+	if ((rc = store_job_request_abort(id, err)))
+		return rc;
+	pthread_mutex_lock(&S.lock);
+	for (int i = 0; i < S.nrunning; i++) {
+		struct running *r = &S.running[i];
+		if (r->id != id)
+			continue;
+		if (!r->abort) {
+			r->abort = 1;
+			S.cfg.executor->signal(&r->h, SIGTERM);
+			r->kill_at = fs_mono_ms() + S.cfg.abort_grace_ms;
+		}
+		break;
+	}
+	S.woken = 1;
+	pthread_cond_signal(&S.wake);
+	pthread_mutex_unlock(&S.lock);
+	sched_job_changed(id);
+	return DD_OK;
+}
+
+int sched_delete(int64_t id, struct dd_err *err)
+{
+	struct job_row row;
+	int rc = store_job_row(id, &row, err);
+	if (rc)
+		return rc;
+	if (row.state == JOB_RUNNING)
+		return dd_err_set(err, DD_ECONFLICT, "job %lld is running: abort it first", (long long)id);
+	if ((rc = store_job_delete(id, err)))
+		return rc;
+	char dir[PATH_MAX];
+	sched_job_dir(id, dir, sizeof dir);
+	struct dd_err rm = { 0 };
+	if (fs_rm_rf(dir, &rm) != DD_OK)
+		log_warn("job %lld deleted, but its folder stays: %s", (long long)id, rm.msg);
+	notify(id, "deleted", NULL);
+	return DD_OK;
+}
+
+int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err)
+{
+	cJSON *job = NULL;
+	int rc = store_job_json(id, 1, &job, err);
+	if (rc)
+		return rc;
+	const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "kind"));
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "name"));
+	const char *owner = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "owner"));
+	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
+	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
+	cJSON *slots = cJSON_GetObjectItemCaseSensitive(res, "cpu_slots");
+	cJSON *parents = cJSON_GetObjectItemCaseSensitive(job, "parents");
+	int np = cJSON_GetArraySize(parents);
+	int64_t *pids = calloc((size_t)(np ? np : 1), sizeof *pids);
+	if (!pids) {
+		cJSON_Delete(job);
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < np; i++)
+		pids[i] = (int64_t)cJSON_GetArrayItem(parents, i)->valuedouble;
+	char clone_name[600];
+	snprintf(clone_name, sizeof clone_name, "%s (clone)", name ? name : "job");
+	rc = sched_submit(kind, clone_name, owner, params, cJSON_IsNumber(slots) ? slots->valueint : 0,
+			  pids, np, new_id, err);
+	free(pids);
+	cJSON_Delete(job);
+	return rc;
+}

@@ -1,0 +1,57 @@
+/* sched.h — the job scheduler: queue, resources, workers, and their event logs.
+ *
+ * One scheduler thread owns the table of running workers.  Each tick (every
+ * poll_ms, or at once when woken) it tails the event log of every running job
+ * into the store and to the listener, reaps workers that ended and decides their
+ * final state, enforces abort deadlines, and starts queued jobs oldest first while
+ * CPU slots are free.  Other threads only submit, abort, delete and wake. */
+#ifndef DD_SCHED_H
+#define DD_SCHED_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "../common/err.h"
+#include "executor.h"
+
+struct sched_config {
+	const char *data_dir; /* jobs live in DATA/jobs/<id> */
+	const char *exe;      /* the deepdesk binary workers run */
+	int cpu_slots;        /* how many CPU slots jobs may hold at once */
+	int abort_grace_ms;   /* SIGTERM, then SIGKILL this long after */
+	int poll_ms;          /* event-log poll period */
+	const struct executor *executor;
+};
+
+/* What happened, for the web layer to push: "job" with the job's list-form JSON,
+ * "deleted" with NULL, or "events" with an array of events (each with "seq").
+ * Called from the scheduler thread or an API thread; payload is borrowed. */
+typedef void (*sched_listener)(void *ctx, int64_t job_id, const char *what, cJSON *payload);
+
+/* Recover jobs that were running when the last server stopped (adopt live workers,
+ * settle dead ones), then start the scheduler thread.  Undo with sched_stop(). */
+int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, struct dd_err *err);
+/* Stop the thread.  Workers keep running; the next sched_start adopts them. */
+void sched_stop(void);
+
+/* Create a queued job.  params is validated by its kind and may be normalised;
+ * it is not consumed.  *id gets the new job's id. */
+int sched_submit(const char *kind, const char *name, const char *owner, cJSON *params,
+		 int cpu_slots, const int64_t *parents, int nparents, int64_t *id,
+		 struct dd_err *err);
+/* Abort: a queued job ends at once; a running one gets SIGTERM and, after the
+ * grace period, SIGKILL.  DD_ECONFLICT when it already ended. */
+int sched_abort(int64_t id, struct dd_err *err);
+/* Delete a job and its folder; DD_ECONFLICT while it runs or has dependants. */
+int sched_delete(int64_t id, struct dd_err *err);
+/* A queued copy of a job (same kind, params, parents, resources). */
+int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err);
+/* Tell listeners a job record changed outside the scheduler (a rename). */
+void sched_job_changed(int64_t id);
+/* DATA/jobs/<id> into buf. */
+void sched_job_dir(int64_t id, char *buf, size_t len);
+/* Slots in use and in all. */
+void sched_slots(int *used, int *total);
+
+#endif

@@ -1,0 +1,155 @@
+/* worker.c — see worker.h. */
+#define _GNU_SOURCE
+#include "worker.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/fsutil.h"
+#include "job.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+int worker_should_stop(const struct worker *w)
+{
+	(void)w;
+	return stop_requested;
+}
+
+static void append(struct worker *w, cJSON *ev)
+{
+	if (!ev)
+		return;
+	struct dd_err err = { 0 };
+	if (events_append(&w->ev, ev, &err) != DD_OK && !w->event_failed) {
+		w->event_failed = 1;
+		w->event_err = err;
+	}
+	cJSON_Delete(ev);
+}
+
+void worker_progress(struct worker *w, double fraction, double eta_s)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "progress");
+	cJSON_AddNumberToObject(ev, "progress", fraction);
+	if (eta_s >= 0)
+		cJSON_AddNumberToObject(ev, "eta_s", eta_s);
+	append(w, ev);
+}
+
+void worker_metric(struct worker *w, const char *name, double value, const char *step_key,
+		   double step)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "metric");
+	cJSON_AddStringToObject(ev, "name", name);
+	cJSON_AddNumberToObject(ev, "value", value);
+	if (step_key)
+		cJSON_AddNumberToObject(ev, step_key, step);
+	append(w, ev);
+}
+
+void worker_log(struct worker *w, const char *level, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "log");
+	cJSON_AddStringToObject(ev, "level", level);
+	cJSON_AddStringToObject(ev, "msg", msg);
+	append(w, ev);
+}
+
+static void status(struct worker *w, const char *state, const char *message)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "status");
+	cJSON_AddStringToObject(ev, "state", state);
+	if (message)
+		cJSON_AddStringToObject(ev, "message", message);
+	cJSON_AddNumberToObject(ev, "pid", (double)getpid());
+	append(w, ev);
+}
+
+int worker_main(const char *dir)
+{
+	struct worker w = { .dir = dir, .ev = { -1 } };
+	struct dd_err err = { 0 };
+	char path[PATH_MAX];
+	char *text = NULL;
+	int code = WORKER_EXIT_ERROR;
+
+	struct sigaction sa = { .sa_handler = on_term };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	if (events_writer_open(&w.ev, dir, &err) != DD_OK) {
+		fprintf(stderr, "deepdesk worker: %s\n", err.msg);
+		return WORKER_EXIT_ERROR; /* nowhere to report: the exit status says it */
+	}
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	if (fs_read_file(path, 1 << 20, &text, NULL, &err) != DD_OK) {
+		status(&w, "error", err.msg);
+		goto out;
+	}
+	w.job = cJSON_Parse(text);
+	if (!cJSON_IsObject(w.job)) {
+		status(&w, "error", "job.json is not a JSON object");
+		goto out;
+	}
+	const char *kind_name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w.job, "kind"));
+	const struct job_kind *kind = job_kind_find(kind_name);
+	if (!kind) {
+		char msg[256];
+		snprintf(msg, sizeof msg, "this deepdesk cannot run jobs of kind \"%s\"",
+			 kind_name ? kind_name : "(none)");
+		status(&w, "error", msg);
+		goto out;
+	}
+	w.params = cJSON_GetObjectItemCaseSensitive(w.job, "params");
+	if (!cJSON_IsObject(w.params)) {
+		w.params = cJSON_CreateObject();
+		cJSON_AddItemToObject(w.job, "params", w.params);
+	}
+	status(&w, "running", NULL);
+	int rc = kind->run(&w, &err);
+	if (rc == DD_OK && w.event_failed) {
+		err = w.event_err;
+		rc = err.code ? err.code : DD_EIO;
+	}
+	if (rc != DD_OK) {
+		status(&w, "error", err.msg[0] ? err.msg : "the job failed");
+		code = WORKER_EXIT_ERROR;
+	} else if (stop_requested) {
+		status(&w, "aborted", "stopped on request");
+		code = WORKER_EXIT_ABORTED;
+	} else {
+		status(&w, "done", NULL);
+		code = WORKER_EXIT_DONE;
+	}
+	if (w.event_failed && code != WORKER_EXIT_ERROR)
+		code = WORKER_EXIT_ERROR; /* the final status itself could not be written */
+out:
+	if (w.event_failed)
+		fprintf(stderr, "deepdesk worker: %s\n", w.event_err.msg);
+	cJSON_Delete(w.job);
+	free(text);
+	events_writer_close(&w.ev);
+	return code;
+}
