@@ -1,0 +1,199 @@
+/* test_sched.c — job states, and the scheduler's policy with real workers (the
+ * test build's "test" kind): slots, first come first served, the listener's
+ * events in order, abort of a queued job, the final state decided from the
+ * worker's own report. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../app/store.h"
+#include "../../common/fsutil.h"
+#include "../../common/log.h"
+#include "../../jobs/job.h"
+#include "../../jobs/sched.h"
+#include "check.h"
+
+static char dir[64];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t last_seq[64];
+static int seq_gaps, events_seen;
+
+static void listener(void *ctx, int64_t id, const char *what, cJSON *payload)
+{
+	(void)ctx;
+	if (strcmp(what, "events") != 0 || id >= 64)
+		return;
+	pthread_mutex_lock(&lock);
+	cJSON *ev;
+	cJSON_ArrayForEach(ev, payload)
+	{
+		int64_t seq = (int64_t)cJSON_GetObjectItem(ev, "seq")->valuedouble;
+		if (seq != last_seq[id] + 1)
+			seq_gaps++;
+		last_seq[id] = seq;
+		events_seen++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static enum job_state state_of(int64_t id)
+{
+	struct job_row row = { 0 };
+	store_job_row(id, &row, NULL);
+	return row.state;
+}
+
+static int wait_final(int64_t id, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		if (job_state_final(state_of(id)))
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+static int64_t submit(const char *params_json, int slots)
+{
+	cJSON *params = cJSON_Parse(params_json);
+	int64_t id = 0;
+	struct dd_err err = { 0 };
+	if (sched_submit("test", "t", "local", params, slots, NULL, 0, &id, &err) != DD_OK)
+		fprintf(stderr, "  submit: %s\n", err.msg);
+	cJSON_Delete(params);
+	return id;
+}
+
+static void test_state_names_and_moves(void)
+{
+	enum job_state s;
+	for (int i = 0; i < JOB_STATE_COUNT; i++) {
+		CHECK_EQ_INT(job_state_parse(job_state_name((enum job_state)i), &s), 0);
+		CHECK_EQ_INT(s, i);
+	}
+	CHECK(job_state_parse("finished", &s) != 0);
+	CHECK(job_state_can_move(JOB_QUEUED, JOB_RUNNING));
+	CHECK(job_state_can_move(JOB_RUNNING, JOB_INTERRUPTED));
+	CHECK(!job_state_can_move(JOB_DONE, JOB_ABORTED));
+	CHECK(!job_state_can_move(JOB_ERROR, JOB_RUNNING));
+	CHECK(!job_state_can_move(JOB_QUEUED, JOB_DONE));
+	CHECK(job_state_final(JOB_INTERRUPTED) && !job_state_final(JOB_RUNNING));
+}
+
+static void test_unknown_kind_and_bad_params_refused(void)
+{
+	cJSON *params = cJSON_Parse("{\"steps\":\"many\"}");
+	int64_t id;
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(sched_submit("nope", "t", "local", params, 0, NULL, 0, &id, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "unknown job kind");
+	CHECK_EQ_INT(sched_submit("test", "t", "local", params, 0, NULL, 0, &id, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "params.steps");
+	CHECK_EQ_INT(sched_submit("test", "t", "local", params, 5, NULL, 0, &id, &err), DD_EINVAL);
+	cJSON_Delete(params);
+}
+
+static void test_one_slot_runs_one_job_at_a_time(void)
+{
+	int64_t a = submit("{\"steps\":6,\"step_ms\":50}", 1);
+	int64_t b = submit("{\"steps\":2,\"step_ms\":10}", 1);
+	int saw_a_running_b_queued = 0;
+	for (int i = 0; i < 300 && !saw_a_running_b_queued; i++) {
+		saw_a_running_b_queued = state_of(a) == JOB_RUNNING && state_of(b) == JOB_QUEUED;
+		usleep(5000);
+	}
+	CHECK(saw_a_running_b_queued);
+	int used, total;
+	sched_slots(&used, &total);
+	CHECK_EQ_INT(total, 1);
+	CHECK(wait_final(a, 10000));
+	CHECK(wait_final(b, 10000));
+	CHECK_EQ_INT(state_of(a), JOB_DONE);
+	CHECK_EQ_INT(state_of(b), JOB_DONE);
+	/* b started only after a ended */
+	cJSON *ja = NULL, *jb = NULL;
+	store_job_json(a, 0, &ja, NULL);
+	store_job_json(b, 0, &jb, NULL);
+	CHECK(cJSON_GetObjectItem(jb, "started_at")->valuedouble >=
+	      cJSON_GetObjectItem(ja, "finished_at")->valuedouble);
+	cJSON_Delete(ja);
+	cJSON_Delete(jb);
+	pthread_mutex_lock(&lock);
+	CHECK_EQ_INT(seq_gaps, 0);
+	CHECK(last_seq[a] >= 6 * 3 + 2); /* log+metric+progress per step, running and done */
+	pthread_mutex_unlock(&lock);
+}
+
+static void test_abort_queued_and_running(void)
+{
+	int64_t a = submit("{\"steps\":200,\"step_ms\":20}", 1);
+	int64_t b = submit("{\"steps\":1}", 1);
+	for (int i = 0; i < 200 && state_of(a) != JOB_RUNNING; i++)
+		usleep(10000);
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(sched_abort(b, &err), DD_OK);
+	CHECK_EQ_INT(state_of(b), JOB_ABORTED);
+	CHECK_EQ_INT(sched_abort(b, &err), DD_ECONFLICT);
+	CHECK_EQ_INT(sched_abort(a, &err), DD_OK);
+	CHECK(wait_final(a, 5000));
+	CHECK_EQ_INT(state_of(a), JOB_ABORTED);
+	CHECK_EQ_INT(sched_delete(a, NULL), DD_OK);
+	char jd[PATH_MAX];
+	sched_job_dir(a, jd, sizeof jd);
+	CHECK(access(jd, F_OK) != 0);
+}
+
+static void test_final_state_from_the_worker(void)
+{
+	int64_t f = submit("{\"steps\":3,\"step_ms\":1,\"fail_at\":1}", 1);
+	int64_t c = submit("{\"steps\":3,\"step_ms\":1,\"crash_at\":1}", 1);
+	int64_t x = submit("{\"steps\":3,\"step_ms\":1,\"exit_at\":1,\"exit_code\":7}", 1);
+	CHECK(wait_final(f, 5000) && wait_final(c, 5000) && wait_final(x, 5000));
+	cJSON *j = NULL;
+	store_job_json(f, 1, &j, NULL);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "state")), "error");
+	CHECK_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(j, "error")), "failed at step 1");
+	cJSON_Delete(j);
+	store_job_json(c, 1, &j, NULL);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "state")), "error");
+	CHECK_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(j, "error")), "signal 11");
+	cJSON_Delete(j);
+	store_job_json(x, 1, &j, NULL);
+	CHECK_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(j, "error")), "status 7");
+	CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "exit"), "code")->valueint, 7);
+	cJSON_Delete(j);
+}
+
+int main(void)
+{
+	if (!check_tmpdir(dir, sizeof dir))
+		return 1;
+	log_set_level(LOG_WARN);
+	char exe[PATH_MAX];
+	if (!realpath("build/deepdesk-test", exe)) {
+		fprintf(stderr, "run from the repository root after `make`\n");
+		return 1;
+	}
+	struct dd_err err = { 0 };
+	if (store_init(dir, &err) != DD_OK) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	struct sched_config cfg = { .data_dir = dir, .exe = exe, .cpu_slots = 1, .abort_grace_ms = 2000,
+				    .poll_ms = 10, .executor = &exec_local };
+	if (sched_start(&cfg, listener, NULL, &err) != DD_OK) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	RUN(test_state_names_and_moves);
+	RUN(test_unknown_kind_and_bad_params_refused);
+	RUN(test_one_slot_runs_one_job_at_a_time);
+	RUN(test_abort_queued_and_running);
+	RUN(test_final_state_from_the_worker);
+	sched_stop();
+	store_thread_end();
+	fs_rm_rf(dir, NULL);
+	return check_summary();
+}
