@@ -13,14 +13,15 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
-LDLIBS  := -lcivetweb -lsqlite3 -lcjson -lpthread -lm
+LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -lpthread -lm
 BUILD   := build
 Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
-RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev \
-             libjs-chart.js
-TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk
+RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
+             libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js
+TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil \
+             python3-numpy dataset-fashion-mnist
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
 CUDA_HOME ?= /usr/local/cuda
@@ -36,7 +37,8 @@ endif
 
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
-            jobs/worker.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c
+            jobs/worker.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c \
+            $(wildcard datasets/*.c)
 KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)

@@ -1,0 +1,67 @@
+/* image.h — decode, convert, resize and encode images.
+ *
+ * An image in memory is 8-bit, interleaved H×W×C, rows top to bottom, C = 1 (gray)
+ * or 3 (RGB, in that order).  Decoders accept PNG (8/16-bit, gray, gray+alpha, RGB,
+ * RGBA, palette, interlaced), JPEG (baseline, progressive, gray, CMYK/YCCK, EXIF
+ * orientation applied), PPM/PGM (P5/P6, and P2/P3), and BMP (uncompressed 8/24/32-bit),
+ * and always produce C = 1 or 3: alpha is composited on white, 16-bit reduced to 8.
+ * The format is found from the bytes; a file whose bytes disagree with its extension
+ * is refused.  A header that claims more pixels than the cap is refused before any
+ * large allocation.  Every failure fills struct dd_err with a sentence naming the
+ * file: "cat/12.png: truncated PNG (...)". */
+#ifndef DD_IMAGE_H
+#define DD_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+
+#define IMAGE_DEFAULT_MAX_PIXELS (64ll * 1000 * 1000)
+
+struct image {
+	int w, h, c;  /* c is 1 or 3 */
+	uint8_t *px;  /* h*w*c bytes; owned, freed by image_free() */
+};
+
+enum image_format { IMAGE_UNKNOWN, IMAGE_PNG, IMAGE_JPEG, IMAGE_PNM, IMAGE_BMP };
+
+enum resize_mode { RESIZE_SQUASH, RESIZE_CROP, RESIZE_FILL, RESIZE_HALF_CROP };
+
+/* "squash", "crop", "fill", "half_crop" <-> enum; parse returns 0 or -1. */
+const char *resize_mode_name(enum resize_mode m);
+int resize_mode_parse(const char *s, enum resize_mode *out);
+
+/* The format the bytes are in (magic numbers), or IMAGE_UNKNOWN. */
+enum image_format image_sniff(const void *data, size_t len);
+/* Is `name`'s extension one of the image extensions we read (.png .jpg .jpeg .bmp
+ * .ppm .pgm .pnm, any case)? */
+int image_has_image_ext(const char *name);
+
+/* Decode data (len bytes) into out.  `name` is used in messages and for the
+ * extension check (NULL skips it).  max_pixels <= 0 means the default cap.
+ * On failure out is left empty.  Caller frees with image_free(). */
+int image_decode(const void *data, size_t len, const char *name, int64_t max_pixels,
+		 struct image *out, struct dd_err *err);
+
+/* Convert in place to `channels` (1: ITU-R 601 luma, rounded; 3: gray replicated). */
+int image_set_channels(struct image *img, int channels, struct dd_err *err);
+
+/* Resize src to w×h with DIGITS' mode semantics (digits.md §2.5) and bilinear
+ * resampling as PIL does it (a triangle filter widened by the scale factor when
+ * shrinking).  Fill noise is uniform 0..254 drawn from a generator seeded with
+ * `seed`, so the same inputs give the same output.  If src is already w×h it is
+ * copied unchanged.  Caller frees out with image_free(). */
+int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
+		 struct image *out, struct dd_err *err);
+
+/* Encode as PNG (compression level 0..9; 6 is zlib's default) or JPEG (quality
+ * 1..100).  *out is malloc'ed; caller frees with free(). */
+int image_encode_png(const struct image *img, int level, uint8_t **out, size_t *len,
+		     struct dd_err *err);
+int image_encode_jpeg(const struct image *img, int quality, uint8_t **out, size_t *len,
+		      struct dd_err *err);
+
+void image_free(struct image *img);
+
+#endif
