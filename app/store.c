@@ -111,6 +111,7 @@ int store_init(const char *data_dir, struct dd_err *err)
 {
 	if (snprintf(db_path, sizeof db_path, "%s/" STORE_FILE, data_dir) >= (int)sizeof db_path)
 		return dd_err_set(err, DD_EINVAL, "data folder path too long");
+	store_thread_end(); /* a connection of this thread may point at another store */
 	sqlite3 *db = store_conn(err);
 	if (!db)
 		return err ? err->code : DD_EIO;
