@@ -37,10 +37,10 @@ endif
 
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
-            jobs/worker.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c \
+            jobs/worker.c jobs/kind_dataset.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c app/api_datasets.c \
             $(wildcard datasets/*.c)
 KIND_SRC := jobs/job.c
-MAIN_SRC := app/main.c
+MAIN_SRC := app/main.c app/cli_dataset.c
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -57,12 +57,12 @@ all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test
 cuda-check:
 	@echo "$(CUDA_SAY)"
 
-$(BUILD)/deepdesk: $(SHIP_OBJS) $(BUILD)/obj/app/main.o
+$(BUILD)/deepdesk: $(SHIP_OBJS) $(MAIN_SRC:%.c=$(BUILD)/obj/%.o)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The test build: the same program plus job kinds that exist only for tests.
-$(BUILD)/deepdesk-test: $(TEST_OBJS) $(BUILD)/obj/app/main.o
+$(BUILD)/deepdesk-test: $(TEST_OBJS) $(MAIN_SRC:%.c=$(BUILD)/obj/%.o)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

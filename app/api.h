@@ -17,5 +17,12 @@ int api_job_delete(struct req *r);
 int api_job_abort(struct req *r);
 int api_job_clone(struct req *r);
 int api_job_events(struct req *r);
+int api_uploads_create(struct req *r);
+int api_datasets_create(struct req *r);
+int api_datasets_list(struct req *r);
+int api_dataset_get(struct req *r);
+int api_dataset_images(struct req *r);
+int api_dataset_image(struct req *r);
+int api_dataset_file(struct req *r);
 
 #endif

@@ -17,7 +17,9 @@
 struct req {
 	struct mg_connection *c;
 	const struct mg_request_info *ri;
-	int64_t id; /* the {id} path segment, when the route has one */
+	int64_t id;    /* the {id} path segment, when the route has one */
+	int64_t n;     /* a second number segment, {n} */
+	char name[64]; /* a word segment, {name} (letters, digits, '_', '-', '.') */
 };
 
 /* Send body (consumed) as JSON with status. */

@@ -9,6 +9,7 @@
 #include "../common/log.h"
 #include "../common/version.h"
 #include "../jobs/worker.h"
+#include "cli.h"
 #include "server.h"
 
 static const char usage[] =
@@ -18,6 +19,8 @@ static const char usage[] =
 	"\n"
 	"verbs:\n"
 	"  serve          the web app: UI, REST API and job scheduler (default port 5010)\n"
+	"  dataset create build an image dataset (LMDB) from a folder, archive or list file\n"
+	"  example fashion-mnist  write Debian's Fashion-MNIST as an image folder\n"
 	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"
 	"  routes         list the REST API's routes (method and path)\n"
 	"  version        print the version and build\n"
@@ -40,6 +43,7 @@ static const char serve_usage[] =
 	"  --cpu-slots N        CPU slots jobs may hold at once (default: one per core)\n"
 	"  --abort-grace SEC    after an abort's SIGTERM, SIGKILL this much later (default 10)\n"
 	"  --threads N          HTTP worker threads (default 32)\n"
+	"  --max-upload MIB     largest archive upload accepted, in MiB (default 16384)\n"
 	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
 	"  --log-level LEVEL    error, warn, info (default) or debug\n"
 	"  -h, --help           this text\n";
@@ -71,7 +75,7 @@ static int parse_int(const char *opt, const char *s, int min, int max, int *out)
 
 static int cmd_serve(int argc, char **argv)
 {
-	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG };
+	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -81,6 +85,7 @@ static int cmd_serve(int argc, char **argv)
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "ui-dir", required_argument, NULL, O_UI },
 		{ "log-level", required_argument, NULL, O_LOG },
+		{ "max-upload", required_argument, NULL, O_UPLOAD },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -116,6 +121,13 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;
+		case O_UPLOAD: {
+			int mib;
+			if (parse_int("--max-upload", optarg, 1, 1 << 30, &mib))
+				return 2;
+			o.max_upload = (long long)mib << 20;
+			break;
+		}
 		case O_LOG:
 			if (log_level_parse(optarg, &level) != 0) {
 				fprintf(stderr, "deepdesk: --log-level: expected error, warn, info or debug\n");
@@ -182,6 +194,10 @@ int main(int argc, char **argv)
 		return cmd_worker(argc, argv);
 	if (strcmp(verb, "routes") == 0)
 		return cmd_routes(argc, argv);
+	if (strcmp(verb, "dataset") == 0)
+		return cli_dataset(argc, argv);
+	if (strcmp(verb, "example") == 0)
+		return cli_example(argc, argv);
 	if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
 		printf("deepdesk %s (commit %s, built %s, CUDA backend %s)\n", DD_VERSION, dd_commit,
 		       dd_build_date, dd_cuda_built ? "built" : "not built");
@@ -194,6 +210,10 @@ int main(int argc, char **argv)
 			fputs(worker_usage, stdout);
 		else if (argc >= 2 && strcmp(argv[1], "routes") == 0)
 			fputs(routes_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "dataset") == 0)
+			fputs(cli_dataset_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "example") == 0)
+			fputs(cli_example_usage, stdout);
 		else
 			fputs(usage, stdout);
 		return 0;

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <limits.h>
@@ -25,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/fsutil.h"
@@ -53,6 +56,16 @@ const char *server_user(const struct req *r)
 
 const char *server_data_dir(void) { return S.data_dir; }
 
+int server_path_allowed(const char *path, char *resolved)
+{
+	for (int i = 0; i < S.opts.nroots; i++)
+		if (fs_path_under(path, S.opts.data_roots[i], resolved))
+			return 1;
+	return 0;
+}
+
+long long server_max_upload(void) { return S.opts.max_upload > 0 ? S.opts.max_upload : 16ll << 30; }
+
 /* ---- routes ---- */
 
 typedef int (*handler_fn)(struct req *r);
@@ -74,6 +87,13 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/jobs/{id}/abort", api_job_abort },
 	{ "POST", "/api/v1/jobs/{id}/clone", api_job_clone },
 	{ "GET", "/api/v1/jobs/{id}/events", api_job_events },
+	{ "POST", "/api/v1/uploads", api_uploads_create },
+	{ "GET", "/api/v1/datasets", api_datasets_list },
+	{ "POST", "/api/v1/datasets", api_datasets_create },
+	{ "GET", "/api/v1/datasets/{id}", api_dataset_get },
+	{ "GET", "/api/v1/datasets/{id}/images", api_dataset_images },
+	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", api_dataset_image },
+	{ "GET", "/api/v1/datasets/{id}/files/{name}", api_dataset_file },
 	{ NULL, NULL, NULL },
 };
 
@@ -88,28 +108,51 @@ const struct route_info *server_routes(void)
 	return info;
 }
 
-/* Match uri against pattern; {id} matches a positive decimal integer into *id.
- * 1 on match.  A malformed {id} (not a number) matches with *id = -1, so the
- * handler-side answer is a clean 404 rather than an unknown route. */
-static int match(const char *pattern, const char *uri, int64_t *id)
+/* Match uri against pattern, filling r's segments: {id} and {n} match a positive
+ * decimal integer, {name} a word of letters, digits, '_', '-' and '.'.  1 on a
+ * match.  A malformed {id} (not a number) still matches, with r->id = -1, so that
+ * the answer is a clean 404 for that id rather than "no such route". */
+static int match(const char *pattern, const char *uri, struct req *r)
 {
 	const char *p = pattern, *u = uri;
 	while (*p && *u) {
-		if (strncmp(p, "{id}", 4) == 0) {
+		if (*p == '{') {
+			const char *close = strchr(p, '}');
+			size_t plen = close ? (size_t)(close - p) + 1 : 1;
 			const char *start = u;
-			int64_t v = 0;
-			int ok = 1;
-			while (*u && *u != '/') {
-				if (*u < '0' || *u > '9' || v > (INT64_MAX - 9) / 10)
-					ok = 0;
-				else
-					v = v * 10 + (*u - '0');
+			while (*u && *u != '/')
 				u++;
-			}
-			if (u == start)
+			size_t len = (size_t)(u - start);
+			if (len == 0)
 				return 0;
-			*id = ok && v > 0 ? v : -1;
-			p += 4;
+			if (strncmp(p, "{name}", plen) == 0) {
+				if (len >= sizeof r->name)
+					return 0;
+				for (size_t i = 0; i < len; i++) {
+					char ch = start[i];
+					if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+					      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
+						return 0;
+				}
+				memcpy(r->name, start, len);
+				r->name[len] = 0;
+			} else {
+				int64_t v = 0;
+				int ok = 1;
+				for (const char *q = start; q < u; q++) {
+					if (*q < '0' || *q > '9' || v > (INT64_MAX - 9) / 10)
+						ok = 0;
+					else
+						v = v * 10 + (*q - '0');
+				}
+				if (strncmp(p, "{n}", plen) == 0 && (!ok || v < 0))
+					return 0;
+				if (strncmp(p, "{n}", plen) == 0)
+					r->n = v;
+				else
+					r->id = ok && v > 0 ? v : -1;
+			}
+			p += plen;
 			continue;
 		}
 		if (*p != *u)
@@ -132,19 +175,17 @@ static int api_dispatch(struct mg_connection *c, void *data)
 		return http_error(c, 503, "unavailable", "the server is shutting down");
 	char allow[128] = "";
 	for (const struct route *rt = routes; rt->pattern; rt++) {
-		int64_t id = 0;
-		if (!match(rt->pattern, ri->local_uri, &id))
+		struct req m = r;
+		if (!match(rt->pattern, ri->local_uri, &m))
 			continue;
 		if (strcmp(rt->method, ri->request_method) != 0) {
 			size_t n = strlen(allow);
 			snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", rt->method);
 			continue;
 		}
-		if (id < 0)
-			return http_error(c, 404, "not_found", "no job has the id \"%s\"",
-					  strrchr(ri->local_uri, '/') ? ri->local_uri : "");
-		r.id = id;
-		return rt->fn(&r);
+		if (m.id < 0)
+			return http_error(c, 404, "not_found", "%s: not a valid id", ri->local_uri);
+		return rt->fn(&m);
 	}
 	if (allow[0]) {
 		char body[256];
@@ -344,6 +385,27 @@ int api_info(struct req *r)
 
 /* ---- life cycle ---- */
 
+/* Uploads not used by a dataset within a day are abandoned: remove them. */
+static void sweep_uploads(void)
+{
+	char dir[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/uploads", S.data_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	time_t now = time(NULL);
+	while ((e = readdir(d))) {
+		char path[PATH_MAX * 2];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (e->d_name[0] != '.' && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+		    now - st.st_mtime > 24 * 3600 && unlink(path) == 0)
+			log_info("removed an upload unused for a day: %s", e->d_name);
+	}
+	closedir(d);
+}
+
 static void on_thread_exit(const struct mg_context *ctx, int type, void *thread_data)
 {
 	(void)ctx;
@@ -379,6 +441,7 @@ int server_run(const struct server_opts *opts)
 		log_error("%s", err.msg);
 		return 1;
 	}
+	sweep_uploads();
 
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

@@ -17,6 +17,7 @@ struct server_opts {
 	int cpu_slots;      /* 0: one per core */
 	int abort_grace_ms; /* 10000 */
 	int threads;        /* CivetWeb worker threads */
+	long long max_upload; /* bytes; 0: 16 GiB */
 };
 
 /* Run the server until SIGTERM/SIGINT; returns the process exit code. */
@@ -26,6 +27,11 @@ int server_run(const struct server_opts *opts);
 const char *server_user(const struct req *r);
 /* The data folder, resolved to an absolute path. */
 const char *server_data_dir(void);
+/* Is path (which must exist) below one of the --data-root folders?  1 yes, and
+ * the resolved path (PATH_MAX bytes) is written to resolved. */
+int server_path_allowed(const char *path, char *resolved);
+/* Largest upload accepted, in bytes. */
+long long server_max_upload(void);
 
 /* One route of the API, for `deepdesk routes` and the OpenAPI coverage test. */
 struct route_info {

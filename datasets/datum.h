@@ -8,7 +8,10 @@
  *              1 dim, packed int64), 8 double_data, 9 double_diff (packed double)
  * Unknown fields are skipped as protobuf requires; malformed input (bad varint,
  * length past the end, wrong wire type for a known field) is refused with a
- * message, never read past its end. */
+ * message, never read past its end.  Also refused: negative sizes, int32 fields
+ * whose value does not fit an int32, proto1 groups (wire types 3/4), and a
+ * BlobProto whose value count disagrees with its shape.  Repeated floats, doubles
+ * and dims are accepted packed or unpacked (proto2 writers emit either). */
 #ifndef DD_DATUM_H
 #define DD_DATUM_H
 
@@ -27,9 +30,14 @@ struct datum {
 };
 
 /* Encode d into a malloc'ed buffer; caller frees *out with free(). Fields are
- * written in field-number order; `encoded` only when true (as Caffe does). */
+ * written in field-number order, as protobuf's own serializers do, so a Datum
+ * set up as DIGITS sets one encodes to the very bytes Python's
+ * SerializeToString() gives (tests/interop checks it): channels, height, width and label
+ * always; data when d->data is non-NULL (even if empty); float_data unpacked (it
+ * is not [packed=true] in caffe.proto); `encoded` only when true (as Caffe does). */
 int datum_encode(const struct datum *d, uint8_t **out, size_t *len, struct dd_err *err);
-/* Decode buf; d->data points into buf (valid while buf is). Undo with datum_free. */
+/* Decode buf; d->data points into buf (valid while buf is). Undo with datum_free.
+ * On failure *d is zeroed and owns nothing (datum_free on it is harmless). */
 int datum_decode(const uint8_t *buf, size_t len, struct datum *d, struct dd_err *err);
 void datum_free(struct datum *d);
 
@@ -39,9 +47,16 @@ struct blob {
 	size_t count;
 };
 
-/* Encode a mean blob as DIGITS does: legacy num/channels/height/width and packed data. */
+/* Encode a mean blob as DIGITS does: legacy num/channels/height/width and packed
+ * data (omitted when count is 0).  count must equal num*channels*height*width.
+ * Caller frees *out with free(). */
 int blob_encode(const struct blob *b, uint8_t **out, size_t *len, struct dd_err *err);
-/* Decode a BlobProto (legacy fields or shape; float or double data). */
+/* Decode a BlobProto (legacy fields or shape; float or double data).  As Caffe's
+ * Blob::FromProto: `shape` wins over the legacy fields and is right-aligned into
+ * num/channels/height/width (missing leading axes are 1; more than 4 axes are
+ * refused); double_data wins over data and is narrowed to float; diff fields are
+ * checked and dropped.  b->data is owned (NULL when count is 0); undo with
+ * blob_free.  On failure *b is zeroed and owns nothing. */
 int blob_decode(const uint8_t *buf, size_t len, struct blob *b, struct dd_err *err);
 void blob_free(struct blob *b);
 

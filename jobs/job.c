@@ -37,12 +37,14 @@ int job_state_can_move(enum job_state from, enum job_state to)
 	}
 }
 
-/* Each kind lives with the module that does its work; this list only names them. */
+/* Each kind lives in its own file (kind_*.c); this list only names them. */
+extern const struct job_kind dataset_job_kind;
 #ifdef DD_TESTING
 extern const struct job_kind test_job_kind;
 #endif
 
 static const struct job_kind *const kinds[] = {
+	&dataset_job_kind,
 #ifdef DD_TESTING
 	&test_job_kind,
 #endif

@@ -1,0 +1,689 @@
+/* api_datasets.c — /api/v1/uploads and /api/v1/datasets: receive archives, start
+ * dataset jobs, and browse finished datasets (summary, pages of images, files).
+ *
+ * Uploads are streamed to DATA/uploads/<id>.<ext> as they arrive (never held in
+ * memory) and consumed by the dataset job that unpacks them.  Browsing reads the
+ * LMDB through a small cache of open readers, so a page of thumbnails costs one
+ * B-tree lookup per image however large the dataset. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/fsutil.h"
+#include "../datasets/archive.h"
+#include "../datasets/create.h"
+#include "../datasets/datum.h"
+#include "../datasets/example.h"
+#include "../datasets/image.h"
+#include "../datasets/lmdbio.h"
+#include "../jobs/sched.h"
+#include "api.h"
+#include "server.h"
+#include "store.h"
+
+#define UPLOAD_ID_LEN 24
+
+/* ---- uploads ---- */
+
+static void upload_dir(char *buf, size_t len) { snprintf(buf, len, "%s/uploads", server_data_dir()); }
+
+static const char *archive_ext(const char *name)
+{
+	size_t n = strlen(name);
+	if (n > 7 && strcasecmp(name + n - 7, ".tar.gz") == 0)
+		return ".tar.gz";
+	const char *dot = strrchr(name, '.');
+	return dot ? dot : "";
+}
+
+/* A fresh upload path; id gets the random hex id. */
+static int new_upload_path(const char *name, char *path, size_t len, char *id, struct dd_err *err)
+{
+	unsigned char rnd[UPLOAD_ID_LEN / 2];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		return dd_err_set(err, DD_EIO, "no randomness for an upload id");
+	for (size_t i = 0; i < sizeof rnd; i++)
+		sprintf(id + 2 * i, "%02x", rnd[i]);
+	char dir[PATH_MAX];
+	upload_dir(dir, sizeof dir);
+	int rc = fs_mkdir_p(dir, err);
+	if (rc)
+		return rc;
+	const char *ext = archive_ext(name);
+	snprintf(path, len, "%s/%s%s", dir, id, strcasecmp(ext, ".tgz") == 0 ? ".tar.gz" : ext);
+	return DD_OK;
+}
+
+/* Find the stored file of upload id; 1 found. */
+static int upload_find(const char *id, char *path, size_t len)
+{
+	if (strlen(id) != UPLOAD_ID_LEN || strspn(id, "0123456789abcdef") != UPLOAD_ID_LEN)
+		return 0;
+	char dir[PATH_MAX];
+	upload_dir(dir, sizeof dir);
+	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
+	for (int i = 0; exts[i]; i++) {
+		snprintf(path, len, "%s/%s%s", dir, id, exts[i]);
+		if (access(path, R_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Stream the request body into path; 0 or the status of the error sent. */
+static int stream_body(struct mg_connection *c, const char *path, long long *bytes)
+{
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	long long cap = server_max_upload();
+	if (ri->content_length > cap)
+		return http_error(c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
+				  ri->content_length, cap);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return http_error(c, 500, "internal", "cannot store the upload");
+	char *buf = malloc(1 << 16);
+	long long total = 0;
+	int status = 0;
+	for (;;) {
+		int n = buf ? mg_read(c, buf, 1 << 16) : -1;
+		if (n == 0)
+			break;
+		if (n < 0) {
+			status = http_error(c, 400, "invalid", "the upload was cut off after %lld bytes", total);
+			break;
+		}
+		total += n;
+		if (total > cap) {
+			status = http_error(c, 413, "too_large", "the upload is over the %lld-byte limit", cap);
+			break;
+		}
+		const char *p = buf;
+		while (n > 0) {
+			ssize_t w = write(fd, p, (size_t)n);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				status = errno == ENOSPC ?
+						 http_error(c, 507, "disk_full", "the server's disk is full; the upload was not kept") :
+						 http_error(c, 500, "internal", "cannot store the upload");
+				break;
+			}
+			p += w;
+			n -= (int)w;
+		}
+		if (status)
+			break;
+	}
+	free(buf);
+	if (close(fd) != 0 && !status)
+		status = http_error(c, 500, "internal", "cannot store the upload");
+	if (!status && total == 0)
+		status = http_error(c, 400, "invalid", "the upload is empty");
+	if (status)
+		unlink(path);
+	*bytes = total;
+	return status;
+}
+
+int api_uploads_create(struct req *r)
+{
+	char name[256];
+	if (!http_query(r->ri, "name", name, sizeof name) || !archive_is_archive_name(name))
+		return http_error(r->c, 400, "invalid",
+				  "name: give the file name in ?name=, ending in .zip, .tar, .tar.gz or .tgz");
+	char path[PATH_MAX], id[UPLOAD_ID_LEN + 1];
+	struct dd_err err = { 0 };
+	if (new_upload_path(name, path, sizeof path, id, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	long long bytes = 0;
+	int status = stream_body(r->c, path, &bytes);
+	if (status)
+		return status;
+	cJSON *body = cJSON_CreateObject();
+	cJSON *u = cJSON_AddObjectToObject(body, "upload");
+	cJSON_AddStringToObject(u, "id", id);
+	cJSON_AddStringToObject(u, "name", name);
+	cJSON_AddNumberToObject(u, "bytes", (double)bytes);
+	return http_json(r->c, 201, body);
+}
+
+/* ---- creating a dataset ---- */
+
+/* Resolve and check a server path field of source; 0 or the status sent. */
+static int allowed_path(struct req *r, cJSON *src, const char *key, int required)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(src, key);
+	if (!v && !required)
+		return 0;
+	if (!cJSON_IsString(v))
+		return http_error(r->c, 400, "invalid", "source.%s: required, a server path", key);
+	char real[PATH_MAX];
+	struct stat st;
+	if (stat(v->valuestring, &st) != 0 || !server_path_allowed(v->valuestring, real))
+		return http_error(r->c, 403, "forbidden",
+				  "source.%s: %s is not a folder or file below an allowed --data-root", key,
+				  v->valuestring);
+	cJSON_SetValuestring(v, real);
+	return 0;
+}
+
+/* Turn the request's source into what the dataset job reads; 0 or the status sent. */
+static int check_source(struct req *r, cJSON *src)
+{
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "type"));
+	if (!cJSON_IsObject(src) || !type)
+		return http_error(r->c, 400, "invalid", "source: required, an object with \"type\": upload, folder, lists or example");
+	int rc;
+	if (strcmp(type, "upload") == 0) {
+		const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload"));
+		char path[PATH_MAX];
+		if (!id || !upload_find(id, path, sizeof path))
+			return http_error(r->c, 400, "invalid", "source.upload: no upload has this id (uploads are used once)");
+		cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
+		cJSON_AddStringToObject(src, "file", path);
+		return 0;
+	}
+	if (strcmp(type, "folder") == 0) {
+		if ((rc = allowed_path(r, src, "train", 1)) || (rc = allowed_path(r, src, "val", 0)) ||
+		    (rc = allowed_path(r, src, "test", 0)))
+			return rc;
+		return 0;
+	}
+	if (strcmp(type, "lists") == 0) {
+		if ((rc = allowed_path(r, src, "train", 1)) || (rc = allowed_path(r, src, "val", 0)) ||
+		    (rc = allowed_path(r, src, "test", 0)) || (rc = allowed_path(r, src, "labels", 1)))
+			return rc;
+		if (!cJSON_GetObjectItemCaseSensitive(src, "base")) {
+			char base[PATH_MAX];
+			snprintf(base, sizeof base, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(src, "train")));
+			*strrchr(base, '/') = 0;
+			cJSON_AddStringToObject(src, "base", base);
+		}
+		return allowed_path(r, src, "base", 1);
+	}
+	if (strcmp(type, "example") == 0) {
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "name"));
+		if (!name || strcmp(name, "fashion-mnist") != 0)
+			return http_error(r->c, 400, "invalid", "source.name: the example is \"fashion-mnist\"");
+		if (!example_fashion_mnist_available())
+			return http_error(r->c, 400, "invalid", "source: Fashion-MNIST is not installed on the server (apt-get install dataset-fashion-mnist)");
+		return 0;
+	}
+	return http_error(r->c, 400, "invalid", "source.type: must be upload, folder, lists or example");
+}
+
+/* Submit a dataset job from {name, group?, source, options?}; body is consumed. */
+static int submit_dataset(struct req *r, cJSON *body)
+{
+	static const char *const fields[] = { "name", "group", "source", "options", NULL };
+	int rc = http_only_fields(r->c, body, fields, "");
+	cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "name");
+	if (!rc && (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 200))
+		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to 200 characters");
+	cJSON *src = cJSON_GetObjectItemCaseSensitive(body, "source");
+	if (!rc)
+		rc = check_source(r, src);
+	if (rc) {
+		cJSON_Delete(body);
+		return rc;
+	}
+	cJSON *params = cJSON_CreateObject();
+	cJSON_AddItemToObject(params, "source", cJSON_DetachItemFromObjectCaseSensitive(body, "source"));
+	cJSON *opts = cJSON_DetachItemFromObjectCaseSensitive(body, "options");
+	if (opts)
+		cJSON_AddItemToObject(params, "options", opts);
+	cJSON *group = cJSON_DetachItemFromObjectCaseSensitive(body, "group");
+	if (group)
+		cJSON_AddItemToObject(params, "group", group);
+	struct dd_err err = { 0 };
+	int64_t id;
+	rc = sched_submit("dataset", name->valuestring, server_user(r), params, 0, NULL, 0, &id, &err);
+	cJSON_Delete(params);
+	cJSON_Delete(body);
+	if (rc != DD_OK) {
+		/* a dataset's own fields are "options.…": say where they belong */
+		return http_error_dd(r->c, &err);
+	}
+	cJSON *job = NULL;
+	if (store_job_json(id, 1, &job, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	cJSON *out = cJSON_CreateObject();
+	cJSON_AddItemToObject(out, "job", job);
+	return http_json(r->c, 202, out);
+}
+
+/* multipart/form-data: fields name, group, options (JSON text), source (JSON
+ * text, optional) and the file field "archive". */
+struct form {
+	char name[256], group[256];
+	char *options, *source;
+	char archive_path[PATH_MAX], archive_id[UPLOAD_ID_LEN + 1], archive_name[256];
+	int bad;
+	char why[200];
+};
+
+static int form_found(const char *key, const char *filename, char *path, size_t pathlen, void *ud)
+{
+	struct form *f = ud;
+	if (strcmp(key, "archive") == 0 && filename && *filename) {
+		if (!archive_is_archive_name(filename)) {
+			f->bad = 1;
+			snprintf(f->why, sizeof f->why, "archive: %s is not a .zip, .tar, .tar.gz or .tgz file", filename);
+			return MG_FORM_FIELD_STORAGE_ABORT;
+		}
+		if (new_upload_path(filename, f->archive_path, sizeof f->archive_path, f->archive_id, NULL) != DD_OK)
+			return MG_FORM_FIELD_STORAGE_ABORT;
+		snprintf(f->archive_name, sizeof f->archive_name, "%s", filename);
+		snprintf(path, pathlen, "%s", f->archive_path);
+		return MG_FORM_FIELD_STORAGE_STORE;
+	}
+	if (!strcmp(key, "name") || !strcmp(key, "group") || !strcmp(key, "options") || !strcmp(key, "source"))
+		return MG_FORM_FIELD_STORAGE_GET;
+	f->bad = 1;
+	snprintf(f->why, sizeof f->why, "%.60s: unknown form field", key);
+	return MG_FORM_FIELD_STORAGE_ABORT;
+}
+
+static void append(char **dst, const char *v, size_t len)
+{
+	size_t have = *dst ? strlen(*dst) : 0;
+	if (have + len > 65536)
+		return;
+	char *g = realloc(*dst, have + len + 1);
+	if (!g)
+		return;
+	memcpy(g + have, v, len);
+	g[have + len] = 0;
+	*dst = g;
+}
+
+static int form_get(const char *key, const char *value, size_t len, void *ud)
+{
+	struct form *f = ud;
+	if (!strcmp(key, "name"))
+		snprintf(f->name + strlen(f->name), sizeof f->name - strlen(f->name), "%.*s", (int)len, value);
+	else if (!strcmp(key, "group"))
+		snprintf(f->group + strlen(f->group), sizeof f->group - strlen(f->group), "%.*s", (int)len, value);
+	else if (!strcmp(key, "options"))
+		append(&f->options, value, len);
+	else if (!strcmp(key, "source"))
+		append(&f->source, value, len);
+	return MG_FORM_FIELD_HANDLE_NEXT;
+}
+
+static int form_store(const char *path, long long size, void *ud)
+{
+	(void)path;
+	(void)size;
+	(void)ud;
+	return MG_FORM_FIELD_HANDLE_NEXT;
+}
+
+static int create_multipart(struct req *r)
+{
+	if (r->ri->content_length < 0)
+		return http_error(r->c, 411, "invalid", "a multipart upload needs a Content-Length");
+	if (r->ri->content_length > server_max_upload())
+		return http_error(r->c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
+				  r->ri->content_length, server_max_upload());
+	struct form f = { 0 };
+	struct mg_form_data_handler h = { form_found, form_get, form_store, &f };
+	int n = mg_handle_form_request(r->c, &h);
+	int status = 0;
+	cJSON *body = NULL;
+	if (f.bad || n < 0) {
+		status = http_error(r->c, 400, "invalid", "%s", f.bad ? f.why : "malformed multipart form");
+		goto out;
+	}
+	body = cJSON_CreateObject();
+	cJSON_AddStringToObject(body, "name", f.name);
+	if (f.group[0])
+		cJSON_AddStringToObject(body, "group", f.group);
+	if (f.options && *f.options) {
+		cJSON *o = cJSON_Parse(f.options);
+		if (!cJSON_IsObject(o)) {
+			cJSON_Delete(o);
+			status = http_error(r->c, 400, "invalid", "options: must be a JSON object");
+			goto out;
+		}
+		cJSON_AddItemToObject(body, "options", o);
+	}
+	cJSON *src = f.source && *f.source ? cJSON_Parse(f.source) : cJSON_CreateObject();
+	if (!cJSON_IsObject(src)) {
+		cJSON_Delete(src);
+		status = http_error(r->c, 400, "invalid", "source: must be a JSON object");
+		goto out;
+	}
+	if (f.archive_id[0]) {
+		cJSON_DeleteItemFromObjectCaseSensitive(src, "type");
+		cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
+		cJSON_AddStringToObject(src, "type", "upload");
+		cJSON_AddStringToObject(src, "upload", f.archive_id);
+		cJSON_AddStringToObject(src, "name", f.archive_name);
+	}
+	cJSON_AddItemToObject(body, "source", src);
+	status = submit_dataset(r, body);
+	body = NULL;
+	if (status != 202 && f.archive_path[0])
+		unlink(f.archive_path);
+	f.archive_path[0] = 0;
+out:
+	if (status != 202 && f.archive_path[0])
+		unlink(f.archive_path);
+	cJSON_Delete(body);
+	free(f.options);
+	free(f.source);
+	return status;
+}
+
+int api_datasets_create(struct req *r)
+{
+	const char *ct = mg_get_header(r->c, "Content-Type");
+	if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0)
+		return create_multipart(r);
+	cJSON *body = NULL;
+	int rc = http_read_json(r->c, &body);
+	if (rc)
+		return rc;
+	return submit_dataset(r, body);
+}
+
+/* ---- reading datasets ---- */
+
+/* The dataset job's folder and its dataset.json; 0 or the status sent. */
+static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
+{
+	*summary = NULL;
+	struct job_row row;
+	struct dd_err err = { 0 };
+	if (store_job_row(r->id, &row, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	if (strcmp(row.kind, "dataset") != 0)
+		return http_error(r->c, 404, "not_found", "job %lld is not a dataset", (long long)r->id);
+	sched_job_dir(r->id, dir, len);
+	char path[PATH_MAX + 16], *text = NULL;
+	snprintf(path, sizeof path, "%s/dataset.json", dir);
+	if (row.state != JOB_DONE || fs_read_file(path, 64u << 20, &text, NULL, NULL) != DD_OK)
+		return 0; /* not finished: no summary yet */
+	*summary = cJSON_Parse(text);
+	free(text);
+	return 0;
+}
+
+int api_datasets_list(struct req *r)
+{
+	struct dd_err err = { 0 };
+	cJSON *jobs = NULL;
+	int total = 0;
+	long long limit, offset;
+	int rc;
+	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
+	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
+		return rc;
+	if (store_job_list("dataset", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	cJSON *j;
+	cJSON_ArrayForEach(j, jobs)
+	{
+		struct req one = *r;
+		one.id = (int64_t)cJSON_GetObjectItem(j, "id")->valuedouble;
+		char dir[PATH_MAX];
+		cJSON *summary = NULL;
+		load_summary(&one, dir, sizeof dir, &summary);
+		if (summary) {
+			/* the list carries the headline, not every skipped file */
+			cJSON_DeleteItemFromObjectCaseSensitive(summary, "skipped");
+			cJSON_AddItemToObject(j, "summary", summary);
+		} else {
+			cJSON_AddNullToObject(j, "summary");
+		}
+	}
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "datasets", jobs);
+	cJSON_AddNumberToObject(body, "total", total);
+	return http_json(r->c, 200, body);
+}
+
+int api_dataset_get(struct req *r)
+{
+	char dir[PATH_MAX];
+	cJSON *summary = NULL;
+	int rc = load_summary(r, dir, sizeof dir, &summary);
+	if (rc)
+		return rc;
+	cJSON *job = NULL;
+	struct dd_err err = { 0 };
+	if (store_job_json(r->id, 1, &job, &err) != DD_OK) {
+		cJSON_Delete(summary);
+		return http_error_dd(r->c, &err);
+	}
+	cJSON_AddItemToObject(job, "summary", summary ? summary : cJSON_CreateNull());
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "dataset", job);
+	return http_json(r->c, 200, body);
+}
+
+/* A few open readers, shared by all request threads, each used under its lock. */
+#define CACHE 8
+static struct cached {
+	int64_t id;
+	int split;
+	struct lmdbr *rd;
+	int64_t used;
+	pthread_mutex_t use;
+} cache[CACHE];
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t cache_clock;
+
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static void cache_init(void)
+{
+	for (int i = 0; i < CACHE; i++)
+		pthread_mutex_init(&cache[i].use, NULL);
+}
+
+/* The cache entry for (id, split), opened if needed, returned with its `use` lock
+ * held (the caller unlocks); NULL with err filled.  The entry is locked before
+ * cache_lock is released, so it cannot be swapped for another dataset's reader
+ * in between. */
+static struct cached *reader(int64_t id, int split, const char *dir, struct dd_err *err)
+{
+	pthread_once(&cache_once, cache_init);
+	pthread_mutex_lock(&cache_lock);
+	struct cached *hit = NULL, *victim = NULL;
+	for (int i = 0; i < CACHE && !hit; i++) {
+		if (cache[i].rd && cache[i].id == id && cache[i].split == split)
+			hit = &cache[i];
+		else if (!victim || (victim->rd && (!cache[i].rd || cache[i].used < victim->used)))
+			victim = &cache[i];
+	}
+	if (hit) {
+		pthread_mutex_lock(&hit->use);
+	} else {
+		hit = victim;
+		pthread_mutex_lock(&hit->use); /* waits out its current user */
+		lmdbr_close(hit->rd);
+		hit->rd = NULL;
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof path, "%s/%s_db", dir, ds_split_name((enum ds_split)split));
+		if (lmdbr_open(path, &hit->rd, err) != DD_OK) {
+			hit->rd = NULL;
+			pthread_mutex_unlock(&hit->use);
+			pthread_mutex_unlock(&cache_lock);
+			return NULL;
+		}
+		hit->id = id;
+		hit->split = split;
+	}
+	hit->used = ++cache_clock;
+	pthread_mutex_unlock(&cache_lock);
+	return hit;
+}
+
+static int parse_split(const char *s)
+{
+	for (int i = 0; i < DS_SPLITS; i++)
+		if (strcmp(s, ds_split_name((enum ds_split)i)) == 0)
+			return i;
+	return -1;
+}
+
+int api_dataset_images(struct req *r)
+{
+	char dir[PATH_MAX], split_s[16] = "train";
+	cJSON *summary = NULL;
+	int rc = load_summary(r, dir, sizeof dir, &summary);
+	if (rc)
+		return rc;
+	if (!summary)
+		return http_error(r->c, 409, "conflict", "dataset %lld is not finished", (long long)r->id);
+	http_query(r->ri, "split", split_s, sizeof split_s);
+	int split = parse_split(split_s);
+	long long label, page, size;
+	int nlabels = cJSON_GetArraySize(cJSON_GetObjectItem(summary, "labels"));
+	cJSON_Delete(summary);
+	if (split < 0)
+		return http_error(r->c, 400, "invalid", "split: must be train, val or test");
+	if ((rc = http_query_int(r->c, "label", -1, -1, nlabels - 1, &label)) ||
+	    (rc = http_query_int(r->c, "page", 0, 0, INT_MAX, &page)) ||
+	    (rc = http_query_int(r->c, "size", 25, 1, 200, &size)))
+		return rc;
+	struct dd_err err = { 0 };
+	struct cached *c = reader(r->id, split, dir, &err);
+	if (!c)
+		return http_error(r->c, 404, "not_found", "dataset %lld has no %s split", (long long)r->id, split_s);
+	int64_t total = label < 0 ? lmdbr_count(c->rd) : lmdbr_label_count(c->rd, (int)label);
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddStringToObject(body, "split", split_s);
+	if (label < 0)
+		cJSON_AddNullToObject(body, "label");
+	else
+		cJSON_AddNumberToObject(body, "label", (double)label);
+	cJSON_AddNumberToObject(body, "page", (double)page);
+	cJSON_AddNumberToObject(body, "size", (double)size);
+	cJSON_AddNumberToObject(body, "total", (double)total);
+	cJSON *imgs = cJSON_AddArrayToObject(body, "images");
+	for (int64_t k = page * size; k < (page + 1) * size && k < total; k++) {
+		const uint8_t *v;
+		size_t len;
+		int64_t index = k;
+		int lab = (int)label;
+		int g = label < 0 ? lmdbr_get(c->rd, k, &v, &len, &lab, &err) :
+				    lmdbr_get_in_label(c->rd, (int)label, k, &index, &v, &len, &err);
+		if (g != DD_OK)
+			break;
+		cJSON *im = cJSON_CreateObject();
+		cJSON_AddNumberToObject(im, "index", (double)index);
+		cJSON_AddNumberToObject(im, "label", lab);
+		char url[128];
+		snprintf(url, sizeof url, "/api/v1/datasets/%lld/images/%s/%lld", (long long)r->id, split_s,
+			 (long long)index);
+		cJSON_AddStringToObject(im, "url", url);
+		cJSON_AddItemToArray(imgs, im);
+	}
+	pthread_mutex_unlock(&c->use);
+	return http_json(r->c, 200, body);
+}
+
+static void send_blob(struct mg_connection *c, const char *type, const void *data, size_t len)
+{
+	mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: private, max-age=86400\r\n"
+		     "X-Content-Type-Options: nosniff\r\n\r\n", type, len);
+	mg_write(c, data, len);
+}
+
+int api_dataset_image(struct req *r)
+{
+	char dir[PATH_MAX];
+	cJSON *summary = NULL;
+	int rc = load_summary(r, dir, sizeof dir, &summary);
+	if (rc)
+		return rc;
+	if (!summary)
+		return http_error(r->c, 409, "conflict", "dataset %lld is not finished", (long long)r->id);
+	cJSON_Delete(summary);
+	int split = parse_split(r->name);
+	if (split < 0)
+		return http_error(r->c, 404, "not_found", "no split named %s", r->name);
+	struct dd_err err = { 0 };
+	struct cached *c = reader(r->id, split, dir, &err);
+	if (!c)
+		return http_error(r->c, 404, "not_found", "dataset %lld has no %s split", (long long)r->id, r->name);
+	const uint8_t *v;
+	size_t len;
+	int label;
+	struct datum d = { 0 };
+	uint8_t *png = NULL;
+	size_t plen = 0;
+	int status;
+	if (lmdbr_get(c->rd, r->n, &v, &len, &label, &err) != DD_OK) {
+		status = http_error(r->c, 404, "not_found", "%s has no record %lld", r->name, (long long)r->n);
+	} else if (datum_decode(v, len, &d, &err) != DD_OK) {
+		status = http_error(r->c, 500, "internal", "record %lld is not a Datum: %s", (long long)r->n, err.msg);
+	} else if (d.encoded) {
+		enum image_format f = image_sniff(d.data, d.data_len);
+		send_blob(r->c, f == IMAGE_JPEG ? "image/jpeg" : f == IMAGE_PNG ? "image/png" : "application/octet-stream",
+			  d.data, d.data_len);
+		status = 200;
+	} else if ((size_t)d.channels * d.height * d.width != d.data_len || (d.channels != 1 && d.channels != 3)) {
+		status = http_error(r->c, 500, "internal", "record %lld: raw data does not match its shape", (long long)r->n);
+	} else {
+		/* raw records are C×H×W with BGR planes: back to interleaved RGB */
+		struct image img = { d.width, d.height, d.channels, malloc(d.data_len) };
+		size_t plane = (size_t)d.width * d.height;
+		for (int ch = 0; img.px && ch < d.channels; ch++) {
+			int dst = d.channels == 3 ? 2 - ch : ch;
+			for (size_t i = 0; i < plane; i++)
+				img.px[i * d.channels + dst] = d.data[plane * ch + i];
+		}
+		if (img.px && image_encode_png(&img, 1, &png, &plen, &err) == DD_OK) {
+			send_blob(r->c, "image/png", png, plen);
+			status = 200;
+		} else {
+			status = http_error(r->c, 500, "internal", "cannot encode record %lld", (long long)r->n);
+		}
+		free(img.px);
+	}
+	pthread_mutex_unlock(&c->use);
+	datum_free(&d);
+	free(png);
+	return status;
+}
+
+int api_dataset_file(struct req *r)
+{
+	static const char *const files[][2] = {
+		{ "labels.txt", "text/plain; charset=utf-8" },   { "mean.png", "image/png" },
+		{ "mean.binaryproto", "application/octet-stream" }, { "dataset.json", "application/json" },
+		{ "train.txt", "text/plain; charset=utf-8" },    { "val.txt", "text/plain; charset=utf-8" },
+		{ "test.txt", "text/plain; charset=utf-8" },
+	};
+	const char *type = NULL;
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		if (strcmp(r->name, files[i][0]) == 0)
+			type = files[i][1];
+	if (!type)
+		return http_error(r->c, 404, "not_found", "a dataset has no file %s (labels.txt, mean.png, mean.binaryproto, dataset.json, train.txt, val.txt, test.txt)", r->name);
+	char dir[PATH_MAX];
+	cJSON *summary = NULL;
+	int rc = load_summary(r, dir, sizeof dir, &summary);
+	if (rc)
+		return rc;
+	cJSON_Delete(summary);
+	char path[PATH_MAX + 80], *data = NULL;
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", dir, r->name);
+	if (fs_read_file(path, 512u << 20, &data, &len, NULL) != DD_OK)
+		return http_error(r->c, 404, "not_found", "dataset %lld has no %s (yet)", (long long)r->id, r->name);
+	send_blob(r->c, type, data, len);
+	free(data);
+	return 200;
+}

@@ -1,0 +1,93 @@
+/* create.h — build an image-classification dataset: labelled images in, LMDB out.
+ *
+ *   gather   the (path, label) lists per split, from class folders or list files
+ *   split    per class, shuffled with the recorded seed, DIGITS' three-way split
+ *   process  decode → channels → resize → encode on a pool of threads, results put
+ *            back into list order so the same inputs and seed give the same bytes
+ *   write    one LMDB writer per split, keys "%08d_%d", batched transactions
+ *   mean     of the train split's resized images: mean.binaryproto and mean.png
+ *   report   labels.txt, train.txt/val.txt/test.txt, dataset.json (options,
+ *            counts per split and class, every skipped file with its reason)
+ *
+ * Nothing is marked finished until dataset.json is written last: a dataset that was
+ * aborted, failed or killed has no dataset.json and its partial databases are
+ * removed (or left for the job's error state to explain). */
+#ifndef DD_CREATE_H
+#define DD_CREATE_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "../common/err.h"
+#include "image.h"
+
+enum ds_encoding { DS_ENC_PNG, DS_ENC_JPG, DS_ENC_NONE };
+
+const char *ds_encoding_name(enum ds_encoding e);
+int ds_encoding_parse(const char *s, enum ds_encoding *out);
+
+enum ds_split { DS_TRAIN, DS_VAL, DS_TEST };
+#define DS_SPLITS 3
+const char *ds_split_name(enum ds_split s); /* "train", "val", "test" */
+
+struct ds_options {
+	int width, height;     /* 256×256 */
+	int channels;          /* 1 or 3 (3) */
+	enum resize_mode resize;
+	enum ds_encoding encoding;
+	int val_pct, test_pct; /* 25, 0 */
+	int min_per_class;     /* 2 */
+	int max_per_class;     /* 0: no limit */
+	uint64_t seed;         /* recorded in dataset.json */
+	int threads;           /* 0: one per core */
+	int64_t max_pixels;    /* per image; 0: IMAGE_DEFAULT_MAX_PIXELS */
+};
+
+/* The defaults above. */
+void ds_options_default(struct ds_options *o);
+/* Fill o from a JSON object of the same names ("width", "height", "channels",
+ * "resize_mode", "encoding", "val_pct", "test_pct", "min_per_class",
+ * "max_per_class", "seed", "threads"); unknown keys and bad values are refused
+ * naming the field ("options.width: must be an integer from 1 to 4096"). */
+int ds_options_from_json(const cJSON *j, struct ds_options *o, struct dd_err *err);
+cJSON *ds_options_to_json(const struct ds_options *o);
+
+/* Where the images come from. */
+struct ds_source {
+	/* class folders: train required; val/test optional separate folders */
+	const char *folder[DS_SPLITS];
+	/* list files ("path label" lines) per split and the labels file; relative
+	 * paths are taken below list_base */
+	const char *list[DS_SPLITS];
+	const char *labels_file;
+	const char *list_base;
+};
+
+/* Progress and cancellation, called from the writing thread. */
+struct ds_progress {
+	void *ctx;
+	/* done images of total, in the current phase ("gather", "train", …) */
+	void (*progress)(void *ctx, const char *phase, int64_t done, int64_t total);
+	/* a line for the creation log */
+	void (*log)(void *ctx, const char *level, const char *msg);
+	/* nonzero: stop as soon as possible (the result is DD_ECONFLICT, "aborted") */
+	int (*should_stop)(void *ctx);
+};
+
+/* Build the dataset into out_dir (created if needed).  On success *summary (if
+ * non-NULL) is what dataset.json holds; caller frees it with cJSON_Delete. */
+int ds_create(const struct ds_source *src, const struct ds_options *opt, const char *out_dir,
+	      const struct ds_progress *prog, cJSON **summary, struct dd_err *err);
+
+/* DIGITS' three_way_split_indices: how many of n go to train, val and test. */
+void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int *test);
+
+#endif
+
+/* Find the class folders below root: descend through folders that hold nothing but
+ * one folder (an archive's top folder), then, when the folder has "train" (and
+ * optionally "val"/"validation" and "test") sub-folders, use those as the splits;
+ * otherwise root itself is the train folder.  Each out buffer is PATH_MAX bytes;
+ * an absent split is set to "". */
+int ds_layout_resolve(const char *root, char *train, char *val, char *test, struct dd_err *err);

@@ -1,0 +1,138 @@
+/* example.c — see example.h.  IDX format: a big-endian magic (0x00000803 for
+ * images, 0x00000801 for labels), the dimension sizes as big-endian uint32, then
+ * the bytes. */
+#define _GNU_SOURCE
+#include "example.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../common/fsutil.h"
+#include "image.h"
+
+static const char *const classes[10] = { "T-shirt_top", "Trouser", "Pullover", "Dress", "Coat",
+					 "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle_boot" };
+
+int example_fashion_mnist_available(void)
+{
+	return access(FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0 &&
+	       access(FASHION_MNIST_DIR "/t10k-labels-idx1-ubyte.gz", R_OK) == 0;
+}
+
+/* Read a gzipped IDX file: dims[0..ndim) and the data (caller frees). */
+static int read_idx(const char *path, int want_ndim, uint32_t *dims, uint8_t **data, size_t *len,
+		    struct dd_err *err)
+{
+	gzFile f = gzopen(path, "rb");
+	if (!f)
+		return dd_err_set(err, DD_ENOENT, "%s: cannot open (is dataset-fashion-mnist installed?)", path);
+	uint8_t head[4 + 4 * 3];
+	int hl = 4 + 4 * want_ndim;
+	int rc = DD_OK;
+	*data = NULL;
+	if (gzread(f, head, (unsigned)hl) != hl || head[0] || head[1] || head[2] != 8 || head[3] != want_ndim) {
+		rc = dd_err_set(err, DD_EINVAL, "%s: not an IDX file of unsigned bytes with %d dimensions", path, want_ndim);
+		goto out;
+	}
+	size_t n = 1;
+	for (int i = 0; i < want_ndim; i++) {
+		const uint8_t *p = head + 4 + 4 * i;
+		dims[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+		n *= dims[i];
+	}
+	if (n > (512u << 20)) {
+		rc = dd_err_set(err, DD_EINVAL, "%s: implausibly large (%zu bytes)", path, n);
+		goto out;
+	}
+	*data = malloc(n ? n : 1);
+	if (!*data) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((size_t)gzread(f, *data, (unsigned)n) != n) {
+		rc = dd_err_set(err, DD_EINVAL, "%s: truncated", path);
+		free(*data);
+		*data = NULL;
+		goto out;
+	}
+	*len = n;
+out:
+	gzclose(f);
+	return rc;
+}
+
+static int write_split(const char *dir, const char *split, const char *images, const char *labels,
+		       int64_t *done, int64_t total, void (*progress)(void *, int64_t, int64_t),
+		       void *ctx, struct dd_err *err)
+{
+	char ip[PATH_MAX], lp[PATH_MAX];
+	snprintf(ip, sizeof ip, "%s/%s", FASHION_MNIST_DIR, images);
+	snprintf(lp, sizeof lp, "%s/%s", FASHION_MNIST_DIR, labels);
+	uint32_t idim[3], ldim[1];
+	uint8_t *px = NULL, *lb = NULL;
+	size_t plen, llen;
+	int rc = read_idx(ip, 3, idim, &px, &plen, err);
+	if (rc == DD_OK)
+		rc = read_idx(lp, 1, ldim, &lb, &llen, err);
+	if (rc == DD_OK && ldim[0] != idim[0])
+		rc = dd_err_set(err, DD_EINVAL, "%s and %s disagree on the count", images, labels);
+	for (int c = 0; c < 10 && rc == DD_OK; c++) {
+		char d[PATH_MAX];
+		snprintf(d, sizeof d, "%s/%s/%s", dir, split, classes[c]);
+		rc = fs_mkdir_p(d, err);
+	}
+	size_t img_bytes = rc == DD_OK ? (size_t)idim[1] * idim[2] : 0;
+	for (uint32_t i = 0; rc == DD_OK && i < idim[0]; i++) {
+		if (lb[i] > 9) {
+			rc = dd_err_set(err, DD_EINVAL, "%s: label %d out of range at %u", labels, lb[i], i);
+			break;
+		}
+		struct image img = { (int)idim[2], (int)idim[1], 1, px + (size_t)i * img_bytes };
+		uint8_t *png;
+		size_t len;
+		if ((rc = image_encode_png(&img, 6, &png, &len, err)))
+			break;
+		char path[PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s/%s/%05u.png", dir, split, classes[lb[i]], i);
+		FILE *f = fopen(path, "wb");
+		if (!f || fwrite(png, 1, len, f) != len) {
+			rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", path);
+			if (f)
+				fclose(f);
+			free(png);
+			break;
+		}
+		free(png);
+		if (fclose(f) != 0) {
+			rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", path);
+			break;
+		}
+		if (++*done % 1000 == 0 && progress)
+			progress(ctx, *done, total);
+	}
+	free(px);
+	free(lb);
+	return rc;
+}
+
+int example_fashion_mnist(const char *dir, void (*progress)(void *ctx, int64_t done, int64_t total),
+			  void *ctx, struct dd_err *err)
+{
+	if (!example_fashion_mnist_available())
+		return dd_err_set(err, DD_ENOENT,
+				  "Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist");
+	int64_t done = 0, total = 70000;
+	int rc = write_split(dir, "train", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", &done,
+			     total, progress, ctx, err);
+	if (rc == DD_OK)
+		rc = write_split(dir, "test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", &done,
+				 total, progress, ctx, err);
+	if (rc == DD_OK && progress)
+		progress(ctx, done, total);
+	return rc;
+}

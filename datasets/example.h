@@ -1,0 +1,23 @@
+/* example.h — quick-start data from Debian's packages.
+ *
+ * Fashion-MNIST (package dataset-fashion-mnist: gzipped IDX files under
+ * /usr/share/datasets/fashion-mnist) written out as an image folder:
+ *   DIR/train/<class>/NNNNN.png (60,000) and DIR/test/<class>/NNNNN.png (10,000)
+ * with the ten class names as folder names ("T-shirt_top", …, "Ankle_boot"). */
+#ifndef DD_EXAMPLE_H
+#define DD_EXAMPLE_H
+
+#include <stdint.h>
+
+#include "../common/err.h"
+
+#define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Whether the package's files are there. */
+int example_fashion_mnist_available(void);
+
+/* Write the folder; progress(ctx, done, total) is called now and then (may be NULL). */
+int example_fashion_mnist(const char *dir, void (*progress)(void *ctx, int64_t done, int64_t total),
+			  void *ctx, struct dd_err *err);
+
+#endif
