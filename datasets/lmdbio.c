@@ -293,7 +293,7 @@ int64_t lmdbw_count(const struct lmdbw *w)
 
 static int write_index(struct lmdbw *w, struct dd_err *err)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 16]; /* w->dir was checked to leave room at open */
 	size_t n = (size_t)w->count, size = INDEX_HEADER + 4 * n + 8;
 	uint8_t *buf = malloc(size);
 	if (!buf)
@@ -417,7 +417,7 @@ static void key_text(const MDB_val *k, char *out, size_t cap)
  * loaded into r->label_of / r->n_labels, 0 when the caller must scan instead. */
 static int load_index(struct lmdbr *r)
 {
-	char path[PATH_MAX], *text = NULL;
+	char path[PATH_MAX + 16], *text = NULL;
 	size_t len = 0;
 	snprintf(path, sizeof path, "%s/" INDEX_FILE, r->dir);
 	size_t want = INDEX_HEADER + 4 * (size_t)r->count + 8;
