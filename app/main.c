@@ -42,7 +42,7 @@ static const char serve_usage[] =
 	"                       No other server path is ever read on a user's behalf.\n"
 	"  --cpu-slots N        CPU slots jobs may hold at once (default: one per core)\n"
 	"  --abort-grace SEC    after an abort's SIGTERM, SIGKILL this much later (default 10)\n"
-	"  --threads N          HTTP worker threads (default 32)\n"
+	"  --threads N          HTTP threads (default 128); WebSockets may use up to 3/4\n"
 	"  --max-upload MIB     largest archive upload accepted, in MiB (default 16384)\n"
 	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
 	"  --log-level LEVEL    error, warn, info (default) or debug\n"
@@ -117,7 +117,7 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			break;
 		case O_THREADS:
-			if (parse_int("--threads", optarg, 2, 1024, &o.threads))
+			if (parse_int("--threads", optarg, 16, 1024, &o.threads))
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;

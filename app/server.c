@@ -470,13 +470,20 @@ int server_run(const struct server_opts *opts)
 	};
 
 	char threads[16];
-	snprintf(threads, sizeof threads, "%d", opts->threads > 0 ? opts->threads : 32);
+	/* Each WebSocket holds a CivetWeb thread for its life: leave at least a quarter
+	 * of the threads (and 8) for plain requests. */
+	int nthreads = opts->threads > 0 ? opts->threads : 128;
+	int ws_limit = nthreads - (nthreads / 4 > 8 ? nthreads / 4 : 8);
+	if (ws_limit < 1)
+		ws_limit = 1;
+	snprintf(threads, sizeof threads, "%d", nthreads);
 	const char *options[] = {
 		"listening_ports", opts->listen,
 		"num_threads", threads,
 		"request_timeout_ms", "60000",
 		"websocket_timeout_ms", "3600000",
 		"enable_keep_alive", "yes",
+		"keep_alive_timeout_ms", "5000",
 		"tcp_nodelay", "1",
 		NULL,
 	};
@@ -498,7 +505,7 @@ int server_run(const struct server_opts *opts)
 	mg_set_request_handler(ctx, "/api/v1/", api_dispatch, NULL);
 	mg_set_request_handler(ctx, "/api/v1$", api_dispatch, NULL);
 	mg_set_request_handler(ctx, "/", static_handler, NULL);
-	ws_register(ctx);
+	ws_register(ctx, ws_limit);
 
 	struct mg_server_port ports[4];
 	int np = mg_get_server_ports(ctx, 4, ports);

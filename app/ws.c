@@ -1,28 +1,55 @@
-/* ws.c — see ws.h. */
+/* ws.c — see ws.h.
+ *
+ * Each client has its own outgoing queue and its own sender thread, so a client
+ * that stops reading slows nobody else: ws_publish only appends a shared,
+ * reference-counted message to the queues of the clients that want it.  A queue
+ * that grows past QUEUE_MAX_BYTES means the client cannot keep up; it is told
+ * {"type":"overflow"} and closed, and catches up from /events?after= when it
+ * reconnects.  The close handler stops the sender and waits for it before the
+ * client is freed. */
 #define _GNU_SOURCE
 #include "ws.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
 
 #define MAX_SUBS 64
+#define QUEUE_MAX_BYTES (16u << 20)
+
+struct msg {
+	atomic_int refs;
+	size_t len;
+	char text[];
+};
+
+struct qitem {
+	struct msg *m;
+	struct qitem *next;
+};
 
 struct ws_client {
 	struct mg_connection *c;
-	int all, jobs;    /* topics "all" and "jobs" */
+	int all, jobs; /* topics "all" and "jobs" */
 	int64_t subs[MAX_SUBS];
 	int nsubs;
-	int busy, closing;
+	/* the outgoing queue, under `lock` */
+	struct qitem *head, *tail;
+	size_t queued_bytes;
+	int closing, overflowed;
+	pthread_cond_t wake;
+	pthread_t sender;
+	int sender_started;
 	struct ws_client *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
 static struct ws_client *clients;
 static int nclients;
+static int max_clients = 100;
 
 int ws_client_count(void)
 {
@@ -32,30 +59,112 @@ int ws_client_count(void)
 	return n;
 }
 
-static void send_json(struct mg_connection *c, cJSON *msg)
+static struct msg *msg_new(const char *text)
 {
-	char *text = cJSON_PrintUnformatted(msg);
-	cJSON_Delete(msg);
-	if (text) {
-		mg_websocket_write(c, MG_WEBSOCKET_OPCODE_TEXT, text, strlen(text));
-		free(text);
-	}
+	size_t len = strlen(text);
+	struct msg *m = malloc(sizeof *m + len + 1);
+	if (!m)
+		return NULL;
+	atomic_init(&m->refs, 1);
+	m->len = len;
+	memcpy(m->text, text, len + 1);
+	return m;
 }
 
-static void reply(struct mg_connection *c, const char *type, cJSON *topic)
+static void msg_unref(struct msg *m)
 {
-	cJSON *msg = cJSON_CreateObject();
-	cJSON_AddStringToObject(msg, "type", type);
-	if (topic)
-		cJSON_AddItemToObject(msg, "topic", topic);
-	send_json(c, msg);
+	if (m && atomic_fetch_sub(&m->refs, 1) == 1)
+		free(m);
+}
+
+/* Append m to cl's queue (lock held).  Returns 0, or -1 when the client is too far
+ * behind (it is then marked to be closed). */
+static int enqueue(struct ws_client *cl, struct msg *m)
+{
+	if (cl->closing || cl->overflowed)
+		return -1;
+	if (cl->queued_bytes + m->len > QUEUE_MAX_BYTES) {
+		cl->overflowed = 1;
+		pthread_cond_signal(&cl->wake);
+		return -1;
+	}
+	struct qitem *q = malloc(sizeof *q);
+	if (!q)
+		return -1;
+	atomic_fetch_add(&m->refs, 1);
+	q->m = m;
+	q->next = NULL;
+	if (cl->tail)
+		cl->tail->next = q;
+	else
+		cl->head = q;
+	cl->tail = q;
+	cl->queued_bytes += m->len;
+	pthread_cond_signal(&cl->wake);
+	return 0;
+}
+
+static void *sender_main(void *arg)
+{
+	struct ws_client *cl = arg;
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		while (!cl->head && !cl->closing && !cl->overflowed)
+			pthread_cond_wait(&cl->wake, &lock);
+		if (cl->closing)
+			break;
+		if (cl->overflowed) {
+			pthread_mutex_unlock(&lock);
+			static const char over[] =
+				"{\"type\":\"overflow\",\"message\":\"this connection fell too far behind; reconnect and fetch missed events from /api/v1/jobs/ID/events\"}";
+			mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_TEXT, over, sizeof over - 1);
+			mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
+			pthread_mutex_lock(&lock);
+			while (!cl->closing)
+				pthread_cond_wait(&cl->wake, &lock);
+			break;
+		}
+		struct qitem *q = cl->head;
+		cl->head = q->next;
+		if (!cl->head)
+			cl->tail = NULL;
+		cl->queued_bytes -= q->m->len;
+		pthread_mutex_unlock(&lock);
+		if (mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_TEXT, q->m->text, q->m->len) < 0)
+			log_debug("websocket write failed; the client is going away");
+		msg_unref(q->m);
+		free(q);
+		pthread_mutex_lock(&lock);
+	}
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+/* Queue a message for one client (its own replies). */
+static void send_json(struct ws_client *cl, cJSON *j)
+{
+	char *text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	struct msg *m = text ? msg_new(text) : NULL;
+	free(text);
+	if (!m)
+		return;
+	pthread_mutex_lock(&lock);
+	enqueue(cl, m);
+	pthread_mutex_unlock(&lock);
+	msg_unref(m);
 }
 
 static int on_connect(const struct mg_connection *c, void *data)
 {
 	(void)c;
 	(void)data;
-	return 0; /* accept */
+	pthread_mutex_lock(&lock);
+	int full = nclients >= max_clients;
+	pthread_mutex_unlock(&lock);
+	if (full)
+		log_warn("websocket refused: %d connections already (the limit)", max_clients);
+	return full; /* nonzero refuses */
 }
 
 static void on_ready(struct mg_connection *c, void *data)
@@ -65,6 +174,13 @@ static void on_ready(struct mg_connection *c, void *data)
 	if (!cl)
 		return;
 	cl->c = c;
+	pthread_cond_init(&cl->wake, NULL);
+	if (pthread_create(&cl->sender, NULL, sender_main, cl) != 0) {
+		pthread_cond_destroy(&cl->wake);
+		free(cl);
+		return;
+	}
+	cl->sender_started = 1;
 	mg_set_user_connection_data(c, cl);
 	pthread_mutex_lock(&lock);
 	cl->next = clients;
@@ -116,14 +232,15 @@ static int on_data(struct mg_connection *c, int bits, char *data, size_t len, vo
 	} else {
 		err = "topic must be \"all\", \"jobs\" or a job id";
 	}
+	cJSON *reply = cJSON_CreateObject();
 	if (err) {
-		cJSON *e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "type", "error");
-		cJSON_AddStringToObject(e, "message", err);
-		send_json(c, e);
+		cJSON_AddStringToObject(reply, "type", "error");
+		cJSON_AddStringToObject(reply, "message", err);
 	} else {
-		reply(c, on ? "subscribed" : "unsubscribed", cJSON_Duplicate(topic, 1));
+		cJSON_AddStringToObject(reply, "type", on ? "subscribed" : "unsubscribed");
+		cJSON_AddItemToObject(reply, "topic", cJSON_Duplicate(topic, 1));
 	}
+	send_json(cl, reply);
 	cJSON_Delete(msg);
 	return 1;
 }
@@ -136,8 +253,7 @@ static void on_close(const struct mg_connection *cc, void *data)
 		return;
 	pthread_mutex_lock(&lock);
 	cl->closing = 1;
-	while (cl->busy > 0)
-		pthread_cond_wait(&idle, &lock);
+	pthread_cond_signal(&cl->wake);
 	for (struct ws_client **p = &clients; *p; p = &(*p)->next)
 		if (*p == cl) {
 			*p = cl->next;
@@ -145,18 +261,25 @@ static void on_close(const struct mg_connection *cc, void *data)
 			break;
 		}
 	pthread_mutex_unlock(&lock);
+	if (cl->sender_started)
+		pthread_join(cl->sender, NULL);
+	for (struct qitem *q = cl->head, *n; q; q = n) {
+		n = q->next;
+		msg_unref(q->m);
+		free(q);
+	}
+	pthread_cond_destroy(&cl->wake);
 	free(cl);
 }
 
-void ws_register(struct mg_context *ctx)
+void ws_register(struct mg_context *ctx, int limit)
 {
+	max_clients = limit > 0 ? limit : 100;
 	mg_set_websocket_handler(ctx, "/api/v1/ws$", on_connect, on_ready, on_data, on_close, NULL);
 }
 
 static int wants(const struct ws_client *cl, int64_t id, int is_event)
 {
-	if (cl->closing)
-		return 0;
 	if (cl->all)
 		return 1;
 	if (cl->jobs && !is_event)
@@ -171,54 +294,32 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 {
 	(void)unused;
 	int is_event = strcmp(what, "events") == 0;
-	cJSON *msg = cJSON_CreateObject();
-	if (!msg)
+	cJSON *j = cJSON_CreateObject();
+	if (!j)
 		return;
 	if (is_event) {
-		cJSON_AddStringToObject(msg, "type", "events");
-		cJSON_AddNumberToObject(msg, "job", (double)job_id);
-		cJSON_AddItemReferenceToObject(msg, "events", payload);
+		cJSON_AddStringToObject(j, "type", "events");
+		cJSON_AddNumberToObject(j, "job", (double)job_id);
+		cJSON_AddItemReferenceToObject(j, "events", payload);
 	} else if (strcmp(what, "deleted") == 0) {
-		cJSON_AddStringToObject(msg, "type", "deleted");
-		cJSON_AddNumberToObject(msg, "id", (double)job_id);
+		cJSON_AddStringToObject(j, "type", "deleted");
+		cJSON_AddNumberToObject(j, "id", (double)job_id);
 	} else {
-		cJSON_AddStringToObject(msg, "type", "job");
-		cJSON_AddItemReferenceToObject(msg, "job", payload);
+		cJSON_AddStringToObject(j, "type", "job");
+		cJSON_AddItemReferenceToObject(j, "job", payload);
 	}
-	char *text = cJSON_PrintUnformatted(msg);
-	cJSON_Delete(msg); /* references do not free the payload */
-	if (!text)
-		return;
-	size_t len = strlen(text);
-
-	struct ws_client *stack[64], **targets = stack;
-	int n = 0, cap = 64;
-	pthread_mutex_lock(&lock);
-	if (nclients > cap) {
-		targets = malloc((size_t)nclients * sizeof *targets);
-		cap = nclients;
-		if (!targets) {
-			targets = stack;
-			cap = 64;
-		}
-	}
-	for (struct ws_client *cl = clients; cl && n < cap; cl = cl->next)
-		if (wants(cl, job_id, is_event)) {
-			cl->busy++;
-			targets[n++] = cl;
-		}
-	pthread_mutex_unlock(&lock);
-
-	for (int i = 0; i < n; i++)
-		if (mg_websocket_write(targets[i]->c, MG_WEBSOCKET_OPCODE_TEXT, text, len) < 0)
-			log_debug("websocket write failed; the client is going away");
-
-	pthread_mutex_lock(&lock);
-	for (int i = 0; i < n; i++)
-		targets[i]->busy--;
-	pthread_cond_broadcast(&idle);
-	pthread_mutex_unlock(&lock);
-	if (targets != stack)
-		free(targets);
+	char *text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j); /* references do not free the payload */
+	struct msg *m = text ? msg_new(text) : NULL;
 	free(text);
+	if (!m)
+		return;
+	pthread_mutex_lock(&lock);
+	for (struct ws_client *cl = clients; cl; cl = cl->next)
+		if (wants(cl, job_id, is_event) && enqueue(cl, m) != 0 && cl->overflowed == 1) {
+			cl->overflowed = 2; /* logged once */
+			log_warn("a websocket client fell %u MiB behind and is being closed", QUEUE_MAX_BYTES >> 20);
+		}
+	pthread_mutex_unlock(&lock);
+	msg_unref(m);
 }

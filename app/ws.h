@@ -1,9 +1,8 @@
 /* ws.h — the WebSocket at /api/v1/ws: who is subscribed to what, and pushing.
  *
- * Handlers run on CivetWeb's threads; pushes come from the scheduler thread.  The
- * registry is one list under one lock: a push marks the matching clients busy
- * under the lock and writes outside it, and a closing client waits until it is
- * no longer busy before it is freed. */
+ * Handlers run on CivetWeb's threads; pushes come from the scheduler thread and
+ * API threads.  A push never writes to a socket: it queues the message for each
+ * matching client, whose own sender thread writes it (see ws.c). */
 #ifndef DD_WS_H
 #define DD_WS_H
 
@@ -12,8 +11,9 @@
 #include <civetweb.h>
 #include <cjson/cJSON.h>
 
-/* Register the handlers on ctx at /api/v1/ws. */
-void ws_register(struct mg_context *ctx);
+/* Register the handlers on ctx at /api/v1/ws; at most `limit` clients at once
+ * (each holds one of CivetWeb's threads), further ones are refused. */
+void ws_register(struct mg_context *ctx, int limit);
 /* Push to subscribers (matches sched_listener). */
 void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload);
 /* Number of connected clients. */

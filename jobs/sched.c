@@ -93,9 +93,14 @@ void sched_job_changed(int64_t id)
 
 /* ---- tailing ---- */
 
+/* Events go out in batches of at most this many, so a burst of ten thousand
+ * log lines becomes twenty messages of a bounded size, not one huge one. */
+#define BATCH_MAX 500
+
 struct tail_ctx {
 	struct running *r;
 	cJSON *batch;
+	int n;
 };
 
 static void on_event(void *vctx, int64_t seq, cJSON *ev)
@@ -107,7 +112,14 @@ static void on_event(void *vctx, int64_t seq, cJSON *ev)
 	if (!ev)
 		cJSON_AddStringToObject(item, "type", "unreadable");
 	cJSON_AddNumberToObject(item, "seq", (double)seq);
+	if (c->n == BATCH_MAX) {
+		notify(c->r->id, "events", c->batch);
+		cJSON_Delete(c->batch);
+		c->batch = cJSON_CreateArray();
+		c->n = 0;
+	}
 	cJSON_AddItemToArray(c->batch, item);
+	c->n++;
 	const char *type = ev ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type")) : NULL;
 	if (type && strcmp(type, "progress") == 0) {
 		cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "progress");
@@ -124,7 +136,7 @@ static void on_event(void *vctx, int64_t seq, cJSON *ev)
 static void tail_job(struct running *r)
 {
 	struct dd_err err = { 0 };
-	struct tail_ctx c = { r, cJSON_CreateArray() };
+	struct tail_ctx c = { r, cJSON_CreateArray(), 0 };
 	int n = events_tail_poll(&r->tail, on_event, &c, &err);
 	if (n < 0)
 		log_warn("job %lld: %s", (long long)r->id, err.msg);
@@ -137,7 +149,8 @@ static void tail_job(struct running *r)
 				log_warn("job %lld: %s", (long long)r->id, err.msg);
 			sched_job_changed(r->id);
 		}
-		notify(r->id, "events", c.batch);
+		if (c.n)
+			notify(r->id, "events", c.batch);
 	}
 	cJSON_Delete(c.batch);
 }
@@ -303,9 +316,14 @@ static void start_queued(void)
 		return;
 	}
 	/* First come, first served: a job that does not fit blocks those behind it,
-	 * so a big job is not starved by a stream of small ones. */
+	 * so a big job is not starved by a stream of small ones.  A job whose
+	 * job.json is not written yet (sched_submit is between its two steps) is
+	 * not ready: it and those behind it wait for the next tick. */
 	for (int i = 0; i < n && !S.stopping; i++) {
-		if (S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots)
+		char path[PATH_MAX + 16];
+		sched_job_dir(rows[i].id, path, sizeof path);
+		strcat(path, "/job.json");
+		if (S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots || access(path, F_OK) != 0)
 			break;
 		start_job(&rows[i]);
 	}
