@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -571,6 +572,7 @@ struct pool {
 	pthread_mutex_t lock;
 	pthread_cond_t ready, freed;
 	atomic_int stop;
+	int writer_waiting, workers_waiting; /* under lock: who sleeps on which cond */
 	uint64_t **sums; /* per worker, H*W*C (train only) */
 	int nthreads;
 };
@@ -659,26 +661,38 @@ static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl
 	}
 }
 
+/* Positions are claimed CLAIM at a time, and each side wakes the other only when
+ * it is known to be waiting: with thousands of tiny images a second, a futex
+ * call per image would cost more than the images. */
+#define CLAIM 8
+
 static void *worker_main_fn(void *varg)
 {
 	struct worker_arg *a = varg;
 	struct pool *p = a->p;
 	for (;;) {
-		int64_t pos = atomic_fetch_add(&p->next, 1);
-		if (pos >= p->items->n || atomic_load(&p->stop))
+		int64_t base = atomic_fetch_add(&p->next, CLAIM);
+		if (base >= p->items->n || atomic_load(&p->stop))
 			break;
-		pthread_mutex_lock(&p->lock);
-		while (pos >= p->written_pos + RING && !atomic_load(&p->stop))
-			pthread_cond_wait(&p->freed, &p->lock);
-		pthread_mutex_unlock(&p->lock);
-		if (atomic_load(&p->stop))
-			break;
-		struct slot *sl = &p->ring[pos % RING];
-		process_one(p, a->id, pos, sl);
-		pthread_mutex_lock(&p->lock);
-		sl->ready = 1;
-		pthread_cond_broadcast(&p->ready);
-		pthread_mutex_unlock(&p->lock);
+		int64_t end = base + CLAIM < p->items->n ? base + CLAIM : p->items->n;
+		for (int64_t pos = base; pos < end; pos++) {
+			pthread_mutex_lock(&p->lock);
+			while (pos >= p->written_pos + RING && !atomic_load(&p->stop)) {
+				p->workers_waiting++;
+				pthread_cond_wait(&p->freed, &p->lock);
+				p->workers_waiting--;
+			}
+			pthread_mutex_unlock(&p->lock);
+			if (atomic_load(&p->stop))
+				return NULL;
+			struct slot *sl = &p->ring[pos % RING];
+			process_one(p, a->id, pos, sl);
+			pthread_mutex_lock(&p->lock);
+			sl->ready = 1;
+			if (p->writer_waiting)
+				pthread_cond_signal(&p->ready);
+			pthread_mutex_unlock(&p->lock);
+		}
 	}
 	return NULL;
 }
@@ -749,8 +763,11 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 	for (int64_t pos = 0; pos < p->items->n; pos++) {
 		struct slot *sl = &p->ring[pos % RING];
 		pthread_mutex_lock(&p->lock);
-		while (!sl->ready)
+		while (!sl->ready) {
+			p->writer_waiting = 1;
 			pthread_cond_wait(&p->ready, &p->lock);
+			p->writer_waiting = 0;
+		}
 		pthread_mutex_unlock(&p->lock);
 		const struct item *it = &p->items->v[pos];
 		if (sl->ok) {
@@ -764,7 +781,8 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 		pthread_mutex_lock(&p->lock);
 		sl->ready = 0;
 		p->written_pos = pos + 1;
-		pthread_cond_broadcast(&p->freed);
+		if (p->workers_waiting)
+			pthread_cond_broadcast(&p->freed);
 		pthread_mutex_unlock(&p->lock);
 		b->done++;
 		report(b, split_names[split], 0);
@@ -899,6 +917,10 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	      const struct ds_progress *prog, cJSON **summary, struct dd_err *err)
 {
 	struct build b = { .src = src, .opt = opt, .prog = prog, .out = out_dir };
+	/* Every image allocates and frees buffers of the same few sizes: keep them in
+	 * the heap instead of mapping and faulting fresh pages each time. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	int64_t *counts[DS_SPLITS] = { 0 };
 	double *mean = NULL;
 	cJSON *sum = NULL;

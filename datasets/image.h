@@ -1,10 +1,14 @@
 /* image.h — decode, convert, resize and encode images.
  *
  * An image in memory is 8-bit, interleaved H×W×C, rows top to bottom, C = 1 (gray)
- * or 3 (RGB, in that order).  Decoders accept PNG (8/16-bit, gray, gray+alpha, RGB,
- * RGBA, palette, interlaced), JPEG (baseline, progressive, gray, CMYK/YCCK, EXIF
- * orientation applied), PPM/PGM (P5/P6, and P2/P3), and BMP (uncompressed 8/24/32-bit),
- * and always produce C = 1 or 3: alpha is composited on white, 16-bit reduced to 8.
+ * or 3 (RGB, in that order).  Decoders accept PNG (1..16-bit, gray, gray+alpha, RGB,
+ * RGBA, palette with tRNS, interlaced), JPEG (baseline, progressive, gray, CMYK/YCCK
+ * taken as Adobe-inverted like PIL, EXIF orientation applied), PPM/PGM (P5/P6, and
+ * P2/P3; maxval other than 255 rescaled), and BMP (uncompressed 1/4/8-bit palette,
+ * 24/32-bit; RLE refused), and always produce C = 1 or 3: alpha is composited on white
+ * as PIL's paste does, 16-bit reduced to 8 with rounding ((v*255 + 32767) / 65535).
+ * Gray stays gray (gray+alpha too; a BMP with a gray palette gives C = 1); a tRNS
+ * colour key on a gray or RGB PNG is ignored, as DIGITS (PIL mode L/RGB) ignores it.
  * The format is found from the bytes; a file whose bytes disagree with its extension
  * is refused.  A header that claims more pixels than the cap is refused before any
  * large allocation.  Every failure fills struct dd_err with a sentence naming the
@@ -44,19 +48,26 @@ int image_has_image_ext(const char *name);
 int image_decode(const void *data, size_t len, const char *name, int64_t max_pixels,
 		 struct image *out, struct dd_err *err);
 
-/* Convert in place to `channels` (1: ITU-R 601 luma, rounded; 3: gray replicated). */
+/* Convert in place to `channels` (1: ITU-R 601 luma exactly as PIL's convert('L'),
+ * (R*19595 + G*38470 + B*7471 + 0x8000) >> 16; 3: gray replicated). */
 int image_set_channels(struct image *img, int channels, struct dd_err *err);
 
 /* Resize src to w×h with DIGITS' mode semantics (digits.md §2.5) and bilinear
  * resampling as PIL does it (a triangle filter widened by the scale factor when
- * shrinking).  Fill noise is uniform 0..254 drawn from a generator seeded with
- * `seed`, so the same inputs give the same output.  If src is already w×h it is
- * copied unchanged.  Caller frees out with image_free(). */
+ * shrinking; byte-identical to Pillow 9's Image.resize(BILINEAR)).  Sizes and crop
+ * offsets use Python 2's round() (half away from zero), as DIGITS ran on Python 2.
+ * Fill noise is uniform 0..254 drawn from a generator seeded with `seed`, so the
+ * same inputs give the same output; like DIGITS, the same noise block pads both
+ * ends.  A scaled side that would round to 0 pixels becomes 1.  If src is already
+ * w×h it is copied unchanged.  Caller frees out with image_free(). */
 int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
 		 struct image *out, struct dd_err *err);
 
-/* Encode as PNG (compression level 0..9; 6 is zlib's default) or JPEG (quality
- * 1..100).  *out is malloc'ed; caller frees with free(). */
+/* Encode as PNG or JPEG.  PNG level: 0 stores; 1..6 use PNG's adaptive filters
+ * with zlib's run-length strategy (about 4x faster than zlib level 6 on photos,
+ * files within ~1%); 7..9 use zlib's full matcher at that level.  JPEG: quality
+ * 1..100, 4:2:0 for colour (PIL's default), gray for C = 1.  *out is malloc'ed;
+ * caller frees with free(). */
 int image_encode_png(const struct image *img, int level, uint8_t **out, size_t *len,
 		     struct dd_err *err);
 int image_encode_jpeg(const struct image *img, int quality, uint8_t **out, size_t *len,
