@@ -24,5 +24,6 @@ int api_dataset_get(struct req *r);
 int api_dataset_images(struct req *r);
 int api_dataset_image(struct req *r);
 int api_dataset_file(struct req *r);
+int api_datasets_preview(struct req *r);
 
 #endif

@@ -687,3 +687,55 @@ int api_dataset_file(struct req *r)
 	free(data);
 	return 200;
 }
+
+/* GET /api/v1/datasets/preview?width=&height=&channels=&resize_mode=&encoding=&seed=
+ * The built-in picture after the chosen conversion, resize and encoding, with
+ * the encoded size in X-Encoded-Bytes: what one record of such a dataset holds. */
+int api_datasets_preview(struct req *r)
+{
+	struct ds_options o;
+	ds_options_default(&o);
+	long long w, h, ch, seed;
+	int rc;
+	if ((rc = http_query_int(r->c, "width", 256, 1, 4096, &w)) ||
+	    (rc = http_query_int(r->c, "height", 256, 1, 4096, &h)) ||
+	    (rc = http_query_int(r->c, "channels", 3, 1, 3, &ch)) ||
+	    (rc = http_query_int(r->c, "seed", 0, 0, INT_MAX, &seed)))
+		return rc;
+	if (ch == 2)
+		return http_error(r->c, 400, "invalid", "channels: must be 1 or 3");
+	char mode[16] = "squash", enc[8] = "png";
+	http_query(r->ri, "resize_mode", mode, sizeof mode);
+	http_query(r->ri, "encoding", enc, sizeof enc);
+	if (resize_mode_parse(mode, &o.resize) != 0)
+		return http_error(r->c, 400, "invalid", "resize_mode: must be squash, crop, fill or half_crop");
+	if (ds_encoding_parse(enc, &o.encoding) != 0)
+		return http_error(r->c, 400, "invalid", "encoding: must be png, jpg or none");
+	struct dd_err err = { 0 };
+	struct image src = { 0 }, out = { 0 };
+	uint8_t *data = NULL;
+	size_t len = 0, encoded = 0;
+	if ((rc = example_preview_image(&src, &err)) || (rc = image_set_channels(&src, (int)ch, &err)) ||
+	    (rc = image_resize(&src, (int)w, (int)h, o.resize, (uint64_t)seed, &out, &err)))
+		goto out;
+	/* show the record as it is stored; raw records are shown as PNG but their
+	 * size is the raw C×H×W bytes */
+	if (o.encoding == DS_ENC_JPG)
+		rc = image_encode_jpeg(&out, 90, &data, &len, &err);
+	else
+		rc = image_encode_png(&out, 6, &data, &len, &err);
+	encoded = o.encoding == DS_ENC_NONE ? (size_t)out.w * out.h * out.c : len;
+out:
+	image_free(&src);
+	image_free(&out);
+	if (rc) {
+		free(data);
+		return http_error_dd(r->c, &err);
+	}
+	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Encoded-Bytes: %zu\r\n"
+			"Cache-Control: no-store\r\nAccess-Control-Expose-Headers: X-Encoded-Bytes\r\n\r\n",
+		  o.encoding == DS_ENC_JPG ? "image/jpeg" : "image/png", len, encoded);
+	mg_write(r->c, data, len);
+	free(data);
+	return 200;
+}

@@ -142,7 +142,12 @@ int http_query(const struct mg_request_info *ri, const char *name, char *buf, si
 {
 	if (!ri->query_string)
 		return 0;
-	return mg_get_var(ri->query_string, strlen(ri->query_string), name, buf, len) >= 0;
+	/* mg_get_var empties its buffer when the name is absent: keep the caller's default */
+	char tmp[1024];
+	if (len > sizeof tmp || mg_get_var(ri->query_string, strlen(ri->query_string), name, tmp, len) < 0)
+		return 0;
+	memcpy(buf, tmp, strlen(tmp) + 1);
+	return 1;
 }
 
 int http_query_int(struct mg_connection *c, const char *name, long long dflt, long long min,

@@ -40,7 +40,8 @@ int http_status_for(int code);
  * returns 0 and *out is the object (caller frees). */
 int http_read_json(struct mg_connection *c, cJSON **out);
 
-/* Query parameter `name` into buf; 1 when present, 0 when absent. */
+/* Query parameter `name` into buf (at most 1024 bytes); 1 when present, 0 when
+ * absent, and then buf is left as it was (a default survives). */
 int http_query(const struct mg_request_info *ri, const char *name, char *buf, size_t len);
 /* Integer query parameter with bounds; absent -> dflt.  Returns 0 on success,
  * or sends a 400 naming the parameter and returns 400. */

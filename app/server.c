@@ -90,6 +90,7 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/uploads", api_uploads_create },
 	{ "GET", "/api/v1/datasets", api_datasets_list },
 	{ "POST", "/api/v1/datasets", api_datasets_create },
+	{ "GET", "/api/v1/datasets/preview", api_datasets_preview },
 	{ "GET", "/api/v1/datasets/{id}", api_dataset_get },
 	{ "GET", "/api/v1/datasets/{id}/images", api_dataset_images },
 	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", api_dataset_image },

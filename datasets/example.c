@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,4 +136,41 @@ int example_fashion_mnist(const char *dir, void (*progress)(void *ctx, int64_t d
 	if (rc == DD_OK && progress)
 		progress(ctx, done, total);
 	return rc;
+}
+
+int example_preview_image(struct image *out, struct dd_err *err)
+{
+	const int w = 400, h = 300;
+	uint8_t *px = malloc((size_t)w * h * 3);
+	if (!px)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			uint8_t *p = px + ((size_t)y * w + x) * 3;
+			double fy = (double)y / h;
+			/* sky: deep blue to pale at the horizon */
+			int r = (int)(60 + 150 * fy), g = (int)(120 + 110 * fy), b = (int)(220 + 30 * fy);
+			/* sun */
+			double dx = x - 300.0, dy = y - 70.0;
+			if (dx * dx + dy * dy < 35 * 35)
+				r = 255, g = 214, b = 90;
+			/* two hills */
+			double hill1 = 210 - 50 * sin((x + 40) / 70.0), hill2 = 240 - 30 * sin((x - 120) / 45.0);
+			if (y > hill1)
+				r = 70, g = 150 - (y - (int)hill1) / 4, b = 60;
+			if (y > hill2)
+				r = 40, g = 115 - (y - (int)hill2) / 5, b = 45;
+			/* a house: red roof over a cream wall */
+			if (x >= 90 && x < 160 && y >= 170 && y < 225)
+				r = 235, g = 225, b = 200;
+			if (y >= 135 && y < 170 && x >= 80 + (y - 135) * 0 && abs(x - 125) <= (y - 135))
+				r = 190, g = 50, b = 45;
+			if (x >= 115 && x < 135 && y >= 195 && y < 225)
+				r = 110, g = 70, b = 40;
+			p[0] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+			p[1] = (uint8_t)(g < 0 ? 0 : g > 255 ? 255 : g);
+			p[2] = (uint8_t)(b < 0 ? 0 : b > 255 ? 255 : b);
+		}
+	*out = (struct image){ w, h, 3, px };
+	return DD_OK;
 }

@@ -21,3 +21,9 @@ int example_fashion_mnist(const char *dir, void (*progress)(void *ctx, int64_t d
 			  void *ctx, struct dd_err *err);
 
 #endif
+
+/* A colour picture drawn here (a landscape: sky, sun, hills, a house; 400×300,
+ * wider than tall so every resize mode shows its effect), for the new-dataset
+ * form's preview.  Caller frees with image_free(). */
+struct image;
+int example_preview_image(struct image *out, struct dd_err *err);

@@ -1,0 +1,215 @@
+// home.test.mjs — the UI in a real Chromium against a real server (the test build, with
+// the UI embedded at build time: run `make all` first).
+//
+//   cd /work/main && make all && node --test tests/browser/
+//
+// DEEPDESK_SCREENSHOTS=/tmp also writes light and dark screenshots (ui-*.png) there.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { startServer, waitState, BIN } from '../lib/server.mjs';
+
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SHOTS = process.env.DEEPDESK_SCREENSHOTS || '';
+
+let server, browser, page;
+const pageErrors = [];
+
+before(async () => {
+  assert.ok(existsSync(BIN), `${BIN} is missing: run make all first`);
+  server = await startServer(); // no --ui-dir: this tests the UI built into the binary
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const ctx = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+  page = await ctx.newPage();
+  page.setDefaultTimeout(10000);
+  page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    // Chromium logs every non-2xx fetch as a console error; the 409 below is expected.
+    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`console: ${m.text()}`);
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (server) { await server.stop(); server.cleanup(); }
+});
+
+/** server.api, with the network-level cause in the message when a request fails. */
+async function api(method, path, body) {
+  try {
+    return await server.api(method, path, body);
+  } catch (e) {
+    const c = e.cause ? ` (${[e.cause.code, e.cause.message].filter(Boolean).join(': ')})` : '';
+    throw new Error(`${method} ${path}: ${e.message}${c}`);
+  }
+}
+
+async function createJob(body) {
+  const r = await api('POST', '/api/v1/jobs', body);
+  assert.equal(r.status, 202, JSON.stringify(r.body));
+  return r.body.job;
+}
+
+/** The state, badge text and progress (0..100 or null) of a job's row in the list. */
+function rowInfo(id) {
+  return page.evaluate((jid) => {
+    const tr = document.querySelector(`tr[data-id="${jid}"]`);
+    if (!tr) return null;
+    const bar = tr.querySelector('[role=progressbar]');
+    const barShown = bar && bar.offsetParent !== null;
+    return {
+      state: tr.dataset.state,
+      badge: tr.querySelector('.badge').textContent.trim(),
+      progress: barShown ? Number(bar.getAttribute('aria-valuenow')) : null,
+    };
+  }, id);
+}
+
+async function screenshots(name) {
+  if (!SHOTS) return;
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.waitForTimeout(300); // let colour transitions finish
+    await page.screenshot({ path: join(SHOTS, `ui-${name}-${scheme}.png`), fullPage: true });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
+let doneJob; // the job of the first test, opened in the second
+
+test('home page: a new job appears, progresses and finishes live, without a reload', async () => {
+  await page.goto(`${server.url}/`);
+  assert.equal(await page.locator('header .brand-name').textContent(), 'deepdesk');
+  await page.locator('#conn[data-state="open"]').waitFor();
+
+  // The tabs are keyboard-usable: from "Running", ArrowLeft wraps to "All jobs".
+  const running = page.getByRole('tab', { name: /^Running/ });
+  assert.equal(await running.getAttribute('aria-selected'), 'true');
+  await running.focus();
+  await page.keyboard.press('ArrowLeft');
+  const all = page.getByRole('tab', { name: /^All jobs/ });
+  assert.equal(await all.getAttribute('aria-selected'), 'true');
+  assert.equal(await running.getAttribute('aria-selected'), 'false');
+  assert.equal(new URL(page.url()).pathname, '/jobs');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent.startsWith('All jobs')), true);
+
+  await page.evaluate(() => { window.__sameDocument = true; });
+  const job = await createJob({ kind: 'test', name: 'browser job one', params: { steps: 20, step_ms: 150 } });
+  doneJob = job;
+
+  // It shows up without a reload, by name, as a link to its page.
+  const link = page.getByRole('link', { name: 'browser job one' });
+  await link.waitFor();
+  assert.equal(await link.getAttribute('href'), `/jobs/${job.id}`);
+
+  // Progress moves while it runs: two different values strictly between 0 and 100.
+  const seen = new Set();
+  const deadline = Date.now() + 10000;
+  let last = null;
+  while (Date.now() < deadline) {
+    last = await rowInfo(job.id);
+    if (last && last.state === 'running' && last.progress > 0 && last.progress < 100) seen.add(last.progress);
+    if (seen.size >= 2 || (last && last.state === 'done')) break;
+    await page.waitForTimeout(40);
+  }
+  if (seen.size < 2) {
+    const j = (await api('GET', `/api/v1/jobs/${job.id}`)).body.job;
+    assert.fail(`expected to see the progress move while running; saw [${[...seen]}], last row ${JSON.stringify(last)}; ` +
+      `the server says ${JSON.stringify({ state: j.state, error: j.error, exit: j.exit, history: j.history })}`);
+  }
+
+  await page.waitForFunction((id) => {
+    const tr = document.querySelector(`tr[data-id="${id}"]`);
+    return tr && tr.dataset.state === 'done' && tr.querySelector('.badge').textContent.trim() === 'done';
+  }, job.id);
+  const rec = await api('GET', `/api/v1/jobs/${job.id}`);
+  assert.equal(rec.body.job.state, 'done');
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page reloaded');
+
+  // The "Running" tab no longer lists it; "All jobs" still does.
+  await running.click();
+  assert.equal(new URL(page.url()).pathname, '/');
+  assert.equal(await page.locator(`tr[data-id="${job.id}"]`).count(), 0);
+  await all.click();
+  assert.equal((await rowInfo(job.id)).badge, 'done');
+  await screenshots('home');
+});
+
+test('job page: log lines, metrics and the state history', async () => {
+  assert.ok(doneJob, 'needs the job of the first test');
+  await page.evaluate(() => { window.__sameDocument = true; });
+  await page.getByRole('link', { name: 'browser job one' }).click();
+  await page.waitForURL(`**/jobs/${doneJob.id}`);
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, 'following a link reloaded the page');
+
+  const check = async () => {
+    await page.getByRole('heading', { level: 1, name: 'browser job one' }).waitFor();
+    const log = page.getByRole('log');
+    await log.getByText('step 1 of 20', { exact: true }).waitFor();
+    await log.getByText('step 20 of 20', { exact: true }).waitFor();
+    const lines = await log.locator('.log-msg').allTextContents();
+    const steps = lines.filter((l) => /^step \d+ of 20$/.test(l));
+    assert.deepEqual(steps, Array.from({ length: 20 }, (_, i) => `step ${i + 1} of 20`), 'each step once, in order');
+    assert.equal(await page.locator('.job-meta .badge').textContent(), 'done');
+    const history = await page.locator('.timeline > li').evaluateAll((els) => els.map((e) => e.dataset.state));
+    assert.deepEqual(history, ['queued', 'running', 'done']);
+    assert.equal(await page.locator('tr[data-metric="loss"] td').first().textContent(), '0.05');
+    assert.equal(await page.getByRole('button', { name: 'Abort' }).count(), 0, 'no Abort on a finished job');
+  };
+  await check();
+  await screenshots('job-done');
+  // A deep link survives a reload.
+  await page.reload();
+  await check();
+});
+
+test('job page: a long job streams its log live, refuses deletion while running, and aborts', async () => {
+  const job = await createJob({ kind: 'test', name: 'long job', params: { steps: 1000, step_ms: 100 } });
+  await page.goto(`${server.url}/jobs/${job.id}`);
+  await page.getByRole('heading', { level: 1, name: 'long job' }).waitFor();
+  await page.waitForFunction(() => document.querySelector('.job-meta .badge').textContent === 'running');
+  // Lines keep arriving after the page loaded.
+  const log = page.getByRole('log');
+  await log.getByText('step 3 of 1000', { exact: true }).waitFor();
+  const before = await log.locator('.log-line').count();
+  await page.waitForFunction((n) => document.querySelectorAll('.log .log-line').length >= n + 3, before);
+
+  // Delete while running: the server says no (409) and the page shows its message.
+  const refused = await api('DELETE', `/api/v1/jobs/${job.id}`);
+  assert.equal(refused.status, 409);
+  await page.getByRole('button', { name: 'Delete' }).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.waitFor();
+  await dialog.getByRole('button', { name: 'Delete job' }).click();
+  const alert = page.getByRole('alert').filter({ hasText: refused.body.error.message });
+  await alert.waitFor();
+  assert.equal((await api('GET', `/api/v1/jobs/${job.id}`)).body.job.state, 'running');
+
+  await page.getByRole('button', { name: 'Abort' }).click();
+  await page.waitForFunction(() => document.querySelector('.job-meta .badge').textContent === 'aborted');
+  const ended = await waitState(server, job.id, 'aborted', 5000);
+  assert.equal(ended.state, 'aborted');
+  await page.locator('.timeline > li[data-state="aborted"]').waitFor();
+  await page.getByRole('button', { name: /Abort/ }).waitFor({ state: 'hidden' });
+  await screenshots('job-aborted');
+});
+
+test('info panel shows the machine', async () => {
+  const info = (await api('GET', '/api/v1/info')).body;
+  assert.ok(info.cpu.cores >= 1);
+  await page.goto(`${server.url}/`);
+  const panel = page.getByRole('complementary', { name: 'System' });
+  await panel.locator('[data-info="cores"]').waitFor();
+  assert.equal(await panel.locator('[data-info="cores"]').textContent(), `${info.cpu.cores} cores`);
+  assert.equal(await panel.locator('[data-info="version"]').textContent(), `deepdesk ${info.version}`);
+  const gpus = await panel.locator('[data-info="gpus"]').textContent();
+  if (info.gpus.length === 0) assert.equal(gpus, 'no GPU');
+  else assert.notEqual(gpus, 'no GPU');
+  assert.deepEqual(pageErrors, [], 'no script errors in the page');
+});

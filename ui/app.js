@@ -1,0 +1,98 @@
+// app.js — deepdesk's single-page UI: routing, the connection indicator, page mounting.
+//
+// Routes (real paths, so a reload or a shared link opens the same page; the server
+// answers index.html for any path without a dot):
+//   /            running and queued jobs        /datasets   dataset jobs
+//   /models      model jobs                     /jobs       every job
+//   /jobs/ID     one job
+import { live } from './js/live.js';
+import { store } from './js/store.js';
+import { mountHome, tabForPath } from './js/home.js';
+import { mountJob } from './js/job.js';
+import { h, setChildren, setText, icon } from './js/dom.js';
+
+const main = document.getElementById('main');
+let current = null; // {kind: 'home'|'job'|'missing', page, key}
+
+function route(path) {
+  const tab = tabForPath(path);
+  if (tab) return { kind: 'home', tab };
+  const m = /^\/jobs\/(\d+)\/?$/.exec(path);
+  if (m) return { kind: 'job', id: Number(m[1]) };
+  return { kind: 'missing' };
+}
+
+function render({ focus = false } = {}) {
+  const r = route(location.pathname);
+  if (current && current.kind === 'home' && r.kind === 'home') {
+    current.page.setTab(r.tab);
+    return;
+  }
+  if (current && current.page) current.page.destroy();
+  current = null;
+  if (r.kind === 'home') current = { kind: 'home', page: mountHome(main, { tab: r.tab, navigate }) };
+  else if (r.kind === 'job') current = { kind: 'job', page: mountJob(main, { id: r.id, navigate }) };
+  else {
+    document.title = 'Page not found · deepdesk';
+    setChildren(main, h('div', { class: 'page' }, h('div', { class: 'empty card' }, icon('empty', 'empty-icon'),
+      h('h1', { class: 'empty-title' }, 'Page not found'),
+      h('p', { class: 'empty-text' }, 'There is nothing at ', h('code', { text: location.pathname }), '.'),
+      h('a', { class: 'btn', href: '/' }, 'Go to the job list'))));
+    current = { kind: 'missing', page: null };
+  }
+  markNav();
+  if (focus) main.focus({ preventScroll: true });
+}
+
+/** Go to an app path without reloading.  opts.replace: replace the history entry. */
+export function navigate(path, opts = {}) {
+  if (path === location.pathname + location.search) return;
+  if (opts.replace) history.replaceState(null, '', path);
+  else history.pushState(null, '', path);
+  if (opts.tabOnly) { markNav(); return; } // the home page already shows the tab
+  window.scrollTo(0, 0);
+  render({ focus: true });
+}
+
+function markNav() {
+  for (const a of document.querySelectorAll('.topnav a')) {
+    const here = a.getAttribute('href') === '/jobs' && location.pathname.startsWith('/jobs');
+    if (here) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+}
+
+// Same-origin links to app pages are handled here, not by a page load.
+document.addEventListener('click', (e) => {
+  if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const a = e.target.closest('a[href]');
+  if (!a || a.target || a.hasAttribute('download') || a.hasAttribute('data-external')) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || url.pathname.startsWith('/api/') || url.pathname.startsWith('/vendor/')) return;
+  e.preventDefault();
+  navigate(url.pathname + url.search);
+});
+window.addEventListener('popstate', () => render());
+
+/* ---- the connection indicator ---- */
+const conn = document.getElementById('conn');
+const connText = conn.querySelector('.conn-text');
+const connRetry = h('span', { class: 'conn-retry', 'aria-hidden': 'true' });
+conn.append(connRetry);
+let countdown = null;
+live.on('status', ({ state, retryAt }) => {
+  conn.dataset.state = state;
+  clearInterval(countdown);
+  if (state === 'open') setText(connText, 'Live');
+  else if (state === 'connecting') setText(connText, live.everOpened ? 'Reconnecting…' : 'Connecting…');
+  else if (state === 'waiting') setText(connText, 'Offline');
+  // The countdown is for eyes only: a screen reader hears "Offline" once.
+  const show = () => setText(connRetry, state === 'waiting'
+    ? ` · retrying in ${Math.max(1, Math.ceil((retryAt - Date.now()) / 1000))}s` : '');
+  show();
+  if (state === 'waiting') countdown = setInterval(show, 1000);
+  conn.title = state === 'open' ? 'Receiving live updates over a WebSocket' : 'Live updates are paused; the page reconnects by itself';
+});
+
+store.start();
+live.start();
+render();

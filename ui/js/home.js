@@ -1,0 +1,340 @@
+// home.js — the home page: tabs of job lists that update live, and the system panel.
+import { h, setText, setAttr, setChildren, icon } from './dom.js';
+import { store } from './store.js';
+import { live } from './live.js';
+import { get } from './api.js';
+import { relTime, dateTime, duration, elapsedOf, etaOf, percent, bytes } from './format.js';
+import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, announce } from './ui.js';
+
+export const TABS = [
+  { id: 'running', path: '/', label: 'Running', title: 'Running',
+    match: (j) => ACTIVE.has(j.state), queries: ['state=running', 'state=queued'],
+    empty: 'Nothing is running or queued right now.' },
+  { id: 'datasets', path: '/datasets', label: 'Datasets', title: 'Datasets',
+    match: (j) => j.kind === 'dataset', queries: ['kind=dataset'], hideKind: true,
+    empty: 'No datasets yet. A dataset job turns a folder of labelled images into LMDB.' },
+  { id: 'models', path: '/models', label: 'Models', title: 'Models',
+    match: (j) => j.kind === 'model', queries: ['kind=model'], hideKind: true,
+    empty: 'No models yet. A model job trains a network on a dataset.' },
+  { id: 'all', path: '/jobs', label: 'All jobs', title: 'All jobs',
+    match: () => true, queries: [], empty: 'No jobs yet.' },
+];
+
+export function tabForPath(path) {
+  if (path === '/' || path === '/running') return 'running';
+  const t = TABS.find((x) => x.path === path);
+  return t ? t.id : null;
+}
+
+export function mountHome(root, { tab, navigate }) {
+  let current = TABS.find((t) => t.id === tab) || TABS[0];
+  const cleanups = [];
+  const rows = new Map(); // id → {tr, refs}
+  let firstLoadDone = false;
+  let loadError = null;
+
+  /* ---- layout ---- */
+  const tabButtons = TABS.map((t) => {
+    const count = h('span', { class: 'tab-count', 'aria-hidden': 'true' });
+    const b = h('button', { type: 'button', role: 'tab', class: 'tab', id: `tab-${t.id}`,
+      'aria-controls': 'jobs-panel', dataset: { tab: t.id } }, h('span', { text: t.label }), count);
+    b.addEventListener('click', () => selectTab(t.id, true));
+    return b;
+  });
+  const tablist = h('div', { role: 'tablist', class: 'tabs', 'aria-label': 'Job lists' }, tabButtons);
+  tablist.addEventListener('keydown', onTabKey);
+
+  const tbody = h('tbody');
+  const table = h('table', { class: 'jobs-table' },
+    h('thead', null, h('tr', null,
+      h('th', { scope: 'col', class: 'col-name' }, 'Name'),
+      h('th', { scope: 'col', class: 'col-state' }, 'State'),
+      h('th', { scope: 'col', class: 'col-progress' }, 'Progress'),
+      h('th', { scope: 'col', class: 'col-kind' }, 'Kind'),
+      h('th', { scope: 'col', class: 'col-owner' }, 'Owner'),
+      h('th', { scope: 'col', class: 'col-created' }, 'Created'),
+      h('th', { scope: 'col', class: 'col-elapsed' }, 'Elapsed'))),
+    tbody);
+  const emptyBox = h('div', { class: 'empty', hidden: true });
+  const moreNote = h('p', { class: 'list-note', hidden: true });
+  const tableWrap = h('div', { class: 'table-wrap' }, table);
+  const panel = h('div', { role: 'tabpanel', id: 'jobs-panel', class: 'card jobs-panel', tabindex: '0' },
+    tableWrap, emptyBox);
+
+  const info = infoPanel();
+  cleanups.push(info.destroy);
+
+  const page = h('div', { class: 'page home' },
+    h('div', { class: 'page-head' },
+      h('div', null,
+        h('h1', { class: 'page-title' }, 'Jobs'),
+        h('p', { class: 'page-sub' }, 'Datasets being built and models being trained on this server, live.'))),
+    h('div', { class: 'home-grid' },
+      h('section', { class: 'home-main', 'aria-label': 'Job lists' }, tablist, panel, moreNote),
+      info.el));
+  setChildren(root, page);
+
+  /* ---- tabs ---- */
+  function selectTab(id, push) {
+    const t = TABS.find((x) => x.id === id);
+    if (!t) return;
+    current = t;
+    for (const b of tabButtons) {
+      const on = b.dataset.tab === id;
+      setAttr(b, 'aria-selected', on ? 'true' : 'false');
+      b.tabIndex = on ? 0 : -1;
+    }
+    panel.setAttribute('aria-labelledby', `tab-${id}`);
+    table.classList.toggle('hide-kind', !!t.hideKind);
+    document.title = `${t.title} · deepdesk`;
+    if (push && location.pathname !== t.path) navigate(t.path, { tabOnly: true });
+    loadTab(t);
+    render(null);
+  }
+
+  function onTabKey(e) {
+    const i = tabButtons.indexOf(document.activeElement);
+    if (i < 0) return;
+    let j = null;
+    if (e.key === 'ArrowRight') j = (i + 1) % tabButtons.length;
+    else if (e.key === 'ArrowLeft') j = (i - 1 + tabButtons.length) % tabButtons.length;
+    else if (e.key === 'Home') j = 0;
+    else if (e.key === 'End') j = tabButtons.length - 1;
+    if (j === null) return;
+    e.preventDefault();
+    tabButtons[j].focus();
+    selectTab(tabButtons[j].dataset.tab, true);
+  }
+
+  const inflight = new Map(); // query → promise, so a query is never fetched twice at once
+
+  async function loadTab(t, force = false) {
+    const qs = ['', ...t.queries].filter((q) => force || !store.loaded.has(q));
+    if (!qs.length) { firstLoadDone = true; return; }
+    try {
+      await Promise.all(qs.map((q) => {
+        if (!inflight.has(q)) inflight.set(q, store.load(q).finally(() => inflight.delete(q)));
+        return inflight.get(q);
+      }));
+      loadError = null;
+    } catch (e) {
+      loadError = e;
+    }
+    firstLoadDone = true;
+    render(null);
+  }
+
+  /* ---- rows ---- */
+  function makeRow(job) {
+    const link = h('a', { class: 'job-link', href: `/jobs/${job.id}` });
+    const idEl = h('span', { class: 'job-id' });
+    const b = badge(job.state);
+    const bar = progressBar(`Progress of job ${job.id}`);
+    const pct = h('span', { class: 'pct' });
+    const eta = h('span', { class: 'eta' });
+    const errEl = h('span', { class: 'row-error' });
+    const progWrap = h('div', { class: 'row-progress' }, bar, h('span', { class: 'row-progress-text' }, pct, eta));
+    const kind = h('span', { class: 'kind' });
+    const owner = h('span');
+    const created = h('time');
+    const elapsed = h('span', { class: 'num' });
+    const tr = h('tr', { dataset: { id: job.id } },
+      h('td', { class: 'col-name' }, h('div', { class: 'name-cell' }, link, idEl)),
+      h('td', { class: 'col-state' }, b),
+      h('td', { class: 'col-progress' }, progWrap, errEl),
+      h('td', { class: 'col-kind' }, kind),
+      h('td', { class: 'col-owner' }, owner),
+      h('td', { class: 'col-created' }, created),
+      h('td', { class: 'col-elapsed' }, elapsed));
+    const r = { tr, link, idEl, b, bar, pct, eta, errEl, progWrap, kind, owner, created, elapsed };
+    updateRow(r, job);
+    return r;
+  }
+
+  function updateRow(r, job) {
+    setText(r.link, job.name || `Job ${job.id}`);
+    setText(r.idEl, `#${job.id}`);
+    setBadge(r.b, job.state);
+    r.tr.dataset.state = job.state;
+    const showBar = job.state === 'running' || job.state === 'queued';
+    r.progWrap.hidden = !showBar;
+    if (showBar) {
+      setProgress(r.bar, job.progress, job.state);
+      setText(r.pct, job.state === 'queued' ? 'waiting' : percent(job.progress));
+    }
+    r.errEl.hidden = !(job.state === 'error' && job.error);
+    if (job.error) { setText(r.errEl, job.error); setAttr(r.errEl, 'title', job.error); }
+    setText(r.kind, job.kind);
+    setText(r.owner, job.owner || '—');
+    setAttr(r.created, 'datetime', job.created_at ? new Date(job.created_at).toISOString() : null);
+    setAttr(r.created, 'title', dateTime(job.created_at));
+    tick(r, job);
+  }
+
+  function tick(r, job, now = Date.now()) {
+    setText(r.created, relTime(job.created_at, now));
+    setText(r.elapsed, duration(elapsedOf(job, now)));
+    if (job.state === 'running') setText(r.eta, etaText(etaOf(job, now)));
+    else setText(r.eta, '');
+  }
+
+  function render(ids) {
+    const list = [...store.jobs.values()].filter(current.match).sort((a, b) => b.id - a.id);
+    const want = new Set(list.map((j) => j.id));
+    for (const [id, r] of rows) if (!want.has(id)) { r.tr.remove(); rows.delete(id); }
+    for (const job of list) {
+      let r = rows.get(job.id);
+      if (!r) {
+        r = makeRow(job);
+        rows.set(job.id, r);
+        if (firstLoadDone && ids && ids.includes(job.id)) {
+          r.tr.classList.add('row-new');
+          setTimeout(() => r.tr.classList.remove('row-new'), 1600);
+        }
+      } else if (!ids || ids.includes(job.id)) updateRow(r, job);
+    }
+    // Put rows in order, moving as few nodes as possible.
+    list.forEach((job, i) => {
+      const tr = rows.get(job.id).tr;
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+
+    const empty = list.length === 0;
+    tableWrap.hidden = empty;
+    emptyBox.hidden = !empty;
+    if (empty) {
+      if (loadError) {
+        setChildren(emptyBox, icon('empty', 'empty-icon'),
+          h('p', { class: 'empty-title' }, 'Could not load jobs'),
+          h('p', { class: 'empty-text', text: loadError.message }),
+          h('button', { type: 'button', class: 'btn', onclick: () => loadTab(current, true) }, 'Try again'));
+      } else if (!firstLoadDone) {
+        setChildren(emptyBox, h('p', { class: 'empty-text' }, 'Loading jobs…'));
+      } else {
+        setChildren(emptyBox, icon('empty', 'empty-icon'),
+          h('p', { class: 'empty-title', text: current.empty }),
+          h('p', { class: 'empty-text' }, 'Jobs are created through the API, for example ',
+            h('code', null, `curl -XPOST ${location.origin}/api/v1/jobs -d '{"kind":"dataset",…}'`)));
+      }
+    }
+
+    // Counts on the tabs.
+    for (const b of tabButtons) {
+      const t = TABS.find((x) => x.id === b.dataset.tab);
+      let n = 0;
+      for (const j of store.jobs.values()) if (t.match(j)) n++;
+      setText(b.querySelector('.tab-count'), n);
+      setAttr(b, 'aria-label', `${t.label} (${n})`);
+    }
+    const total = store.totals[''];
+    const shown = list.length;
+    moreNote.hidden = !(current.id === 'all' && total > shown);
+    if (!moreNote.hidden) setText(moreNote, `Showing the newest ${shown} of ${total} jobs.`);
+  }
+
+  /* ---- live ---- */
+  store.start();
+  const onChange = (e) => render(e.detail.ids);
+  store.addEventListener('change', onChange);
+  cleanups.push(() => store.removeEventListener('change', onChange));
+  const onState = (e) => {
+    const { job } = e.detail;
+    announce(`Job ${job.name || job.id} is now ${job.state}.`);
+    info.refreshSoon();
+  };
+  store.addEventListener('state', onState);
+  cleanups.push(() => store.removeEventListener('state', onState));
+  cleanups.push(live.on('message', (m) => { if (m.type === 'deleted' || (m.type === 'job' && m.job.state === 'queued')) info.refreshSoon(); }));
+  // After a reconnect, whatever happened while we were away is fetched again.
+  cleanups.push(live.on('open', ({ reconnected }) => {
+    if (!reconnected) return;
+    loadTab(current, true);
+    info.refresh();
+  }));
+  const timer = setInterval(() => {
+    const now = Date.now();
+    for (const [id, r] of rows) {
+      const j = store.jobs.get(id);
+      if (j) tick(r, j, now);
+    }
+  }, 1000);
+  cleanups.push(() => clearInterval(timer));
+
+  selectTab(current.id, false);
+
+  return {
+    setTab(id) { selectTab(id, false); },
+    destroy() { cleanups.forEach((f) => f()); },
+  };
+}
+
+/* ---- the system panel (GET /api/v1/info) ---- */
+function infoPanel() {
+  const body = h('div', { class: 'sys-body' }, h('p', { class: 'muted' }, 'Loading…'));
+  const el = h('aside', { class: 'card sysinfo', 'aria-labelledby': 'sys-title' },
+    h('div', { class: 'card-head' }, h('h2', { class: 'card-title', id: 'sys-title' }, 'System')), body);
+  let timer = null, soon = null, alive = true;
+
+  function row(iconName, label, ...value) {
+    return h('div', { class: 'sys-item' }, h('dt', null, icon(iconName), label), h('dd', null, ...value));
+  }
+  function meter(frac, label, kind = 'disk') {
+    const v = Math.max(0, Math.min(1, frac || 0));
+    return h('span', { class: 'meter', role: 'meter', 'aria-label': label, 'aria-valuemin': 0,
+      'aria-valuemax': 100, 'aria-valuenow': Math.round(v * 100) },
+    h('span', { class: 'meter-fill', style: { width: `${v * 100}%` }, dataset: { level: kind === 'slots' ? 'slots' : v > 0.9 ? 'high' : v > 0.7 ? 'mid' : 'low' } }));
+  }
+
+  function draw(i) {
+    const gpus = Array.isArray(i.gpus) ? i.gpus : [];
+    const gpuText = gpus.length === 0 ? h('span', { class: 'muted', dataset: { info: 'gpus' } }, 'no GPU')
+      : h('ul', { class: 'gpu-list', dataset: { info: 'gpus' } }, gpus.map((g, n) => {
+        if (typeof g !== 'object' || g === null) return h('li', { text: String(g) });
+        const name = g.name || g.model || `GPU ${g.id ?? n}`;
+        const memKey = Object.keys(g).find((k) => /mem.*(total|bytes)/i.test(k) && typeof g[k] === 'number');
+        return h('li', null, h('span', { text: name }), memKey ? h('span', { class: 'muted', text: ` · ${bytes(g[memKey])}` }) : null);
+      }));
+    const d = i.data || {};
+    const fsUsed = d.total_bytes ? (d.total_bytes - d.free_bytes) / d.total_bytes : 0;
+    const j = i.jobs || {};
+    const slotsFrac = j.cpu_slots ? j.cpu_slots_used / j.cpu_slots : 0;
+    const b = i.build || {};
+    setChildren(body, h('dl', { class: 'sys-list' },
+      row('tag', 'Version',
+        h('span', { dataset: { info: 'version' } }, `deepdesk ${i.version}`),
+        h('span', { class: 'muted sys-sub' }, `build `, h('code', { text: b.commit || '?' }), b.date ? ` · ${b.date}` : '',
+          b.cuda ? ' · CUDA' : '')),
+      row('cpu', 'CPU',
+        h('span', { class: 'sys-cpu-model', text: (i.cpu && i.cpu.model) || 'unknown' }),
+        h('span', { class: 'sys-sub', dataset: { info: 'cores' } }, `${i.cpu ? i.cpu.cores : '?'} cores`)),
+      row('slots', 'CPU slots',
+        h('span', { dataset: { info: 'slots' } }, `${j.cpu_slots_used ?? '?'} of ${j.cpu_slots ?? '?'} in use`),
+        meter(slotsFrac, 'CPU slots in use', 'slots')),
+      row('gpu', 'GPUs', gpuText),
+      row('disk', 'Data',
+        h('span', { class: 'sys-path', text: d.path || '', title: d.path || '' }),
+        h('span', { class: 'sys-sub' }, `${bytes(d.used_bytes)} used by deepdesk`),
+        d.total_bytes ? meter(fsUsed, 'Disk used') : null,
+        d.free_bytes !== undefined ? h('span', { class: 'sys-sub muted', dataset: { info: 'free' } },
+          `${bytes(d.free_bytes)} free of ${bytes(d.total_bytes)}`) : null)));
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    try {
+      const i = await get('/info');
+      if (alive) draw(i);
+    } catch (e) {
+      if (alive && !body.querySelector('dl'))
+        setChildren(body, h('p', { class: 'muted', text: `Unavailable: ${e.message}` }));
+    }
+    if (alive) timer = setTimeout(refresh, 15000);
+  }
+  refresh();
+  return {
+    el,
+    refresh,
+    refreshSoon() { clearTimeout(soon); soon = setTimeout(refresh, 300); },
+    destroy() { alive = false; clearTimeout(timer); clearTimeout(soon); },
+  };
+}
