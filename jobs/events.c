@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,80 @@ static void page_line(void *vctx, int64_t seq, cJSON *ev)
 	c->last = seq;
 }
 
+/* Where line k*CHECKPOINT of a log starts, for the logs paged recently: a page
+ * after line N seeks near N instead of reading the file from its start, so paging
+ * through a long log is linear, not quadratic.  Logs only grow, so a checkpoint
+ * never goes stale; a job's folder is never reused for another job. */
+#define CHECKPOINT 1024
+#define INDEXED_LOGS 32
+
+static struct sparse {
+	char path[PATH_MAX];
+	off_t *at; /* at[k] = byte offset of line k*CHECKPOINT + 1 */
+	int64_t n, cap;
+	int64_t used;
+} sparse[INDEXED_LOGS];
+static pthread_mutex_t sparse_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t sparse_clock;
+
+/* The best known start for reading after line `after`: *seq lines precede *off. */
+static void sparse_seek(const char *path, int64_t after, off_t *off, int64_t *seq)
+{
+	*off = 0;
+	*seq = 0;
+	pthread_mutex_lock(&sparse_lock);
+	for (int i = 0; i < INDEXED_LOGS; i++) {
+		struct sparse *sp = &sparse[i];
+		if (!sp->at || strcmp(sp->path, path) != 0)
+			continue;
+		int64_t k = after / CHECKPOINT;
+		if (k >= sp->n)
+			k = sp->n - 1;
+		if (k >= 0) {
+			*off = sp->at[k];
+			*seq = k * CHECKPOINT;
+		}
+		sp->used = ++sparse_clock;
+		break;
+	}
+	pthread_mutex_unlock(&sparse_lock);
+}
+
+/* Remember that line seq+1 starts at byte off, when seq is a checkpoint. */
+static void sparse_note(const char *path, int64_t seq, off_t off)
+{
+	if (seq % CHECKPOINT != 0)
+		return;
+	int64_t k = seq / CHECKPOINT;
+	pthread_mutex_lock(&sparse_lock);
+	struct sparse *sp = NULL, *victim = &sparse[0];
+	for (int i = 0; i < INDEXED_LOGS && !sp; i++) {
+		if (sparse[i].at && strcmp(sparse[i].path, path) == 0)
+			sp = &sparse[i];
+		else if (sparse[i].used < victim->used)
+			victim = &sparse[i];
+	}
+	if (!sp) {
+		sp = victim;
+		free(sp->at);
+		*sp = (struct sparse){ .used = ++sparse_clock };
+		snprintf(sp->path, sizeof sp->path, "%s", path);
+	}
+	if (k == sp->n) {
+		if (sp->n == sp->cap) {
+			int64_t cap = sp->cap ? sp->cap * 2 : 64;
+			off_t *g = realloc(sp->at, (size_t)cap * sizeof *g);
+			if (!g)
+				goto out;
+			sp->at = g;
+			sp->cap = cap;
+		}
+		sp->at[sp->n++] = off;
+	}
+out:
+	pthread_mutex_unlock(&sparse_lock);
+}
+
 int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int64_t *last,
 		     int *more, struct dd_err *err)
 {
@@ -193,14 +268,23 @@ int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int6
 		close(fd);
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	}
+	off_t off;
+	int64_t seq;
+	sparse_seek(path, after, &off, &seq);
+	if (off > 0 && fseeko(f, off, SEEK_SET) != 0) {
+		off = 0;
+		seq = 0;
+		rewind(f);
+	}
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	int64_t seq = 0;
 	while ((n = getline(&line, &cap, f)) > 0) {
 		if (line[n - 1] != '\n')
 			break; /* partial last line */
+		sparse_note(path, seq, off);
 		seq++;
+		off += n;
 		if (seq <= after)
 			continue; /* skipped without parsing */
 		if (c.taken >= c.limit) {

@@ -135,6 +135,53 @@ static void test_full_disk_is_an_error(void)
 	events_writer_close(&w);
 }
 
+static void test_long_log_pages_in_order(void)
+{
+	char d2[64];
+	check_tmpdir(d2, sizeof d2);
+	struct events_writer w;
+	events_writer_open(&w, d2, NULL);
+	for (int i = 1; i <= 5000; i++) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddNumberToObject(ev, "i", i);
+		events_append(&w, ev, NULL);
+		cJSON_Delete(ev);
+	}
+	events_writer_close(&w);
+	/* page through twice: the second pass seeks by the checkpoints of the first */
+	for (int pass = 0; pass < 2; pass++) {
+		int64_t after = 0, last;
+		int more = 1, ok = 1, pages = 0;
+		while (more) {
+			cJSON *out = cJSON_CreateArray();
+			events_read_page(d2, after, 700, out, &last, &more, NULL);
+			cJSON *it;
+			int64_t expect = after + 1;
+			cJSON_ArrayForEach(it, out)
+			{
+				ok &= cJSON_GetObjectItem(it, "seq")->valueint == expect &&
+				      cJSON_GetObjectItem(it, "i")->valueint == expect;
+				expect++;
+			}
+			cJSON_Delete(out);
+			after = last;
+			pages++;
+		}
+		CHECK(ok);
+		CHECK_EQ_INT(after, 5000);
+		CHECK_EQ_INT(pages, 8);
+	}
+	/* a jump straight into the middle */
+	cJSON *out = cJSON_CreateArray();
+	int64_t last;
+	int more;
+	events_read_page(d2, 3071, 2, out, &last, &more, NULL);
+	CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 0), "i")->valueint, 3072);
+	CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 1), "i")->valueint, 3073);
+	cJSON_Delete(out);
+	fs_rm_rf(d2, NULL);
+}
+
 int main(void)
 {
 	if (!check_tmpdir(dir, sizeof dir))
@@ -144,6 +191,7 @@ int main(void)
 	RUN(test_page);
 	RUN(test_final_status_and_logs);
 	RUN(test_full_disk_is_an_error);
+	RUN(test_long_log_pages_in_order);
 	fs_rm_rf(dir, NULL);
 	return check_summary();
 }
