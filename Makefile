@@ -19,9 +19,10 @@ Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
-             libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js
+             libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
+             dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil \
-             python3-numpy dataset-fashion-mnist
+             python3-numpy
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
 CUDA_HOME ?= /usr/local/cuda

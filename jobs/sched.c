@@ -38,6 +38,7 @@ struct running {
 	int abort;
 	double progress, eta_s;
 	int progress_dirty;
+	int settle_pending, settle_status; /* ended, but the store has not taken it yet */
 };
 
 static struct {
@@ -179,8 +180,9 @@ static void worker_log_tail(const char *dir, char *buf, size_t len)
 }
 
 /* Decide and store the final state of a job whose worker has ended.  wait_status
- * is from waitpid, or -1 when unknown (an adopted worker). */
-static void settle(struct running *r, int wait_status, int recovering)
+ * is from waitpid, or -1 when unknown (an adopted worker).  Returns 0 when
+ * recorded, -1 when the store refused (the caller keeps the job and retries). */
+static int settle(struct running *r, int wait_status, int recovering)
 {
 	char dir[PATH_MAX], state[16], message[400], why[768];
 	struct dd_err err = { 0 };
@@ -215,10 +217,18 @@ static void settle(struct running *r, int wait_status, int recovering)
 	}
 	if (to == JOB_DONE)
 		why[0] = 0;
-	if (store_job_move(r->id, to, why[0] ? why : NULL, code, sig, &err) != DD_OK)
-		log_error("job %lld: cannot record its end: %s", (long long)r->id, err.msg);
+	int rc = store_job_move(r->id, to, why[0] ? why : NULL, code, sig, &err);
+	if (rc != DD_OK && rc != DD_ECONFLICT && rc != DD_ENOENT) {
+		/* the store could not take it (a full disk, say): keep the job and try
+		 * again next tick rather than leave it "running" for ever */
+		log_error("job %lld: cannot record its end yet: %s", (long long)r->id, err.msg);
+		r->settle_status = wait_status;
+		r->settle_pending = 1;
+		return -1;
+	}
 	log_info("job %lld: %s%s%s", (long long)r->id, job_state_name(to), why[0] ? ": " : "", why);
 	sched_job_changed(r->id);
+	return 0;
 }
 
 /* ---- starting ---- */
@@ -338,10 +348,13 @@ static void tick(int recovering)
 	for (int i = 0; i < S.nrunning;) {
 		struct running *r = &S.running[i];
 		tail_job(r);
-		int wait_status = -1;
-		enum exec_status es = S.cfg.executor->check(&r->h, &wait_status);
+		int wait_status = r->settle_status;
+		enum exec_status es = r->settle_pending ? EXEC_EXITED : S.cfg.executor->check(&r->h, &wait_status);
 		if (es != EXEC_RUNNING) {
-			settle(r, es == EXEC_EXITED ? wait_status : -1, recovering);
+			if (settle(r, es == EXEC_EXITED ? wait_status : -1, recovering) != 0) {
+				i++;
+				continue;
+			}
 			pthread_mutex_lock(&S.lock);
 			S.slots_used -= r->slots;
 			S.running[i] = S.running[--S.nrunning];
