@@ -22,7 +22,7 @@ RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev libl
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
              dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil \
-             python3-numpy
+             python3-numpy python3-torch
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
 CUDA_HOME ?= /usr/local/cuda
@@ -39,7 +39,7 @@ endif
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
             jobs/worker.c jobs/kind_dataset.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c app/api_datasets.c \
-            $(wildcard datasets/*.c)
+            $(wildcard datasets/*.c) networks/ref.c
 KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c app/cli_dataset.c
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
