@@ -17,6 +17,7 @@ int api_job_delete(struct req *r);
 int api_job_abort(struct req *r);
 int api_job_clone(struct req *r);
 int api_job_events(struct req *r);
+int api_ws_plain(struct req *r);
 int api_uploads_create(struct req *r);
 int api_datasets_create(struct req *r);
 int api_datasets_list(struct req *r);

@@ -241,3 +241,11 @@ int api_job_events(struct req *r)
 	cJSON_AddBoolToObject(body, "more", more);
 	return http_json(r->c, 200, body);
 }
+
+/* GET /api/v1/ws without an Upgrade: the WebSocket handler takes upgrades, this
+ * route answers everything else. */
+int api_ws_plain(struct req *r)
+{
+	return http_error(r->c, 400, "invalid",
+			  "/api/v1/ws is a WebSocket: connect with an \"Upgrade: websocket\" request");
+}

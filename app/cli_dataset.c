@@ -264,10 +264,11 @@ int cli_dataset(int argc, char **argv)
 	return 0;
 }
 
-static void example_progress(void *ctx, int64_t done, int64_t total)
+static int example_progress(void *ctx, int64_t done, int64_t total)
 {
 	struct tty *t = ctx;
 	bar(t, "write", done, total);
+	return 0;
 }
 
 int cli_example(int argc, char **argv)

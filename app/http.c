@@ -84,6 +84,44 @@ int http_no_content(struct mg_connection *c)
 	return 204;
 }
 
+static int cmp_keys(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first key that appears twice in one object anywhere in j, or NULL.  cJSON
+ * keeps both and reads the first; we refuse instead of guessing. */
+static const char *duplicate_key(const cJSON *j, int depth)
+{
+	if (!j || depth > 64)
+		return NULL;
+	int n = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, j) n++;
+	if (cJSON_IsObject(j) && n > 1) {
+		const char **keys = malloc((size_t)n * sizeof *keys);
+		if (!keys)
+			return NULL;
+		int k = 0;
+		cJSON_ArrayForEach(it, j) keys[k++] = it->string;
+		qsort(keys, (size_t)n, sizeof *keys, cmp_keys);
+		const char *dup = NULL;
+		for (int i = 1; i < n && !dup; i++)
+			if (strcmp(keys[i - 1], keys[i]) == 0)
+				dup = keys[i];
+		free(keys);
+		if (dup)
+			return dup;
+	}
+	cJSON_ArrayForEach(it, j)
+	{
+		const char *d = duplicate_key(it, depth + 1);
+		if (d)
+			return d;
+	}
+	return NULL;
+}
+
 int http_read_json(struct mg_connection *c, cJSON **out)
 {
 	*out = NULL;
@@ -133,6 +171,12 @@ int http_read_json(struct mg_connection *c, cJSON **out)
 	if (!cJSON_IsObject(obj)) {
 		cJSON_Delete(obj);
 		return http_error(c, 400, "invalid", "the request body must be a JSON object");
+	}
+	const char *dup = duplicate_key(obj, 0);
+	if (dup) {
+		int rc = http_error(c, 400, "invalid", "%.100s: the key appears twice in one object", dup);
+		cJSON_Delete(obj);
+		return rc;
 	}
 	*out = obj;
 	return 0;

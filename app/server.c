@@ -87,6 +87,7 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/jobs/{id}/abort", api_job_abort },
 	{ "POST", "/api/v1/jobs/{id}/clone", api_job_clone },
 	{ "GET", "/api/v1/jobs/{id}/events", api_job_events },
+	{ "GET", "/api/v1/ws", api_ws_plain },
 	{ "POST", "/api/v1/uploads", api_uploads_create },
 	{ "GET", "/api/v1/datasets", api_datasets_list },
 	{ "POST", "/api/v1/datasets", api_datasets_create },
@@ -104,7 +105,6 @@ const struct route_info *server_routes(void)
 	int i = 0;
 	for (; routes[i].pattern; i++)
 		info[i] = (struct route_info){ routes[i].method, routes[i].pattern };
-	info[i++] = (struct route_info){ "GET", "/api/v1/ws" };
 	info[i] = (struct route_info){ NULL, NULL };
 	return info;
 }

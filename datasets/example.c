@@ -68,7 +68,7 @@ out:
 }
 
 static int write_split(const char *dir, const char *split, const char *images, const char *labels,
-		       int64_t *done, int64_t total, void (*progress)(void *, int64_t, int64_t),
+		       int64_t *done, int64_t total, int (*progress)(void *, int64_t, int64_t),
 		       void *ctx, struct dd_err *err)
 {
 	char ip[PATH_MAX], lp[PATH_MAX];
@@ -113,15 +113,17 @@ static int write_split(const char *dir, const char *split, const char *images, c
 			rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", path);
 			break;
 		}
-		if (++*done % 1000 == 0 && progress)
-			progress(ctx, *done, total);
+		if (++*done % 100 == 0 && progress && progress(ctx, *done, total)) {
+			rc = dd_err_set(err, DD_ECONFLICT, "aborted");
+			break;
+		}
 	}
 	free(px);
 	free(lb);
 	return rc;
 }
 
-int example_fashion_mnist(const char *dir, void (*progress)(void *ctx, int64_t done, int64_t total),
+int example_fashion_mnist(const char *dir, int (*progress)(void *ctx, int64_t done, int64_t total),
 			  void *ctx, struct dd_err *err)
 {
 	if (!example_fashion_mnist_available())

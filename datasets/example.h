@@ -16,8 +16,9 @@
 /* Whether the package's files are there. */
 int example_fashion_mnist_available(void);
 
-/* Write the folder; progress(ctx, done, total) is called now and then (may be NULL). */
-int example_fashion_mnist(const char *dir, void (*progress)(void *ctx, int64_t done, int64_t total),
+/* Write the folder; progress(ctx, done, total) is called every hundred images (may
+ * be NULL) and stops the work when it returns nonzero (DD_ECONFLICT, "aborted"). */
+int example_fashion_mnist(const char *dir, int (*progress)(void *ctx, int64_t done, int64_t total),
 			  void *ctx, struct dd_err *err);
 
 #endif

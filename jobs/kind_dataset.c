@@ -86,6 +86,14 @@ static void on_progress(void *vctx, const char *phase, int64_t done, int64_t tot
 	(void)phase;
 }
 
+static int on_example(void *vctx, int64_t done, int64_t total)
+{
+	struct run_ctx *c = vctx;
+	/* writing the example is the first tenth of the job */
+	worker_progress(c->w, 0.1 * (double)done / (double)total, -1);
+	return worker_should_stop(c->w);
+}
+
 static void on_log(void *vctx, const char *level, const char *msg)
 {
 	struct run_ctx *c = vctx;
@@ -148,7 +156,11 @@ static int run(struct worker *w, struct dd_err *err)
 		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
 		fs_rm_rf(unpacked, NULL);
 		worker_log(w, "info", "writing Fashion-MNIST's 70,000 images from %s", FASHION_MNIST_DIR);
-		if ((rc = example_fashion_mnist(unpacked, NULL, NULL, err)))
+		struct run_ctx ec = { w, fs_mono_ms() };
+		rc = example_fashion_mnist(unpacked, on_example, &ec, err);
+		if (rc == DD_ECONFLICT && worker_should_stop(w))
+			return DD_OK; /* stopped on request: the worker reports "aborted" */
+		if (rc)
 			return rc;
 		if ((rc = ds_layout_resolve(unpacked, train, val, test, err)))
 			return rc;

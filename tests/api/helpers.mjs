@@ -1,0 +1,299 @@
+// helpers.mjs — what the API tests share: the server helper re-exported, a
+// starter for a chosen binary (the shipped build), a small OpenAPI schema
+// checker, a WebSocket client with a message queue, and worker-pid bookkeeping.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import WebSocket from 'ws';
+import {
+  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep,
+} from '../lib/server.mjs';
+
+export { ROOT, BIN, waitFor, sleep, WebSocket };
+
+/** Where the tests' data folders go: DEEPDESK_TEST_TMP (say /dev/shm, for speed),
+ *  else the system temp folder. */
+export const TEST_TMP = process.env.DEEPDESK_TEST_TMP || tmpdir();
+
+/** tests/lib/server.mjs's startServer with the data folder under TEST_TMP;
+ *  restart() gives a server of the same kind. */
+export async function startServer(opts = {}) {
+  const dataDir = opts.dataDir || mkdtempSync(join(TEST_TMP, 'deepdesk-test-'));
+  const server = await libStartServer({ ...opts, dataDir });
+  server.restart = async (extra = {}) => {
+    await server.stop();
+    return startServer({ ...opts, ...extra, dataDir });
+  };
+  // a worker may still be writing in the folder: retry (ENOTEMPTY) rather than fail
+  server.cleanup = () => { if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); };
+  return server;
+}
+
+/** waitState from tests/lib/server.mjs, but a timeout says where the job and the
+ *  others are, so a failure can be read without a rerun. */
+export async function waitState(server, id, states, timeout = 15000) {
+  try {
+    return await libWaitState(server, id, states, timeout);
+  } catch (e) {
+    let where = '';
+    try {
+      const j = await server.api('GET', `/api/v1/jobs/${id}`);
+      const l = await server.api('GET', '/api/v1/jobs?limit=20');
+      const i = await server.api('GET', '/api/v1/info');
+      where = `\njob: ${JSON.stringify(j.body)}\njobs: ${JSON.stringify(l.body?.jobs?.map((x) => [x.id, x.state, x.progress]))}` +
+        `\nslots: ${JSON.stringify(i.body?.jobs)}\nserver stderr: ${server.stderr}`;
+    } catch (e2) { where = `\n(and the server does not answer: ${e2.message})`; }
+    e.message += where;
+    throw e;
+  }
+}
+
+export const SHIPPED_BIN = process.env.DEEPDESK_SHIPPED_BIN || join(ROOT, 'build', 'deepdesk');
+export const OPENAPI_FILE = join(ROOT, 'app', 'openapi.json');
+export const loadOpenApi = () => JSON.parse(readFileSync(OPENAPI_FILE, 'utf8'));
+
+/** Start `bin serve` like tests/lib/server.mjs does, for a binary other than BIN
+ *  (the helper reads DEEPDESK_BIN once, at import). */
+export async function startServerBin(bin, opts = {}) {
+  const dataDir = opts.dataDir || mkdtempSync(join(opts.tmp || TEST_TMP, 'deepdesk-test-'));
+  const portFile = join(dataDir, 'server.port');
+  rmSync(portFile, { force: true });
+  const proc = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--data', dataDir, '--log-level', 'warn',
+    ...(opts.args || [])], { stdio: ['ignore', 'inherit', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+  for (let i = 0; i < 200 && !existsSync(portFile) && proc.exitCode === null; i++) await sleep(25);
+  if (!existsSync(portFile)) {
+    proc.kill('SIGKILL');
+    throw new Error(`${bin} serve did not start: ${stderr}`);
+  }
+  const url = `http://127.0.0.1:${Number(readFileSync(portFile, 'utf8').trim())}`;
+  return {
+    url, dataDir, proc, exited,
+    get stderr() { return stderr; },
+    async api(method, path, body) {
+      const init = { method, headers: {} };
+      if (body !== undefined) {
+        init.body = typeof body === 'string' ? body : JSON.stringify(body);
+        init.headers['content-type'] = 'application/json';
+      }
+      const res = await fetch(url + path, init);
+      const text = await res.text();
+      let json = null;
+      try { json = text ? JSON.parse(text) : null; } catch { json = text; }
+      return { status: res.status, body: json, headers: res.headers };
+    },
+    async stop() { if (proc.exitCode === null) proc.kill('SIGTERM'); return exited; },
+    async kill() { if (proc.exitCode === null) proc.kill('SIGKILL'); return exited; },
+    cleanup() { rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); },
+  };
+}
+
+/* ---- worker pids: kill whatever a test leaves behind ---- */
+
+const pids = new Set();
+export function trackPid(pid) { if (pid > 0) pids.add(pid); }
+export function alive(pid) {
+  try { process.kill(pid, 0); } catch { return false; }
+  // a zombie still answers kill(pid, 0); count it as dead
+  try { return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+}
+export function killTrackedPids() {
+  for (const pid of pids) {
+    try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  }
+  pids.clear();
+}
+
+/* ---- small API conveniences ---- */
+
+/** POST a test job; returns the detail object (asserts 202). */
+export async function createJob(server, params = {}, extra = {}) {
+  const r = await server.api('POST', '/api/v1/jobs', { kind: 'test', params, ...extra });
+  assert.equal(r.status, 202, JSON.stringify(r.body));
+  return r.body.job;
+}
+
+export async function getJob(server, id) {
+  const r = await server.api('GET', `/api/v1/jobs/${id}`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.job;
+}
+
+/** Every event of a job, paging through /events. */
+export async function allEvents(server, id, pageSize = 5000) {
+  const out = [];
+  let after = 0;
+  for (;;) {
+    const r = await server.api('GET', `/api/v1/jobs/${id}/events?after=${after}&limit=${pageSize}`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    out.push(...r.body.events);
+    after = r.body.last;
+    if (!r.body.more) return out;
+  }
+}
+
+/** Assert seq numbers run 1..n with no gap or repeat. */
+export function assertContiguous(events, from = 1, what = 'events') {
+  events.forEach((e, i) => assert.equal(e.seq, from + i, `${what}: seq ${e.seq} at index ${i}, expected ${from + i}`));
+}
+
+export async function jobCount(server) {
+  const r = await server.api('GET', '/api/v1/jobs?limit=1');
+  assert.equal(r.status, 200);
+  return r.body.total;
+}
+
+/** Assert an error answer: status, JSON content type, {"error":{"code","message"}} and nothing more. */
+export function assertError(r, status, code, messageRe) {
+  assert.equal(r.status, status, `status; body ${JSON.stringify(r.body)}`);
+  assert.match(r.headers.get('content-type') || '', /^application\/json/);
+  assert.ok(r.body && typeof r.body === 'object', `body is JSON: ${JSON.stringify(r.body)}`);
+  assert.deepEqual(Object.keys(r.body), ['error']);
+  assert.deepEqual(Object.keys(r.body.error).sort(), ['code', 'message']);
+  assert.equal(typeof r.body.error.code, 'string');
+  assert.equal(typeof r.body.error.message, 'string');
+  assert.ok(r.body.error.message.length > 0);
+  if (code) assert.equal(r.body.error.code, code);
+  if (messageRe) assert.match(r.body.error.message, messageRe);
+}
+
+/* ---- OpenAPI 3.0 schema checking (the subset app/openapi.json uses) ----
+ * Strict: an object schema that lists properties is closed unless it says
+ * additionalProperties: true, so an undocumented field is an error too. */
+
+function resolve(doc, s) {
+  while (s && s.$ref) {
+    const parts = s.$ref.replace(/^#\//, '').split('/');
+    s = parts.reduce((o, k) => o?.[k], doc);
+    if (!s) throw new Error(`unresolved $ref`);
+  }
+  return s;
+}
+
+function typeOk(type, v) {
+  switch (type) {
+    case 'object': return v !== null && typeof v === 'object' && !Array.isArray(v);
+    case 'array': return Array.isArray(v);
+    case 'string': return typeof v === 'string';
+    case 'boolean': return typeof v === 'boolean';
+    case 'integer': return Number.isInteger(v);
+    case 'number': return typeof v === 'number' && Number.isFinite(v);
+    default: return true;
+  }
+}
+
+export function schemaErrors(doc, schema, value, path = '$') {
+  const s = resolve(doc, schema);
+  const errs = [];
+  if (value === null) {
+    if (s.nullable) return errs;
+    if (s.allOf || s.oneOf) { /* fall through to the parts */ } else if (s.type) return [`${path}: null where ${s.type} expected`];
+  }
+  if (s.allOf) {
+    // each part on its own (open), then unknown keys against the union of all parts
+    for (const part of s.allOf) errs.push(...schemaErrors(doc, { ...resolve(doc, part), additionalProperties: true }, value, path));
+    const merged = { props: {}, open: s.additionalProperties === true };
+    (function collect(list) {
+      for (const part of list) {
+        const p = resolve(doc, part);
+        if (p.allOf) collect(p.allOf);
+        Object.assign(merged.props, p.properties || {});
+        if (p.additionalProperties === true) merged.open = true;
+      }
+    })(s.allOf);
+    if (!merged.open && typeOk('object', value)) {
+      for (const k of Object.keys(value)) if (!(k in merged.props)) errs.push(`${path}.${k}: not in the schema`);
+    }
+    return errs;
+  }
+  if (s.oneOf) {
+    const ok = s.oneOf.filter((o) => schemaErrors(doc, o, value, path).length === 0).length;
+    if (ok !== 1) errs.push(`${path}: matches ${ok} of the oneOf schemas (want 1): ${JSON.stringify(value).slice(0, 200)}`);
+    return errs;
+  }
+  if (s.type && !typeOk(s.type, value)) return [`${path}: ${JSON.stringify(value)?.slice(0, 80)} is not ${s.type}`];
+  if (s.enum && !s.enum.includes(value)) errs.push(`${path}: ${JSON.stringify(value)} not in ${JSON.stringify(s.enum)}`);
+  if (typeof value === 'number') {
+    if (s.minimum !== undefined && value < s.minimum) errs.push(`${path}: ${value} < ${s.minimum}`);
+    if (s.maximum !== undefined && value > s.maximum) errs.push(`${path}: ${value} > ${s.maximum}`);
+  }
+  if (typeof value === 'string') {
+    if (s.maxLength !== undefined && value.length > s.maxLength) errs.push(`${path}: longer than ${s.maxLength}`);
+    if (s.minLength !== undefined && value.length < s.minLength) errs.push(`${path}: shorter than ${s.minLength}`);
+  }
+  if (Array.isArray(value)) {
+    if (s.maxItems !== undefined && value.length > s.maxItems) errs.push(`${path}: more than ${s.maxItems} items`);
+    if (s.items) value.forEach((v, i) => errs.push(...schemaErrors(doc, s.items, v, `${path}[${i}]`)));
+  }
+  if (typeOk('object', value) && (s.type === 'object' || s.properties)) {
+    for (const k of s.required || []) if (!(k in value)) errs.push(`${path}.${k}: required but absent`);
+    const props = s.properties || {};
+    for (const [k, v] of Object.entries(value)) {
+      if (props[k]) errs.push(...schemaErrors(doc, props[k], v, `${path}.${k}`));
+      else if (typeof s.additionalProperties === 'object') errs.push(...schemaErrors(doc, s.additionalProperties, v, `${path}.${k}`));
+      else if (s.additionalProperties !== true && s.properties) errs.push(`${path}.${k}: not in the schema`);
+    }
+  }
+  return errs;
+}
+
+/** Assert value matches components/schemas/NAME of doc. */
+export function assertSchema(doc, name, value) {
+  const errs = schemaErrors(doc, { $ref: `#/components/schemas/${name}` }, value);
+  assert.deepEqual(errs, [], `${name}: ${JSON.stringify(value).slice(0, 400)}`);
+}
+
+/* ---- WebSocket client with a queue ---- */
+
+export async function wsConnect(url) {
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/api/v1/ws');
+  const queue = [];
+  let waiters = [];
+  const all = [];
+  ws.on('message', (data) => {
+    let msg;
+    try { msg = JSON.parse(String(data)); } catch { msg = { unparsable: String(data) }; }
+    all.push(msg);
+    queue.push(msg);
+    const w = waiters;
+    waiters = [];
+    w.forEach((f) => f());
+  });
+  await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
+  const client = {
+    ws,
+    all, // every message ever received
+    send(obj) { ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj)); },
+    /** The next queued message matching pred (messages before it are dropped). */
+    async next(pred = () => true, timeout = 5000, what = 'a message') {
+      const end = Date.now() + timeout;
+      for (;;) {
+        while (queue.length) {
+          const m = queue.shift();
+          if (pred(m)) return m;
+        }
+        const left = end - Date.now();
+        if (left <= 0) throw new Error(`websocket: timed out waiting for ${what}`);
+        await new Promise((r) => { const t = setTimeout(r, left); waiters.push(() => { clearTimeout(t); r(); }); });
+      }
+    },
+    async subscribe(topic) {
+      client.send({ subscribe: topic });
+      return client.next((m) => m.type === 'subscribed' && m.topic === topic, 5000, `subscribed ${topic}`);
+    },
+    drain() { queue.length = 0; },
+    close() {
+      return new Promise((r) => {
+        if (ws.readyState === WebSocket.CLOSED) return r();
+        ws.once('close', r);
+        ws.close();
+        setTimeout(() => { ws.terminate(); r(); }, 1000).unref();
+      });
+    },
+  };
+  return client;
+}
