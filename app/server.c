@@ -471,10 +471,10 @@ int server_run(const struct server_opts *opts)
 	};
 
 	char threads[16];
-	/* Each WebSocket holds a CivetWeb thread for its life: leave at least a quarter
-	 * of the threads (and 8) for plain requests. */
+	/* Each WebSocket holds a CivetWeb thread for its life: leave an eighth of the
+	 * threads (at least 16) for plain requests. */
 	int nthreads = opts->threads > 0 ? opts->threads : 128;
-	int ws_limit = nthreads - (nthreads / 4 > 8 ? nthreads / 4 : 8);
+	int ws_limit = nthreads - (nthreads / 8 > 16 ? nthreads / 8 : 16);
 	if (ws_limit < 1)
 		ws_limit = 1;
 	snprintf(threads, sizeof threads, "%d", nthreads);
