@@ -196,7 +196,7 @@ int cli_dataset(int argc, char **argv)
 			snprintf(unpacked, sizeof unpacked, "%s/source", out);
 			int64_t files;
 			fs_rm_rf(unpacked, NULL);
-			if ((rc = archive_unpack(source, unpacked, NULL, &files, &err)) != DD_OK) {
+			if ((rc = archive_unpack(source, NULL, unpacked, NULL, &files, &err)) != DD_OK) {
 				fprintf(stderr, "deepdesk dataset create: %s\n", err.msg);
 				return 1;
 			}

@@ -34,6 +34,7 @@
 #include "../common/fsutil.h"
 #include "../common/log.h"
 #include "../common/version.h"
+#include "../datasets/example.h"
 #include "../jobs/sched.h"
 #include "api.h"
 #include "store.h"
@@ -181,7 +182,10 @@ static int api_dispatch(struct mg_connection *c, void *data)
 			continue;
 		if (strcmp(rt->method, ri->request_method) != 0) {
 			size_t n = strlen(allow);
-			snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", rt->method);
+			char one[16];
+			snprintf(one, sizeof one, "%s", rt->method);
+			if (!strstr(allow, one)) /* methods are distinct words: GET, POST, … */
+				snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", rt->method);
 			continue;
 		}
 		if (m.id < 0)
@@ -378,6 +382,10 @@ int api_info(struct req *r)
 		cJSON_AddStringToObject(kj, "title", (*k)->title);
 		cJSON_AddItemToArray(kinds, kj);
 	}
+	cJSON *ex = cJSON_AddArrayToObject(o, "examples");
+	if (example_fashion_mnist_available())
+		cJSON_AddItemToArray(ex, cJSON_CreateString("fashion-mnist"));
+	cJSON_AddNumberToObject(o, "max_upload_bytes", (double)server_max_upload());
 	cJSON *roots = cJSON_AddArrayToObject(o, "data_roots");
 	for (int i = 0; i < S.opts.nroots; i++)
 		cJSON_AddItemToArray(roots, cJSON_CreateString(S.opts.data_roots[i]));

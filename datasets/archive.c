@@ -98,15 +98,15 @@ static int make_parents(const char *dest, const char *rel, struct dd_err *err)
 	return DD_OK;
 }
 
-int archive_unpack(const char *path, const char *dest, const struct archive_limits *lim_in,
-		   int64_t *files, struct dd_err *err)
+int archive_unpack(const char *path, const char *shown, const char *dest,
+		   const struct archive_limits *lim_in, int64_t *files, struct dd_err *err)
 {
 	struct archive_limits lim;
 	if (lim_in)
 		lim = *lim_in;
 	else
 		archive_limits_default(&lim);
-	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const char *name = shown ? shown : strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	*files = 0;
 	int rc;
 	struct archive *a = archive_read_new();

@@ -23,9 +23,11 @@ struct archive_limits {
 
 void archive_limits_default(struct archive_limits *l);
 
-/* Unpack path into dest (created).  *files gets the number of files written. */
-int archive_unpack(const char *path, const char *dest, const struct archive_limits *lim,
-		   int64_t *files, struct dd_err *err);
+/* Unpack path into dest (created).  *files gets the number of files written.
+ * Messages name the archive as `shown` (the name it was uploaded under), or by its
+ * file name when shown is NULL. */
+int archive_unpack(const char *path, const char *shown, const char *dest,
+		   const struct archive_limits *lim, int64_t *files, struct dd_err *err);
 
 /* Is this file name one of the archive types we unpack (.zip .tar .tar.gz .tgz)? */
 int archive_is_archive_name(const char *name);

@@ -40,6 +40,9 @@ struct job_kind {
 	 * Must return promptly (with DD_OK or an error) once worker_should_stop(). */
 	int (*run)(struct worker *w, struct dd_err *err);
 	int default_cpu_slots;
+	/* Optional: adjust a copy of params for a clone of the job whose folder is
+	 * orig_dir (e.g. point at that job's own copy of an upload). */
+	int (*clone_params)(cJSON *params, const char *orig_dir, struct dd_err *err);
 };
 
 /* The kind named `name`, or NULL when there is none in this build. */

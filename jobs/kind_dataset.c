@@ -118,16 +118,25 @@ static int run(struct worker *w, struct dd_err *err)
 	struct ds_source s = { 0 };
 	char train[PATH_MAX], val[PATH_MAX], test[PATH_MAX], unpacked[PATH_MAX];
 	char lists[4][PATH_MAX];
+	int drop_after = 0; /* the unpacked images are ours to remove once the databases exist */
 	if (strcmp(type, "upload") == 0) {
 		const char *file = str(src, "file");
+		char kept[PATH_MAX];
+		/* The upload becomes the job's own archive (a rename inside the data
+		 * folder), so a clone of this job can unpack it again. */
+		const char *ext = strstr(file, ".tar.gz") ? ".tar.gz" : strrchr(file, '.') ? strrchr(file, '.') : "";
+		snprintf(kept, sizeof kept, "%s/archive%s", w->dir, ext);
+		if (strstr(file, "/uploads/") && rename(file, kept) == 0)
+			file = kept;
 		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
 		fs_rm_rf(unpacked, NULL);
-		worker_log(w, "info", "unpacking %s", str(src, "name") ? str(src, "name") : file);
+		const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
+		worker_log(w, "info", "unpacking %s", shown);
 		int64_t files = 0;
-		if ((rc = archive_unpack(file, unpacked, NULL, &files, err)))
+		if ((rc = archive_unpack(file, shown, unpacked, NULL, &files, err)))
 			return rc;
 		worker_log(w, "info", "unpacked %lld files", (long long)files);
-		unlink(file); /* the upload is used up; the unpacked copy is the job's own */
+		drop_after = 1;
 		if (str(src, "train_list")) {
 			static const char *const keys[4] = { "train_list", "val_list", "test_list", "labels" };
 			for (int i = 0; i < 4; i++) {
@@ -157,6 +166,7 @@ static int run(struct worker *w, struct dd_err *err)
 		fs_rm_rf(unpacked, NULL);
 		worker_log(w, "info", "writing Fashion-MNIST's 70,000 images from %s", FASHION_MNIST_DIR);
 		struct run_ctx ec = { w, fs_mono_ms() };
+		drop_after = 1;
 		rc = example_fashion_mnist(unpacked, on_example, &ec, err);
 		if (rc == DD_ECONFLICT && worker_should_stop(w))
 			return DD_OK; /* stopped on request: the worker reports "aborted" */
@@ -186,6 +196,11 @@ static int run(struct worker *w, struct dd_err *err)
 		return DD_OK; /* stopped on request: the worker reports "aborted" */
 	if (rc)
 		return rc;
+	if (drop_after) {
+		/* the databases hold every image now; the unpacked copy would double the
+		 * dataset's disk use (the archive itself stays for clones) */
+		fs_rm_rf(unpacked, NULL);
+	}
 	const cJSON *splits = cJSON_GetObjectItemCaseSensitive(summary, "splits");
 	worker_log(w, "info", "dataset ready: %d train, %d val, %d test images, %d files skipped",
 		   cJSON_GetObjectItem(cJSON_GetObjectItem(splits, "train"), "images")->valueint,
@@ -196,10 +211,31 @@ static int run(struct worker *w, struct dd_err *err)
 	return DD_OK;
 }
 
+/* A clone unpacks the original job's kept archive (uploads are used once). */
+static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
+{
+	cJSON *src = cJSON_GetObjectItemCaseSensitive(params, "source");
+	const char *type = str(src, "type");
+	if (!type || strcmp(type, "upload") != 0)
+		return DD_OK;
+	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
+	for (int i = 0; exts[i]; i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof p, "%s/archive%s", orig_dir, exts[i]);
+		if (access(p, R_OK) == 0) {
+			cJSON_DeleteItemFromObjectCaseSensitive(src, "file");
+			cJSON_AddStringToObject(src, "file", p);
+			return DD_OK;
+		}
+	}
+	return dd_err_set(err, DD_ECONFLICT, "the archive this dataset was made from is gone; upload it again to make a new dataset");
+}
+
 const struct job_kind dataset_job_kind = {
 	.name = "dataset",
 	.title = "Image classification dataset",
 	.validate = validate,
 	.run = run,
 	.default_cpu_slots = 1,
+	.clone_params = clone_params,
 };

@@ -606,8 +606,15 @@ int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err)
 	}
 	for (int i = 0; i < np; i++)
 		pids[i] = (int64_t)cJSON_GetArrayItem(parents, i)->valuedouble;
-	char clone_name[600];
+	char clone_name[600], orig_dir[PATH_MAX];
 	snprintf(clone_name, sizeof clone_name, "%s (clone)", name ? name : "job");
+	const struct job_kind *k = job_kind_find(kind);
+	sched_job_dir(id, orig_dir, sizeof orig_dir);
+	if (k && k->clone_params && (rc = k->clone_params(params, orig_dir, err))) {
+		free(pids);
+		cJSON_Delete(job);
+		return rc;
+	}
 	rc = sched_submit(kind, clone_name, owner, params, cJSON_IsNumber(slots) ? slots->valueint : 0,
 			  pids, np, new_id, err);
 	free(pids);

@@ -4,11 +4,13 @@
 // answers index.html for any path without a dot):
 //   /            running and queued jobs        /datasets   dataset jobs
 //   /models      model jobs                     /jobs       every job
-//   /jobs/ID     one job
+//   /jobs/ID     one job                        /datasets/ID  one dataset (the job page, plus
+//   /datasets/new  the new-dataset form                       the dataset's summary and images)
 import { live } from './js/live.js';
 import { store } from './js/store.js';
 import { mountHome, tabForPath } from './js/home.js';
 import { mountJob } from './js/job.js';
+import { mountNewDataset } from './js/dataset_new.js';
 import { h, setChildren, setText, icon } from './js/dom.js';
 
 const main = document.getElementById('main');
@@ -19,6 +21,9 @@ function route(path) {
   if (tab) return { kind: 'home', tab };
   const m = /^\/jobs\/(\d+)\/?$/.exec(path);
   if (m) return { kind: 'job', id: Number(m[1]) };
+  if (/^\/datasets\/new\/?$/.test(path)) return { kind: 'new-dataset' };
+  const d = /^\/datasets\/(\d+)\/?$/.exec(path);
+  if (d) return { kind: 'job', id: Number(d[1]), dataset: true };
   return { kind: 'missing' };
 }
 
@@ -31,7 +36,8 @@ function render({ focus = false } = {}) {
   if (current && current.page) current.page.destroy();
   current = null;
   if (r.kind === 'home') current = { kind: 'home', page: mountHome(main, { tab: r.tab, navigate }) };
-  else if (r.kind === 'job') current = { kind: 'job', page: mountJob(main, { id: r.id, navigate }) };
+  else if (r.kind === 'job') current = { kind: 'job', page: mountJob(main, { id: r.id, dataset: r.dataset, navigate }) };
+  else if (r.kind === 'new-dataset') current = { kind: 'new-dataset', page: mountNewDataset(main, { navigate }) };
   else {
     document.title = 'Page not found · deepdesk';
     setChildren(main, h('div', { class: 'page' }, h('div', { class: 'empty card' }, icon('empty', 'empty-icon'),
@@ -55,8 +61,10 @@ export function navigate(path, opts = {}) {
 }
 
 function markNav() {
+  const p = location.pathname;
   for (const a of document.querySelectorAll('.topnav a')) {
-    const here = a.getAttribute('href') === '/jobs' && location.pathname.startsWith('/jobs');
+    const href = a.getAttribute('href');
+    const here = (href === '/jobs' && p.startsWith('/jobs')) || (href === '/datasets' && p.startsWith('/datasets'));
     if (here) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
 }

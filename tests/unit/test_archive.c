@@ -96,7 +96,7 @@ static int unpack(const struct entry *e, int n, const struct archive_limits *lim
 		make_archive(arch, zip, e, n);
 		int64_t files = 0;
 		struct dd_err err = { 0 };
-		codes[zip] = archive_unpack(arch, out, lim, &files, &err);
+		codes[zip] = archive_unpack(arch, NULL, out, lim, &files, &err);
 		if (!zip)
 			snprintf(msg, len, "%s", err.msg);
 		unlink(arch);
@@ -189,7 +189,7 @@ static void test_not_an_archive(void)
 	fs_write_file_atomic(p, "this is not a zip file at all", 29, NULL);
 	int64_t files;
 	struct dd_err err = { 0 };
-	CHECK_EQ_INT(archive_unpack(p, out, NULL, &files, &err), DD_EINVAL);
+	CHECK_EQ_INT(archive_unpack(p, NULL, out, NULL, &files, &err), DD_EINVAL);
 	CHECK_CONTAINS(err.msg, "fake.zip");
 	/* a truncated tar.gz */
 	static char noise[100001];
@@ -202,7 +202,7 @@ static void test_not_an_archive(void)
 	snprintf(p, sizeof p, "%s/cut.tar.gz", dir);
 	make_archive(p, 0, e, 1);
 	truncate(p, 20000);
-	CHECK_EQ_INT(archive_unpack(p, out, NULL, &files, &err), DD_EINVAL);
+	CHECK_EQ_INT(archive_unpack(p, NULL, out, NULL, &files, &err), DD_EINVAL);
 	CHECK(!exists("out"));
 	CHECK(archive_is_archive_name("A.TGZ") && archive_is_archive_name("x.tar.gz") && !archive_is_archive_name("x.gz"));
 }

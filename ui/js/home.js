@@ -5,6 +5,10 @@ import { live } from './live.js';
 import { get } from './api.js';
 import { relTime, dateTime, duration, elapsedOf, etaOf, percent, bytes } from './format.js';
 import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, announce } from './ui.js';
+import { int, shapeText } from './dataset_view.js';
+
+// Finished datasets' summaries (GET /api/v1/datasets), for the headline under their name.
+const summaries = new Map(); // id → summary
 
 export const TABS = [
   { id: 'running', path: '/', label: 'Running', title: 'Running',
@@ -12,7 +16,7 @@ export const TABS = [
     empty: 'Nothing is running or queued right now.' },
   { id: 'datasets', path: '/datasets', label: 'Datasets', title: 'Datasets',
     match: (j) => j.kind === 'dataset', queries: ['kind=dataset'], hideKind: true,
-    empty: 'No datasets yet. A dataset job turns a folder of labelled images into LMDB.' },
+    empty: 'No datasets yet. A dataset turns a folder of labelled images into LMDB for training.' },
   { id: 'models', path: '/models', label: 'Models', title: 'Models',
     match: (j) => j.kind === 'model', queries: ['kind=model'], hideKind: true,
     empty: 'No models yet. A model job trains a network on a dataset.' },
@@ -32,6 +36,7 @@ export function mountHome(root, { tab, navigate }) {
   const rows = new Map(); // id → {tr, refs}
   let firstLoadDone = false;
   let loadError = null;
+  let alive = true;
 
   /* ---- layout ---- */
   const tabButtons = TABS.map((t) => {
@@ -68,7 +73,9 @@ export function mountHome(root, { tab, navigate }) {
     h('div', { class: 'page-head' },
       h('div', null,
         h('h1', { class: 'page-title' }, 'Jobs'),
-        h('p', { class: 'page-sub' }, 'Datasets being built and models being trained on this server, live.'))),
+        h('p', { class: 'page-sub' }, 'Datasets being built and models being trained on this server, live.')),
+      h('div', { class: 'page-actions' },
+        h('a', { class: 'btn btn-primary', href: '/datasets/new', dataset: { action: 'new-dataset' } }, icon('plus'), 'New dataset'))),
     h('div', { class: 'home-grid' },
       h('section', { class: 'home-main', 'aria-label': 'Job lists' }, tablist, panel, moreNote),
       info.el));
@@ -89,8 +96,24 @@ export function mountHome(root, { tab, navigate }) {
     document.title = `${t.title} · deepdesk`;
     if (push && location.pathname !== t.path) navigate(t.path, { tabOnly: true });
     loadTab(t);
+    if (t.id === 'datasets' || t.id === 'all') loadSummaries();
     render(null);
   }
+
+  let sumTimer = null, sumLoading = false, sumAgain = false;
+  async function loadSummaries() {
+    if (sumLoading) { sumAgain = true; return; }
+    sumLoading = true;
+    try {
+      const r = await get('/datasets?limit=200');
+      for (const d of r.datasets) if (d.summary) summaries.set(d.id, d.summary);
+      if (alive) render(null);
+    } catch { /* the headline is optional */ }
+    sumLoading = false;
+    if (sumAgain && alive) { sumAgain = false; loadSummaries(); }
+  }
+  const loadSummariesSoon = () => { clearTimeout(sumTimer); sumTimer = setTimeout(loadSummaries, 200); };
+  cleanups.push(() => clearTimeout(sumTimer));
 
   function onTabKey(e) {
     const i = tabButtons.indexOf(document.activeElement);
@@ -126,8 +149,9 @@ export function mountHome(root, { tab, navigate }) {
 
   /* ---- rows ---- */
   function makeRow(job) {
-    const link = h('a', { class: 'job-link', href: `/jobs/${job.id}` });
+    const link = h('a', { class: 'job-link', href: job.kind === 'dataset' ? `/datasets/${job.id}` : `/jobs/${job.id}` });
     const idEl = h('span', { class: 'job-id' });
+    const headline = h('span', { class: 'ds-headline', hidden: true });
     const b = badge(job.state);
     const bar = progressBar(`Progress of job ${job.id}`);
     const pct = h('span', { class: 'pct' });
@@ -139,14 +163,14 @@ export function mountHome(root, { tab, navigate }) {
     const created = h('time');
     const elapsed = h('span', { class: 'num' });
     const tr = h('tr', { dataset: { id: job.id } },
-      h('td', { class: 'col-name' }, h('div', { class: 'name-cell' }, link, idEl)),
+      h('td', { class: 'col-name' }, h('div', { class: 'name-cell' }, link, idEl, headline)),
       h('td', { class: 'col-state' }, b),
       h('td', { class: 'col-progress' }, progWrap, errEl),
       h('td', { class: 'col-kind' }, kind),
       h('td', { class: 'col-owner' }, owner),
       h('td', { class: 'col-created' }, created),
       h('td', { class: 'col-elapsed' }, elapsed));
-    const r = { tr, link, idEl, b, bar, pct, eta, errEl, progWrap, kind, owner, created, elapsed };
+    const r = { tr, link, idEl, headline, b, bar, pct, eta, errEl, progWrap, kind, owner, created, elapsed };
     updateRow(r, job);
     return r;
   }
@@ -154,6 +178,16 @@ export function mountHome(root, { tab, navigate }) {
   function updateRow(r, job) {
     setText(r.link, job.name || `Job ${job.id}`);
     setText(r.idEl, `#${job.id}`);
+    const sum = job.kind === 'dataset' && job.state === 'done' ? summaries.get(job.id) : null;
+    r.headline.hidden = !sum;
+    if (sum) {
+      const sp = sum.splits || {};
+      const n = (k) => (sp[k] ? sp[k].images : 0);
+      const parts = [`${int((sum.labels || []).length)} classes`,
+        ['train', 'val', 'test'].filter((k) => n(k) > 0).map((k) => `${int(n(k))} ${k}`).join(' / '),
+        shapeText(sum.options), bytes(sum.disk_bytes)];
+      setText(r.headline, parts.filter(Boolean).join(' · '));
+    }
     setBadge(r.b, job.state);
     r.tr.dataset.state = job.state;
     const showBar = job.state === 'running' || job.state === 'queued';
@@ -210,6 +244,11 @@ export function mountHome(root, { tab, navigate }) {
           h('button', { type: 'button', class: 'btn', onclick: () => loadTab(current, true) }, 'Try again'));
       } else if (!firstLoadDone) {
         setChildren(emptyBox, h('p', { class: 'empty-text' }, 'Loading jobs…'));
+      } else if (current.id === 'datasets') {
+        setChildren(emptyBox, icon('image', 'empty-icon'),
+          h('p', { class: 'empty-title', text: current.empty }),
+          h('p', { class: 'empty-text' }, 'Upload an archive of class folders, point at folders on the server, or start with the Fashion-MNIST example.'),
+          h('a', { class: 'btn btn-primary', href: '/datasets/new' }, icon('plus'), 'New dataset'));
       } else {
         setChildren(emptyBox, icon('empty', 'empty-icon'),
           h('p', { class: 'empty-title', text: current.empty }),
@@ -241,6 +280,7 @@ export function mountHome(root, { tab, navigate }) {
     const { job } = e.detail;
     announce(`Job ${job.name || job.id} is now ${job.state}.`);
     info.refreshSoon();
+    if (job.kind === 'dataset' && job.state === 'done') loadSummariesSoon();
   };
   store.addEventListener('state', onState);
   cleanups.push(() => store.removeEventListener('state', onState));
@@ -249,6 +289,7 @@ export function mountHome(root, { tab, navigate }) {
   cleanups.push(live.on('open', ({ reconnected }) => {
     if (!reconnected) return;
     loadTab(current, true);
+    if (current.id === 'datasets' || current.id === 'all') loadSummaries();
     info.refresh();
   }));
   const timer = setInterval(() => {
@@ -264,7 +305,7 @@ export function mountHome(root, { tab, navigate }) {
 
   return {
     setTab(id) { selectTab(id, false); },
-    destroy() { cleanups.forEach((f) => f()); },
+    destroy() { alive = false; cleanups.forEach((f) => f()); },
   };
 }
 

@@ -6,15 +6,19 @@ import { live } from './live.js';
 import { store } from './store.js';
 import { relTime, dateTime, clock, duration, elapsedOf, etaOf, percent, num } from './format.js';
 import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, toast, showError, announce, confirmDialog } from './ui.js';
+import { datasetView } from './dataset_view.js';
 
 const MAX_LINES = 5000;     // log lines kept in the page; older ones are dropped
 const SPARK_POINTS = 120;   // points kept per metric for the sparkline
 
-export function mountJob(root, { id, navigate }) {
+export function mountJob(root, { id, navigate, dataset = false }) {
   const cleanups = [];
   let job = null;          // detail form
   let alive = true;
   let deleted = false;
+  let ds = null;           // the dataset view, for a job of kind "dataset"
+  const jobPath = () => (job && job.kind === 'dataset' ? `/datasets/${id}` : `/jobs/${id}`);
+  const listPath = () => (job && job.kind === 'dataset' ? '/datasets' : '/jobs');
 
   setChildren(root, h('div', { class: 'page job' }, h('p', { class: 'page-msg muted' }, 'Loading job…')));
   document.title = `Job #${id} · deepdesk`;
@@ -53,11 +57,12 @@ export function mountJob(root, { id, navigate }) {
 
   const errorBox = h('div', { class: 'alert alert-error', role: 'alert', hidden: true });
   const deletedBox = h('div', { class: 'alert alert-warn', role: 'status', hidden: true },
-    'This job was deleted. ', h('a', { href: '/jobs' }, 'Back to all jobs'));
+    'This job was deleted. ', h('a', { href: dataset ? '/datasets' : '/jobs' }, dataset ? 'Back to the datasets' : 'Back to all jobs'));
 
+  const crumbList = h('a', { href: dataset ? '/datasets' : '/jobs' }, dataset ? 'Datasets' : 'Jobs');
   const head = h('header', { class: 'job-head' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
-      h('a', { href: '/jobs' }, 'Jobs'), h('span', { 'aria-hidden': 'true', class: 'crumb-sep' }, '/'),
+      crumbList, h('span', { 'aria-hidden': 'true', class: 'crumb-sep' }, '/'),
       h('span', { 'aria-current': 'page', text: `#${id}` })),
     h('div', { class: 'title-row' }, h('div', { class: 'title-block' }, titleView, titleEdit), actions),
     meta, progressBox);
@@ -107,9 +112,10 @@ export function mountJob(root, { id, navigate }) {
     h('div', { class: 'card-head' }, h('h2', { class: 'card-title', id: 'notes-title' }, 'Notes'), h('span', { class: 'spacer' }), notesEditBtn),
     notesView, notesForm);
 
+  const jobMain = h('div', { class: 'job-main' }, metricsCard, logCard);
   const page = h('div', { class: 'page job' }, head, errorBox, deletedBox,
     h('div', { class: 'job-grid' },
-      h('div', { class: 'job-main' }, metricsCard, logCard),
+      jobMain,
       h('div', { class: 'job-side' },
         notesCard,
         card('State history', 'history-title', historyList),
@@ -135,6 +141,7 @@ export function mountJob(root, { id, navigate }) {
     abortBtn.disabled = !!j.abort_requested;
     setText(abortBtn.querySelector('.btn-label'), j.abort_requested ? 'Aborting…' : 'Abort');
     cloneBtn.disabled = deleted;
+    setAttr(cloneBtn, 'title', j.kind === 'dataset' ? 'A new dataset with these settings' : 'A new job with these settings');
     deleteBtn.disabled = deleted;
     renameBtn.disabled = deleted;
     notesEditBtn.disabled = deleted;
@@ -158,6 +165,7 @@ export function mountJob(root, { id, navigate }) {
     renderDetails();
     renderHistory();
     renderRelations();
+    if (ds) ds.update(j);
     const ptxt = JSON.stringify(j.params ?? {}, null, 2);
     if (paramsPre.dataset.src !== ptxt) {
       paramsPre.dataset.src = ptxt;
@@ -255,7 +263,14 @@ export function mountJob(root, { id, navigate }) {
           if (!alive) return;
           const firstTime = !job;
           job = { ...r.job, _rx: Date.now() };
-          if (firstTime) setChildren(root, page);
+          if (firstTime) {
+            if (job.kind === 'dataset') mountDataset();
+            // /jobs/ID and /datasets/ID both open this page; the address says which it is.
+            if (location.pathname !== jobPath()) history.replaceState(history.state, '', jobPath() + location.search + location.hash);
+            setAttr(crumbList, 'href', listPath());
+            setText(crumbList, job.kind === 'dataset' ? 'Datasets' : 'Jobs');
+            setChildren(root, page);
+          }
           renderJob();
         } catch (e) {
           if (!alive) return;
@@ -271,6 +286,13 @@ export function mountJob(root, { id, navigate }) {
       } while (refreshAgain && alive);
     })();
     try { await refreshing; } finally { refreshing = null; }
+  }
+
+  function mountDataset() {
+    ds = datasetView(id);
+    jobMain.prepend(ds.main);
+    page.querySelector('.job-side').prepend(ds.side);
+    cleanups.push(() => ds.destroy());
   }
 
   function showMissing(message) {
@@ -466,11 +488,14 @@ export function mountJob(root, { id, navigate }) {
   });
 
   cloneBtn.addEventListener('click', async () => {
+    // A dataset is cloned through its form, filled in with its settings: an uploaded
+    // archive is used once and must be chosen again, and any option can be changed.
+    if (job && job.kind === 'dataset') { navigate(`/datasets/new?from=${id}`); return; }
     cloneBtn.disabled = true;
     try {
       const r = await post(`/jobs/${id}/clone`);
       toast(`Cloned as job #${r.job.id}.`, 'success');
-      navigate(`/jobs/${r.job.id}`);
+      navigate(r.job.kind === 'dataset' ? `/datasets/${r.job.id}` : `/jobs/${r.job.id}`);
     } catch (e) {
       showError(e, 'Clone failed');
     } finally {
@@ -489,7 +514,7 @@ export function mountJob(root, { id, navigate }) {
     try {
       await del(`/jobs/${id}`);
       toast(`Deleted job #${id}.`, 'success');
-      navigate('/jobs');
+      navigate(listPath());
     } catch (e) {
       showError(e, 'Cannot delete');
       deleteBtn.focus();
