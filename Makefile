@@ -39,13 +39,15 @@ endif
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
             jobs/worker.c jobs/kind_dataset.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c app/api_datasets.c \
-            $(wildcard datasets/*.c) networks/ref.c
+            $(wildcard datasets/*.c) networks/ref.c networks/prototxt.c networks/net.c
 KIND_SRC := jobs/job.c
-MAIN_SRC := app/main.c app/cli_dataset.c
+MAIN_SRC := app/main.c app/cli_dataset.c app/cli_net.c
+NET_STD  := lenet alexnet googlenet resnet_small
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-GEN_OBJS  := $(BUILD)/obj/gen/ui_assets.o $(BUILD)/obj/gen/openapi.o $(BUILD)/obj/gen/buildinfo.o
+GEN_OBJS  := $(BUILD)/obj/gen/ui_assets.o $(BUILD)/obj/gen/openapi.o $(BUILD)/obj/gen/buildinfo.o \
+             $(NET_STD:%=$(BUILD)/obj/gen/net_%.o)
 SHIP_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj/jobs/job.o
 TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj-test/jobs/job.o $(BUILD)/obj-test/jobs/testkind.o
 
@@ -95,6 +97,13 @@ $(BUILD)/gen/openapi.c: $(BUILD)/embed app/openapi.json
 	@mkdir -p $(dir $@)
 	@echo "  EMBED   app/openapi.json"
 	$(Q)$(BUILD)/embed string $@ openapi_json app/openapi.json
+
+# The standard networks, built in as C strings (networks/net.c: net_standards[]).
+.PRECIOUS: $(BUILD)/gen/net_%.c
+$(BUILD)/gen/net_%.c: $(BUILD)/embed networks/standard/%.prototxt
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   networks/standard/$*.prototxt"
+	$(Q)$(BUILD)/embed string $@ net_std_$* networks/standard/$*.prototxt
 
 # Rewritten only when its content changes, so a new commit relinks and no more.
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)

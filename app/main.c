@@ -21,6 +21,8 @@ static const char usage[] =
 	"  serve          the web app: UI, REST API and job scheduler (default port 5010)\n"
 	"  dataset create build an image dataset (LMDB) from a folder, archive or list file\n"
 	"  example fashion-mnist  write Debian's Fashion-MNIST as an image folder\n"
+	"  net check FILE check a network (Caffe prototxt): layers, shapes, parameters\n"
+	"  net list|show  the standard networks, and one's prototxt\n"
 	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"
 	"  routes         list the REST API's routes (method and path)\n"
 	"  version        print the version and build\n"
@@ -199,6 +201,8 @@ int main(int argc, char **argv)
 		return cli_dataset(argc, argv);
 	if (strcmp(verb, "example") == 0)
 		return cli_example(argc, argv);
+	if (strcmp(verb, "net") == 0)
+		return cli_net(argc, argv);
 	if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
 		printf("deepdesk %s (commit %s, built %s, CUDA backend %s)\n", DD_VERSION, dd_commit,
 		       dd_build_date, dd_cuda_built ? "built" : "not built");
@@ -215,6 +219,8 @@ int main(int argc, char **argv)
 			fputs(cli_dataset_usage, stdout);
 		else if (argc >= 2 && strcmp(argv[1], "example") == 0)
 			fputs(cli_example_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "net") == 0)
+			fputs(cli_net_usage, stdout);
 		else
 			fputs(usage, stdout);
 		return 0;

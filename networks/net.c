@@ -1,0 +1,2411 @@
+/* net.c — Caffe's NetParameter (the subset deepdesk trains) from a prototxt tree,
+ * and its instantiation for one of DIGITS' stages with shape inference.
+ *
+ * Design note.  Parsing (net_parse) checks everything that can be checked without a
+ * dataset: the schema (each message's fields, their kinds and ranges, fields given
+ * twice), each layer's own consistency (kernel given, pad below kernel, bottoms and
+ * tops counted right).  It keeps nothing from the tree but what struct net needs,
+ * allocated in the tree's own arena, so a struct net is one free.
+ *
+ * Instantiation (net_instantiate) is what Caffe's Net::Init does after FilterNet,
+ * with DIGITS' clean-up first: pick the layers of the stage, drop what DIGITS drops,
+ * add the data layer DIGITS adds, then walk the layers in order keeping a hash of
+ * blob names, so each bottom is looked up and each top created or (in place)
+ * reused, and each layer's output shapes and parameter blobs follow from its
+ * bottoms' shapes.  Caffe runs layers in the order written, so "made by an earlier
+ * layer" is the whole graph check; a cycle shows up as a bottom made later, and
+ * the error says which it is.
+ *
+ * Invariants of a struct net_graph: node[i].bottom[j] < nblob and was created by a
+ * node before i; blob[k].producer is the node that created k; an in-place node's
+ * top[0] == bottom[0]; every blob count fits an int32 (the kernels' dims are int). */
+#define _GNU_SOURCE
+#include "net.h"
+
+#include <cjson/cJSON.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prototxt.h"
+
+/* ---- names -------------------------------------------------------------------- */
+
+static const char *const type_names[NET_LAYER_TYPE_COUNT] = {
+	[NET_DATA] = "Data",
+	[NET_INPUT] = "Input",
+	[NET_CONVOLUTION] = "Convolution",
+	[NET_POOLING] = "Pooling",
+	[NET_INNER_PRODUCT] = "InnerProduct",
+	[NET_RELU] = "ReLU",
+	[NET_SIGMOID] = "Sigmoid",
+	[NET_TANH] = "TanH",
+	[NET_POWER] = "Power",
+	[NET_DROPOUT] = "Dropout",
+	[NET_LRN] = "LRN",
+	[NET_BATCH_NORM] = "BatchNorm",
+	[NET_SCALE] = "Scale",
+	[NET_ELTWISE] = "Eltwise",
+	[NET_CONCAT] = "Concat",
+	[NET_FLATTEN] = "Flatten",
+	[NET_SOFTMAX] = "Softmax",
+	[NET_SOFTMAX_LOSS] = "SoftmaxWithLoss",
+	[NET_ACCURACY] = "Accuracy",
+};
+
+const char *net_layer_type_name(enum net_layer_type type)
+{
+	return (unsigned)type < NET_LAYER_TYPE_COUNT ? type_names[type] : "?";
+}
+
+static const char *const stage_names[] = { "train", "val", "deploy" };
+
+const char *net_stage_name(enum net_stage stage)
+{
+	return (unsigned)stage < 3 ? stage_names[stage] : "?";
+}
+
+int net_stage_parse(const char *s, enum net_stage *out, struct dd_err *err)
+{
+	for (int i = 0; i < 3; i++)
+		if (s && strcmp(s, stage_names[i]) == 0) {
+			*out = (enum net_stage)i;
+			return DD_OK;
+		}
+	return dd_err_set(err, DD_EINVAL, "unknown stage \"%s\": expected train, val or deploy", s ? s : "");
+}
+
+/* Copy s for a message: at most max bytes, control characters shown as '?'. */
+static void sanitize(char *buf, size_t n, const char *s, size_t max)
+{
+	size_t j = 0;
+	for (size_t i = 0; s[i] && i < max && j + 4 < n; i++)
+		buf[j++] = (unsigned char)s[i] < 32 || s[i] == 127 ? '?' : s[i];
+	if (s[0] && strlen(s) > max && j + 4 < n) {
+		memcpy(buf + j, "...", 3);
+		j += 3;
+	}
+	buf[j] = 0;
+}
+
+void net_layer_label(const struct net_layer *l, int index, char *buf, size_t n)
+{
+	if (l->name && l->name[0]) {
+		char s[100];
+		sanitize(s, sizeof s, l->name, 64);
+		snprintf(buf, n, "'%s'", s);
+	} else {
+		snprintf(buf, n, "#%d", index + 1);
+	}
+}
+
+int net_err_pos(const struct dd_err *err, int *line, int *col)
+{
+	int l, c, used = 0;
+	if (!err || sscanf(err->msg, "%d:%d: %n", &l, &c, &used) != 2 || used == 0)
+		return 0;
+	*line = l;
+	*col = c;
+	return 1;
+}
+
+/* ---- parse context and field readers ------------------------------------------- */
+
+struct pc {
+	struct dd_err *err;
+	struct ptx_doc *doc;
+	char prefix[128];  /* "layer 'conv1': " or "" at the top level */
+	const char *where; /* the message being read: "convolution_param", "" for a layer */
+};
+
+static int perr(struct pc *c, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int perr(struct pc *c, int line, int col, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return dd_err_set(c->err, DD_EINVAL, "%d:%d: %s%s", line, col, c->prefix, msg);
+}
+
+static int nomem(struct pc *c)
+{
+	return dd_err_set(c->err, DD_ENOMEM, "out of memory while reading the network description");
+}
+
+/* "convolution_param.kernel_size", or "kernel_size" at the layer's own level. */
+static void path(const struct pc *c, const struct ptx_field *f, char *buf, size_t n)
+{
+	if (c->where && c->where[0])
+		snprintf(buf, n, "%s.%s", c->where, f->name);
+	else
+		snprintf(buf, n, "%s", f->name);
+}
+
+static void got(const struct ptx_field *f, char *buf, size_t n)
+{
+	char s[64];
+	switch (f->kind) {
+	case PTX_STRING:
+		sanitize(s, sizeof s, f->text, 40);
+		snprintf(buf, n, "\"%s\"", s);
+		break;
+	case PTX_MESSAGE: snprintf(buf, n, "a message { ... }"); break;
+	default:
+		sanitize(s, sizeof s, f->text, 40);
+		snprintf(buf, n, "%s", s);
+	}
+}
+
+static int bad_value(struct pc *c, const struct ptx_field *f, const char *expected)
+{
+	char p[128], g[80];
+	path(c, f, p, sizeof p);
+	got(f, g, sizeof g);
+	return perr(c, f->vline, f->vcol, "%s: expected %s, got %s", p, expected, g);
+}
+
+static int unknown_field(struct pc *c, const struct ptx_field *f)
+{
+	char n[80];
+	sanitize(n, sizeof n, f->name, 60);
+	if (c->where && c->where[0])
+		return perr(c, f->line, f->col, "unknown field '%s' in %s", n, c->where);
+	return perr(c, f->line, f->col, "unknown field '%s'", n);
+}
+
+/* A non-repeated field may appear once (as protobuf's own parser insists). */
+static int once(struct pc *c, const struct ptx_msg *m, int i)
+{
+	const struct ptx_field *f = &m->field[i];
+	for (int j = 0; j < i; j++)
+		if (strcmp(m->field[j].name, f->name) == 0) {
+			char p[128];
+			path(c, f, p, sizeof p);
+			return perr(c, f->line, f->col, "%s is given twice (first at %d:%d)", p,
+				    m->field[j].line, m->field[j].col);
+		}
+	return DD_OK;
+}
+
+static int get_int(struct pc *c, const struct ptx_field *f, int64_t lo, int64_t hi, int *out)
+{
+	if (f->kind != PTX_NUMBER || !f->int_ok || f->i < lo || f->i > hi) {
+		char e[96];
+		if (hi == INT32_MAX && lo == INT32_MIN)
+			snprintf(e, sizeof e, "an integer");
+		else if (hi >= (int64_t)1 << 24)
+			snprintf(e, sizeof e, "an integer of at least %lld", (long long)lo);
+		else
+			snprintf(e, sizeof e, "an integer from %lld to %lld", (long long)lo, (long long)hi);
+		return bad_value(c, f, e);
+	}
+	*out = (int)f->i;
+	return DD_OK;
+}
+
+static int ieq(const char *a, const char *b)
+{
+	for (; *a && *b; a++, b++)
+		if ((*a | 0x20) != (*b | 0x20))
+			return 0;
+	return *a == *b;
+}
+
+/* A float field within [lo, hi] (finite unless the bounds are infinite). */
+static int get_float(struct pc *c, const struct ptx_field *f, double lo, double hi, float *out)
+{
+	double v = NAN; /* anything but a number fails the range test below */
+	if (f->kind == PTX_NUMBER)
+		v = f->num;
+	else if (f->kind == PTX_IDENT && (ieq(f->text, "inf") || ieq(f->text, "infinity")))
+		v = INFINITY;
+	if (isfinite(v) && fabs(v) > FLT_MAX)
+		v = v > 0 ? INFINITY : -INFINITY;
+	if (!(v >= lo && v <= hi)) {
+		char e[96];
+		if (lo <= -FLT_MAX && hi >= FLT_MAX)
+			snprintf(e, sizeof e, "a finite number");
+		else if (hi >= FLT_MAX)
+			snprintf(e, sizeof e, "a number of at least %g", lo);
+		else
+			snprintf(e, sizeof e, "a number from %g to %g", lo, hi);
+		return bad_value(c, f, e);
+	}
+	*out = (float)v;
+	return DD_OK;
+}
+
+static int get_bool(struct pc *c, const struct ptx_field *f, int *out)
+{
+	if (f->kind == PTX_IDENT) {
+		if (!strcmp(f->text, "true") || !strcmp(f->text, "True") || !strcmp(f->text, "t")) {
+			*out = 1;
+			return DD_OK;
+		}
+		if (!strcmp(f->text, "false") || !strcmp(f->text, "False") || !strcmp(f->text, "f")) {
+			*out = 0;
+			return DD_OK;
+		}
+	} else if (f->kind == PTX_NUMBER && f->int_ok && (f->i == 0 || f->i == 1)) {
+		*out = (int)f->i;
+		return DD_OK;
+	}
+	return bad_value(c, f, "true or false");
+}
+
+/* An enum: names[] in Caffe's numbering, NULL where a value is not supported. */
+static int get_enum(struct pc *c, const struct ptx_field *f, const char *const *names, int n, int *out)
+{
+	if (f->kind == PTX_IDENT) {
+		for (int i = 0; i < n; i++)
+			if (names[i] && strcmp(f->text, names[i]) == 0) {
+				*out = i;
+				return DD_OK;
+			}
+	} else if (f->kind == PTX_NUMBER && f->int_ok && f->i >= 0 && f->i < n && names[f->i]) {
+		*out = (int)f->i;
+		return DD_OK;
+	}
+	char e[160] = "";
+	int k = 0, total = 0;
+	for (int i = 0; i < n; i++)
+		total += names[i] != NULL;
+	for (int i = 0; i < n; i++) {
+		if (!names[i])
+			continue;
+		size_t len = strlen(e);
+		snprintf(e + len, sizeof e - len, "%s%s", k == 0 ? "" : k == total - 1 ? " or " : ", ", names[i]);
+		k++;
+	}
+	return bad_value(c, f, e);
+}
+
+static int get_string(struct pc *c, const struct ptx_field *f, const char **out)
+{
+	if (f->kind != PTX_STRING)
+		return bad_value(c, f, "a string in quotes");
+	if (strlen(f->text) != f->len) {
+		char p[128];
+		path(c, f, p, sizeof p);
+		return perr(c, f->vline, f->vcol, "%s: a NUL byte is not allowed in it", p);
+	}
+	*out = f->text;
+	return DD_OK;
+}
+
+static int want_msg(struct pc *c, const struct ptx_field *f)
+{
+	return f->kind == PTX_MESSAGE ? DD_OK : bad_value(c, f, "a message { ... }");
+}
+
+/* Collect the repeated string field `name` of m into an arena array. */
+static int strings_of(struct pc *c, const struct ptx_msg *m, const char *name, const char *const **out,
+		      int *n)
+{
+	int k = 0;
+	for (int i = 0; i < m->nfield; i++)
+		k += strcmp(m->field[i].name, name) == 0;
+	*out = NULL;
+	*n = 0;
+	if (!k)
+		return DD_OK;
+	const char **a = ptx_alloc(c->doc, (size_t)k * sizeof *a);
+	if (!a)
+		return nomem(c);
+	k = 0;
+	for (int i = 0; i < m->nfield; i++) {
+		if (strcmp(m->field[i].name, name) != 0)
+			continue;
+		int rc = get_string(c, &m->field[i], &a[k]);
+		if (rc)
+			return rc;
+		k++;
+	}
+	*out = a;
+	*n = k;
+	return DD_OK;
+}
+
+static int count_of(const struct ptx_msg *m, const char *name)
+{
+	int k = 0;
+	for (int i = 0; i < m->nfield; i++)
+		k += strcmp(m->field[i].name, name) == 0;
+	return k;
+}
+
+/* Read a sub-message with c->where set to `where` for its fields' messages. */
+#define WITH_WHERE(c, w, call)                    \
+	do {                                      \
+		const char *saved_ = (c)->where;  \
+		(c)->where = (w);                 \
+		int rc_ = (call);                 \
+		(c)->where = saved_;              \
+		if (rc_)                          \
+			return rc_;               \
+	} while (0)
+
+/* ---- messages -------------------------------------------------------------------- */
+
+static void filler_default(struct net_filler *f, float value)
+{
+	memset(f, 0, sizeof *f);
+	f->type = NET_FILLER_CONSTANT;
+	f->value = value;
+	f->max = 1;
+	f->std = 1;
+	f->variance_norm = NET_FAN_IN;
+}
+
+static int parse_filler(struct pc *c, const struct ptx_msg *m, struct net_filler *out)
+{
+	static const char *const vn[] = { "FAN_IN", "FAN_OUT", "AVERAGE" };
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "type")) {
+			static const char *const types[] = { "constant", "uniform", "gaussian", "xavier", "msra" };
+			const char *s;
+			if ((rc = get_string(c, f, &s)))
+				return rc;
+			int found = -1;
+			for (int k = 0; k < 5; k++)
+				if (!strcmp(s, types[k]))
+					found = k;
+			if (found < 0) {
+				char n[64];
+				sanitize(n, sizeof n, s, 40);
+				return perr(c, f->vline, f->vcol,
+					    "%s.type: filler \"%s\" is not supported (constant, uniform, gaussian, xavier or msra)",
+					    c->where, n);
+			}
+			out->type = (enum net_filler_type)found;
+		} else if (!strcmp(f->name, "value")) {
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->value);
+		} else if (!strcmp(f->name, "min")) {
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->min);
+		} else if (!strcmp(f->name, "max")) {
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->max);
+		} else if (!strcmp(f->name, "mean")) {
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->mean);
+		} else if (!strcmp(f->name, "std")) {
+			rc = get_float(c, f, 0, FLT_MAX, &out->std);
+		} else if (!strcmp(f->name, "variance_norm")) {
+			if (!(rc = get_enum(c, f, vn, 3, &v)))
+				out->variance_norm = (enum net_variance_norm)v;
+		} else {
+			return unknown_field(c, f);
+		}
+		if (rc)
+			return rc;
+	}
+	if (out->type == NET_FILLER_UNIFORM && out->min > out->max)
+		return perr(c, m->line, m->col, "%s: uniform min %g is above max %g", c->where, out->min,
+			    out->max);
+	return DD_OK;
+}
+
+static int parse_rule(struct pc *c, const struct ptx_msg *m, struct net_rule *r)
+{
+	static const char *const phases[] = { "TRAIN", "TEST" };
+	int rc;
+	r->phase = -1;
+	r->min_level = INT32_MIN;
+	r->max_level = INT32_MAX;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "stage") || !strcmp(f->name, "not_stage"))
+			continue; /* below */
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "phase"))
+			rc = get_enum(c, f, phases, 2, &r->phase);
+		else if (!strcmp(f->name, "min_level"))
+			rc = get_int(c, f, INT32_MIN, INT32_MAX, &r->min_level);
+		else if (!strcmp(f->name, "max_level"))
+			rc = get_int(c, f, INT32_MIN, INT32_MAX, &r->max_level);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	if ((rc = strings_of(c, m, "stage", &r->stage, &r->nstage)))
+		return rc;
+	return strings_of(c, m, "not_stage", &r->not_stage, &r->nnot_stage);
+}
+
+static int parse_param_spec(struct pc *c, const struct ptx_msg *m, struct net_param_spec *p)
+{
+	int rc;
+	p->lr_mult = 1;
+	p->decay_mult = 1;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "lr_mult"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->lr_mult);
+		else if (!strcmp(f->name, "decay_mult"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->decay_mult);
+		else if (!strcmp(f->name, "name") || !strcmp(f->name, "share_mode"))
+			return perr(c, f->line, f->col,
+				    "param.%s: sharing parameters between layers is not supported", f->name);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+/* Caffe's per-axis values: `rep` (repeated: one value for both axes or h then w)
+ * or `name_h`/`name_w`; the two ways exclude each other. */
+struct axes {
+	int v[2], n;       /* from the repeated field */
+	int h, w, has_h, has_w;
+	const struct ptx_field *first; /* for messages */
+};
+
+static int axes_add(struct pc *c, const struct ptx_field *f, struct axes *a, int lo, int hi, int repeated)
+{
+	if (!a->first)
+		a->first = f;
+	if (a->n == 2 || (!repeated && a->n == 1)) {
+		char p[128];
+		path(c, f, p, sizeof p);
+		return perr(c, f->line, f->col, repeated ? "%s: at most two values (height, width)"
+							 : "%s is given twice", p);
+	}
+	return get_int(c, f, lo, hi, &a->v[a->n++]);
+}
+
+/* Resolve to (h, w); def when nothing was given.  Returns 1 if anything was.
+ * rep is the repeated field's name ("kernel_size"), base the _h/_w fields' ("kernel"). */
+static int axes_get(struct pc *c, const char *rep, const char *base, struct axes *a, int def, int *h, int *w,
+		    int *rc)
+{
+	*rc = DD_OK;
+	if (a->n && (a->has_h || a->has_w)) {
+		*rc = perr(c, a->first->line, a->first->col, "%s: give %s or %s_h and %s_w, not both", c->where,
+			   rep, base, base);
+		return 0;
+	}
+	if (a->n) {
+		*h = a->v[0];
+		*w = a->n == 2 ? a->v[1] : a->v[0];
+		return 1;
+	}
+	*h = a->has_h ? a->h : def;
+	*w = a->has_w ? a->w : def;
+	return a->has_h || a->has_w;
+}
+
+/* The _h/_w form of an axes field: "kernel_h" -> stored in a->h. */
+static int axes_hw(struct pc *c, const struct ptx_msg *m, int i, struct axes *a, int lo, int hi)
+{
+	const struct ptx_field *f = &m->field[i];
+	size_t n = strlen(f->name);
+	int rc = once(c, m, i);
+	if (rc)
+		return rc;
+	if (!a->first)
+		a->first = f;
+	if (f->name[n - 1] == 'h') {
+		a->has_h = 1;
+		return get_int(c, f, lo, hi, &a->h);
+	}
+	a->has_w = 1;
+	return get_int(c, f, lo, hi, &a->w);
+}
+
+static int is_name(const char *s, const char *base, const char *suffix)
+{
+	size_t n = strlen(base);
+	return strncmp(s, base, n) == 0 && strcmp(s + n, suffix) == 0;
+}
+
+#define MAX_KERNEL 65535
+
+static int parse_conv(struct pc *c, const struct ptx_msg *m, struct net_conv_param *p)
+{
+	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
+	struct axes k = { 0 }, s = { 0 }, pad = { 0 }, d = { 0 };
+	int rc, v, has_num = 0;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		const char *n = f->name;
+		if (!strcmp(n, "kernel_size"))
+			rc = axes_add(c, f, &k, 1, MAX_KERNEL, 1);
+		else if (!strcmp(n, "stride"))
+			rc = axes_add(c, f, &s, 1, MAX_KERNEL, 1);
+		else if (!strcmp(n, "pad"))
+			rc = axes_add(c, f, &pad, 0, MAX_KERNEL, 1);
+		else if (!strcmp(n, "dilation"))
+			rc = axes_add(c, f, &d, 1, MAX_KERNEL, 1);
+		else if (is_name(n, "kernel", "_h") || is_name(n, "kernel", "_w"))
+			rc = axes_hw(c, m, i, &k, 1, MAX_KERNEL);
+		else if (is_name(n, "stride", "_h") || is_name(n, "stride", "_w"))
+			rc = axes_hw(c, m, i, &s, 1, MAX_KERNEL);
+		else if (is_name(n, "pad", "_h") || is_name(n, "pad", "_w"))
+			rc = axes_hw(c, m, i, &pad, 0, MAX_KERNEL);
+		else if ((rc = once(c, m, i)))
+			return rc;
+		else if (!strcmp(n, "num_output"))
+			rc = get_int(c, f, 1, 1 << 24, &p->num_output), has_num = 1;
+		else if (!strcmp(n, "bias_term"))
+			rc = get_bool(c, f, &p->bias_term);
+		else if (!strcmp(n, "group"))
+			rc = get_int(c, f, 1, 1 << 24, &p->group);
+		else if (!strcmp(n, "weight_filler") || !strcmp(n, "bias_filler")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			WITH_WHERE(c, n[0] == 'w' ? "convolution_param.weight_filler" : "convolution_param.bias_filler",
+				   parse_filler(c, f->msg, n[0] == 'w' ? &p->weight_filler : &p->bias_filler));
+		} else if (!strcmp(n, "engine"))
+			rc = get_enum(c, f, engines, 3, &v); /* a backend hint: the backend decides */
+		else if (!strcmp(n, "axis")) {
+			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
+				return perr(c, f->vline, f->vcol, "convolution_param.axis: only axis 1 (channels) is supported");
+		} else if (!strcmp(n, "force_nd_im2col"))
+			rc = get_bool(c, f, &v);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	if (!has_num)
+		return perr(c, m->line, m->col, "convolution_param: num_output is required");
+	if (!axes_get(c, "kernel_size", "kernel", &k, 0, &p->kh, &p->kw, &rc)) {
+		if (rc)
+			return rc;
+		return perr(c, m->line, m->col, "convolution_param: give kernel_size, or kernel_h and kernel_w");
+	}
+	if ((k.has_h != k.has_w) && !k.n)
+		return perr(c, m->line, m->col, "convolution_param: kernel_h and kernel_w go together");
+	axes_get(c, "stride", "stride", &s, 1, &p->sh, &p->sw, &rc);
+	if (rc)
+		return rc;
+	axes_get(c, "pad", "pad", &pad, 0, &p->ph, &p->pw, &rc);
+	if (rc)
+		return rc;
+	axes_get(c, "dilation", "dilation", &d, 1, &p->dh, &p->dw, &rc);
+	if (rc)
+		return rc;
+	if (p->num_output % p->group)
+		return perr(c, m->line, m->col, "convolution_param: num_output %d is not a multiple of group %d",
+			    p->num_output, p->group);
+	return DD_OK;
+}
+
+static int parse_pool(struct pc *c, const struct ptx_msg *m, struct net_pool_param *p)
+{
+	static const char *const methods[] = { "MAX", "AVE", NULL /* STOCHASTIC */ };
+	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
+	struct axes k = { 0 }, s = { 0 }, pad = { 0 };
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		const char *n = f->name;
+		if (!strcmp(n, "kernel_size"))
+			rc = (rc = once(c, m, i)) ? rc : axes_add(c, f, &k, 1, MAX_KERNEL, 0);
+		else if (!strcmp(n, "stride"))
+			rc = (rc = once(c, m, i)) ? rc : axes_add(c, f, &s, 1, MAX_KERNEL, 0);
+		else if (!strcmp(n, "pad"))
+			rc = (rc = once(c, m, i)) ? rc : axes_add(c, f, &pad, 0, MAX_KERNEL, 0);
+		else if (is_name(n, "kernel", "_h") || is_name(n, "kernel", "_w"))
+			rc = axes_hw(c, m, i, &k, 1, MAX_KERNEL);
+		else if (is_name(n, "stride", "_h") || is_name(n, "stride", "_w"))
+			rc = axes_hw(c, m, i, &s, 1, MAX_KERNEL);
+		else if (is_name(n, "pad", "_h") || is_name(n, "pad", "_w"))
+			rc = axes_hw(c, m, i, &pad, 0, MAX_KERNEL);
+		else if ((rc = once(c, m, i)))
+			return rc;
+		else if (!strcmp(n, "pool")) {
+			if (!(rc = get_enum(c, f, methods, 3, &v)))
+				p->pool = (enum net_pool_method)v;
+		} else if (!strcmp(n, "global_pooling"))
+			rc = get_bool(c, f, &p->global);
+		else if (!strcmp(n, "engine"))
+			rc = get_enum(c, f, engines, 3, &v);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	int has_k = axes_get(c, "kernel_size", "kernel", &k, 0, &p->kh, &p->kw, &rc);
+	if (rc)
+		return rc;
+	int has_s = axes_get(c, "stride", "stride", &s, 1, &p->sh, &p->sw, &rc);
+	if (rc)
+		return rc;
+	int has_p = axes_get(c, "pad", "pad", &pad, 0, &p->ph, &p->pw, &rc);
+	if (rc)
+		return rc;
+	if (p->global) {
+		if (has_k)
+			return perr(c, m->line, m->col,
+				    "pooling_param: with global_pooling the kernel is the whole input; remove kernel_size");
+		if ((has_p && (p->ph || p->pw)) || (has_s && (p->sh != 1 || p->sw != 1)))
+			return perr(c, m->line, m->col, "pooling_param: global_pooling takes no pad and stride 1");
+		return DD_OK;
+	}
+	if (!has_k)
+		return perr(c, m->line, m->col,
+			    "pooling_param: give kernel_size, or kernel_h and kernel_w, or global_pooling: true");
+	if (k.has_h != k.has_w)
+		return perr(c, m->line, m->col, "pooling_param: kernel_h and kernel_w go together");
+	if (p->ph >= p->kh || p->pw >= p->kw)
+		return perr(c, m->line, m->col, "pooling_param: pad %dx%d must be smaller than the kernel %dx%d",
+			    p->ph, p->pw, p->kh, p->kw);
+	return DD_OK;
+}
+
+static int parse_ip(struct pc *c, const struct ptx_msg *m, struct net_ip_param *p)
+{
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		const char *n = f->name;
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(n, "num_output"))
+			rc = get_int(c, f, 1, 1 << 24, &p->num_output);
+		else if (!strcmp(n, "bias_term"))
+			rc = get_bool(c, f, &p->bias_term);
+		else if (!strcmp(n, "weight_filler") || !strcmp(n, "bias_filler")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			WITH_WHERE(c, n[0] == 'w' ? "inner_product_param.weight_filler" : "inner_product_param.bias_filler",
+				   parse_filler(c, f->msg, n[0] == 'w' ? &p->weight_filler : &p->bias_filler));
+		} else if (!strcmp(n, "axis")) {
+			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
+				return perr(c, f->vline, f->vcol,
+					    "inner_product_param.axis: only axis 1 is supported (all of C*H*W is the input)");
+		} else if (!strcmp(n, "transpose")) {
+			if (!(rc = get_bool(c, f, &v)) && v)
+				return perr(c, f->vline, f->vcol, "inner_product_param.transpose is not supported");
+		} else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+/* relu_param, sigmoid_param, tanh_param, softmax_param: an engine and little else. */
+static int parse_simple(struct pc *c, const struct ptx_msg *m, struct net_layer *l)
+{
+	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "engine"))
+			rc = get_enum(c, f, engines, 3, &v);
+		else if (l->type == NET_RELU && !strcmp(f->name, "negative_slope"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &l->relu.negative_slope);
+		else if ((l->type == NET_SOFTMAX || l->type == NET_SOFTMAX_LOSS) && !strcmp(f->name, "axis")) {
+			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
+				return perr(c, f->vline, f->vcol, "softmax_param.axis: only axis 1 (channels) is supported");
+		} else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_power(struct pc *c, const struct ptx_msg *m, struct net_power_param *p)
+{
+	int rc;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "power"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->power);
+		else if (!strcmp(f->name, "scale"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->scale);
+		else if (!strcmp(f->name, "shift"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->shift);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_dropout(struct pc *c, const struct ptx_msg *m, struct net_dropout_param *p)
+{
+	int rc;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "dropout_ratio")) {
+			if ((rc = get_float(c, f, 0, 1, &p->ratio)))
+				return rc;
+			if (p->ratio >= 1)
+				return bad_value(c, f, "a ratio from 0 to below 1");
+		} else {
+			return unknown_field(c, f);
+		}
+	}
+	return DD_OK;
+}
+
+static int parse_lrn(struct pc *c, const struct ptx_msg *m, struct net_lrn_param *p)
+{
+	static const char *const regions[] = { "ACROSS_CHANNELS", NULL /* WITHIN_CHANNEL */ };
+	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "local_size")) {
+			if ((rc = get_int(c, f, 1, 1023, &p->local_size)))
+				return rc;
+			if (p->local_size % 2 == 0)
+				return bad_value(c, f, "an odd local_size");
+		} else if (!strcmp(f->name, "alpha"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->alpha);
+		else if (!strcmp(f->name, "beta"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->beta);
+		else if (!strcmp(f->name, "k"))
+			rc = get_float(c, f, 1e-30, FLT_MAX, &p->k);
+		else if (!strcmp(f->name, "norm_region"))
+			rc = get_enum(c, f, regions, 2, &v);
+		else if (!strcmp(f->name, "engine"))
+			rc = get_enum(c, f, engines, 3, &v);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_bn(struct pc *c, const struct ptx_msg *m, struct net_bn_param *p)
+{
+	int rc;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "use_global_stats"))
+			rc = get_bool(c, f, &p->use_global_stats);
+		else if (!strcmp(f->name, "moving_average_fraction"))
+			rc = get_float(c, f, 0, 1, &p->moving_average_fraction);
+		else if (!strcmp(f->name, "eps"))
+			rc = get_float(c, f, 1e-30, FLT_MAX, &p->eps);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_scale(struct pc *c, const struct ptx_msg *m, struct net_scale_param *p)
+{
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		const char *n = f->name;
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(n, "bias_term"))
+			rc = get_bool(c, f, &p->bias_term);
+		else if (!strcmp(n, "filler") || !strcmp(n, "bias_filler")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			WITH_WHERE(c, n[0] == 'f' ? "scale_param.filler" : "scale_param.bias_filler",
+				   parse_filler(c, f->msg, n[0] == 'f' ? &p->filler : &p->bias_filler));
+		} else if (!strcmp(n, "axis") || !strcmp(n, "num_axes")) {
+			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
+				return perr(c, f->vline, f->vcol,
+					    "scale_param.%s: only 1 is supported (one factor per channel)", n);
+		} else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_eltwise(struct pc *c, const struct ptx_msg *m, struct net_eltwise_param *p)
+{
+	static const char *const ops[] = { "PROD", "SUM", "MAX" };
+	int rc, v, k = 0;
+	int ncoeff = count_of(m, "coeff");
+	float *coeff = NULL;
+	if (ncoeff && !(coeff = ptx_alloc(c->doc, (size_t)ncoeff * sizeof *coeff)))
+		return nomem(c);
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "coeff")) {
+			if ((rc = get_float(c, f, -FLT_MAX, FLT_MAX, &coeff[k++])))
+				return rc;
+			continue;
+		}
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "operation")) {
+			if (!(rc = get_enum(c, f, ops, 3, &v)))
+				p->op = (enum net_eltwise_op)v;
+		} else if (!strcmp(f->name, "stable_prod_grad"))
+			rc = get_bool(c, f, &v);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	p->coeff = coeff;
+	p->ncoeff = ncoeff;
+	if (ncoeff && p->op != NET_ELTWISE_SUM)
+		return perr(c, m->line, m->col, "eltwise_param: coeff applies only to operation SUM");
+	return DD_OK;
+}
+
+static int parse_concat(struct pc *c, const struct ptx_msg *m)
+{
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (strcmp(f->name, "axis") != 0 && strcmp(f->name, "concat_dim") != 0)
+			return unknown_field(c, f);
+		if ((rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)))
+			return rc;
+		if (v != 1)
+			return perr(c, f->vline, f->vcol, "concat_param.%s: only 1 (channels) is supported", f->name);
+	}
+	return DD_OK;
+}
+
+static int parse_loss(struct pc *c, const struct ptx_msg *m, struct net_loss_param *p)
+{
+	static const char *const norms[] = { NULL /* FULL */, "VALID", NULL /* BATCH_SIZE */, NULL /* NONE */ };
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "ignore_label"))
+			rc = get_int(c, f, INT32_MIN, INT32_MAX, &p->ignore_label), p->has_ignore_label = 1;
+		else if (!strcmp(f->name, "normalization"))
+			rc = get_enum(c, f, norms, 4, &v);
+		else if (!strcmp(f->name, "normalize")) {
+			if (!(rc = get_bool(c, f, &v)) && !v)
+				return perr(c, f->vline, f->vcol,
+					    "loss_param.normalize: false is not supported (the loss is always normalised by the number of labels)");
+		} else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_accuracy(struct pc *c, const struct ptx_msg *m, struct net_accuracy_param *p)
+{
+	int rc, v;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "top_k"))
+			rc = get_int(c, f, 1, 1 << 24, &p->top_k);
+		else if (!strcmp(f->name, "ignore_label"))
+			rc = get_int(c, f, INT32_MIN, INT32_MAX, &p->ignore_label), p->has_ignore_label = 1;
+		else if (!strcmp(f->name, "axis")) {
+			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
+				return perr(c, f->vline, f->vcol, "accuracy_param.axis: only axis 1 is supported");
+		} else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_data(struct pc *c, const struct ptx_msg *m, struct net_data_param *p)
+{
+	static const char *const backends[] = { "LEVELDB", "LMDB" };
+	int rc, v;
+	const char *s;
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "batch_size"))
+			rc = get_int(c, f, 1, 1 << 20, &p->batch_size);
+		else if (!strcmp(f->name, "source")) /* DIGITS sets it to the dataset's */
+			rc = get_string(c, f, &s);
+		else if (!strcmp(f->name, "backend"))
+			rc = get_enum(c, f, backends, 2, &v);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	return DD_OK;
+}
+
+static int parse_transform(struct pc *c, const struct ptx_msg *m, struct net_data_param *p)
+{
+	int rc, k = 0;
+	int nmean = count_of(m, "mean_value");
+	float *mean = NULL;
+	if (nmean && !(mean = ptx_alloc(c->doc, (size_t)nmean * sizeof *mean)))
+		return nomem(c);
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "mean_value")) {
+			if ((rc = get_float(c, f, -FLT_MAX, FLT_MAX, &mean[k++])))
+				return rc;
+			continue;
+		}
+		if ((rc = once(c, m, i)))
+			return rc;
+		if (!strcmp(f->name, "scale"))
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->scale);
+		else if (!strcmp(f->name, "mirror"))
+			rc = get_bool(c, f, &p->mirror);
+		else if (!strcmp(f->name, "crop_size"))
+			rc = get_int(c, f, 0, MAX_KERNEL, &p->crop_size);
+		else if (!strcmp(f->name, "mean_file"))
+			rc = get_string(c, f, &p->mean_file);
+		else
+			return unknown_field(c, f);
+		if (rc)
+			return rc;
+	}
+	if (nmean && p->mean_file)
+		return perr(c, m->line, m->col, "transform_param: give mean_file or mean_value, not both");
+	p->mean_value = mean;
+	p->nmean_value = nmean;
+	return DD_OK;
+}
+
+/* shape { dim: 1 dim: 3 ... }: 1 to 4 dims, each at least 1. */
+static int parse_shape(struct pc *c, const struct ptx_msg *m, struct net_shape *s)
+{
+	int rc, v;
+	memset(s, 0, sizeof *s);
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (strcmp(f->name, "dim") != 0)
+			return unknown_field(c, f);
+		if (s->ndim == NET_MAX_DIMS)
+			return perr(c, f->line, f->col, "%s: at most %d dims (N, C, H, W)", c->where, NET_MAX_DIMS);
+		if ((rc = get_int(c, f, 1, 1 << 24, &v)))
+			return rc;
+		s->dim[s->ndim++] = v;
+	}
+	if (!s->ndim)
+		return perr(c, m->line, m->col, "%s: no dim given", c->where);
+	return DD_OK;
+}
+
+static int parse_input(struct pc *c, const struct ptx_msg *m, struct net_input_param *p)
+{
+	int rc, k = 0;
+	int n = count_of(m, "shape");
+	struct net_shape *s = n ? ptx_alloc(c->doc, (size_t)n * sizeof *s) : NULL;
+	if (n && !s)
+		return nomem(c);
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (strcmp(f->name, "shape") != 0)
+			return unknown_field(c, f);
+		if ((rc = want_msg(c, f)))
+			return rc;
+		WITH_WHERE(c, "input_param.shape", parse_shape(c, f->msg, &s[k++]));
+	}
+	p->shape = s;
+	p->nshape = n;
+	return DD_OK;
+}
+
+/* ---- layers ------------------------------------------------------------------------ */
+
+static void layer_defaults(struct net_layer *l)
+{
+	switch (l->type) {
+	case NET_CONVOLUTION:
+		l->conv.sh = l->conv.sw = l->conv.dh = l->conv.dw = l->conv.group = l->conv.bias_term = 1;
+		filler_default(&l->conv.weight_filler, 0);
+		filler_default(&l->conv.bias_filler, 0);
+		break;
+	case NET_POOLING: l->pool.sh = l->pool.sw = 1; break;
+	case NET_INNER_PRODUCT:
+		l->ip.bias_term = 1;
+		filler_default(&l->ip.weight_filler, 0);
+		filler_default(&l->ip.bias_filler, 0);
+		break;
+	case NET_POWER: l->power.power = l->power.scale = 1; break;
+	case NET_DROPOUT: l->dropout.ratio = 0.5f; break;
+	case NET_LRN:
+		l->lrn.local_size = 5;
+		l->lrn.alpha = 1;
+		l->lrn.beta = 0.75f;
+		l->lrn.k = 1;
+		break;
+	case NET_BATCH_NORM:
+		l->bn.use_global_stats = -1;
+		l->bn.moving_average_fraction = 0.999f;
+		l->bn.eps = 1e-5f;
+		break;
+	case NET_SCALE:
+		filler_default(&l->scale.filler, 1);
+		filler_default(&l->scale.bias_filler, 0);
+		break;
+	case NET_ELTWISE: l->eltwise.op = NET_ELTWISE_SUM; break;
+	case NET_SOFTMAX: l->softmax.axis = 1; break;
+	case NET_SOFTMAX_LOSS: l->loss.axis = 1; break;
+	case NET_ACCURACY: l->accuracy.top_k = 1; break;
+	case NET_DATA: l->data.scale = 1; break;
+	default: break;
+	}
+}
+
+/* Which *_param messages each type reads. */
+static const char *const param_msgs[] = { "data_param", "transform_param", "input_param",
+	"convolution_param", "pooling_param", "inner_product_param", "relu_param", "sigmoid_param",
+	"tanh_param", "power_param", "dropout_param", "lrn_param", "batch_norm_param", "scale_param",
+	"eltwise_param", "concat_param", "softmax_param", "loss_param", "accuracy_param", NULL };
+
+static int applies(enum net_layer_type t, const char *msg)
+{
+	switch (t) {
+	case NET_DATA: return !strcmp(msg, "data_param") || !strcmp(msg, "transform_param");
+	case NET_INPUT: return !strcmp(msg, "input_param");
+	case NET_CONVOLUTION: return !strcmp(msg, "convolution_param");
+	case NET_POOLING: return !strcmp(msg, "pooling_param");
+	case NET_INNER_PRODUCT: return !strcmp(msg, "inner_product_param");
+	case NET_RELU: return !strcmp(msg, "relu_param");
+	case NET_SIGMOID: return !strcmp(msg, "sigmoid_param");
+	case NET_TANH: return !strcmp(msg, "tanh_param");
+	case NET_POWER: return !strcmp(msg, "power_param");
+	case NET_DROPOUT: return !strcmp(msg, "dropout_param");
+	case NET_LRN: return !strcmp(msg, "lrn_param");
+	case NET_BATCH_NORM: return !strcmp(msg, "batch_norm_param");
+	case NET_SCALE: return !strcmp(msg, "scale_param");
+	case NET_ELTWISE: return !strcmp(msg, "eltwise_param");
+	case NET_CONCAT: return !strcmp(msg, "concat_param");
+	case NET_SOFTMAX: return !strcmp(msg, "softmax_param");
+	case NET_SOFTMAX_LOSS: return !strcmp(msg, "softmax_param") || !strcmp(msg, "loss_param");
+	case NET_ACCURACY: return !strcmp(msg, "accuracy_param");
+	default: return 0;
+	}
+}
+
+static int parse_type_param(struct pc *c, const struct ptx_field *f, struct net_layer *l)
+{
+	const struct ptx_msg *m = f->msg;
+	const char *n = f->name;
+	int rc;
+	const char *saved = c->where;
+	c->where = n;
+	if (!strcmp(n, "data_param"))
+		rc = parse_data(c, m, &l->data);
+	else if (!strcmp(n, "transform_param"))
+		rc = parse_transform(c, m, &l->data);
+	else if (!strcmp(n, "input_param"))
+		rc = parse_input(c, m, &l->input);
+	else if (!strcmp(n, "convolution_param"))
+		rc = parse_conv(c, m, &l->conv);
+	else if (!strcmp(n, "pooling_param"))
+		rc = parse_pool(c, m, &l->pool);
+	else if (!strcmp(n, "inner_product_param"))
+		rc = parse_ip(c, m, &l->ip);
+	else if (!strcmp(n, "power_param"))
+		rc = parse_power(c, m, &l->power);
+	else if (!strcmp(n, "dropout_param"))
+		rc = parse_dropout(c, m, &l->dropout);
+	else if (!strcmp(n, "lrn_param"))
+		rc = parse_lrn(c, m, &l->lrn);
+	else if (!strcmp(n, "batch_norm_param"))
+		rc = parse_bn(c, m, &l->bn);
+	else if (!strcmp(n, "scale_param"))
+		rc = parse_scale(c, m, &l->scale);
+	else if (!strcmp(n, "eltwise_param"))
+		rc = parse_eltwise(c, m, &l->eltwise);
+	else if (!strcmp(n, "concat_param"))
+		rc = parse_concat(c, m);
+	else if (!strcmp(n, "loss_param"))
+		rc = parse_loss(c, m, &l->loss);
+	else if (!strcmp(n, "accuracy_param"))
+		rc = parse_accuracy(c, m, &l->accuracy);
+	else /* relu, sigmoid, tanh, softmax */
+		rc = parse_simple(c, m, l);
+	c->where = saved;
+	return rc;
+}
+
+/* "a" or "an" before a type name, for messages. */
+static const char *article(const char *word)
+{
+	return strchr("AEIOU", word[0]) ? "an" : "a";
+}
+
+static int is_elementwise(enum net_layer_type t)
+{
+	return t == NET_RELU || t == NET_SIGMOID || t == NET_TANH || t == NET_POWER || t == NET_DROPOUT ||
+	       t == NET_BATCH_NORM || t == NET_SCALE;
+}
+
+/* How many bottoms and tops a type takes: [lo, hi]. */
+static void io_counts(enum net_layer_type t, int *blo, int *bhi, int *tlo, int *thi)
+{
+	*blo = *bhi = *tlo = *thi = 1;
+	switch (t) {
+	case NET_DATA: *blo = *bhi = 0; *thi = 2; break;
+	case NET_INPUT: *blo = *bhi = 0; *thi = 1 << 16; break;
+	case NET_ELTWISE: *blo = 2; *bhi = 1 << 16; break;
+	case NET_CONCAT: *bhi = 1 << 16; break;
+	case NET_SOFTMAX_LOSS:
+	case NET_ACCURACY: *blo = *bhi = 2; break;
+	default: break;
+	}
+}
+
+static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, struct net_layer *l)
+{
+	const struct ptx_msg *m = lf->msg;
+	const struct ptx_field *type = NULL;
+	int rc;
+	l->name = "";
+	l->line = lf->line;
+	l->col = lf->col;
+	c->where = "";
+	c->prefix[0] = 0;
+	/* the name and type first: every later message names the layer */
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "name")) {
+			if ((rc = once(c, m, i)) || (rc = get_string(c, f, &l->name)))
+				return rc;
+		}
+	}
+	char label[100];
+	net_layer_label(l, index, label, sizeof label);
+	snprintf(c->prefix, sizeof c->prefix, "layer %s: ", label);
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "type")) {
+			if ((rc = once(c, m, i)))
+				return rc;
+			type = f;
+		}
+	}
+	if (!type)
+		return perr(c, lf->line, lf->col, "no type given (type: \"Convolution\", ...)");
+	if (type->kind == PTX_IDENT)
+		return perr(c, type->vline, type->vcol,
+			    "type %s is Caffe's old (V1) spelling; write the type as a string, e.g. type: \"Convolution\"",
+			    type->text);
+	const char *tn;
+	if ((rc = get_string(c, type, &tn)))
+		return rc;
+	int t = -1;
+	for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++)
+		if (!strcmp(tn, type_names[k]))
+			t = k;
+	if (t < 0) {
+		char s[64], all[400] = "";
+		sanitize(s, sizeof s, tn, 40);
+		for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++) {
+			size_t n = strlen(all);
+			snprintf(all + n, sizeof all - n, "%s%s", k ? ", " : "", type_names[k]);
+		}
+		return perr(c, type->vline, type->vcol, "unknown type \"%s\" (deepdesk knows %s)", s, all);
+	}
+	l->type = (enum net_layer_type)t;
+	layer_defaults(l);
+
+	/* the repeated fields, counted and then filled */
+	if ((rc = strings_of(c, m, "bottom", &l->bottom, &l->nbottom)) ||
+	    (rc = strings_of(c, m, "top", &l->top, &l->ntop)))
+		return rc;
+	int ninc = count_of(m, "include"), nexc = count_of(m, "exclude"), nparam = count_of(m, "param");
+	int nlw = count_of(m, "loss_weight");
+	struct net_rule *inc = ninc ? ptx_alloc(c->doc, (size_t)ninc * sizeof *inc) : NULL;
+	struct net_rule *exc = nexc ? ptx_alloc(c->doc, (size_t)nexc * sizeof *exc) : NULL;
+	struct net_param_spec *ps = nparam ? ptx_alloc(c->doc, (size_t)nparam * sizeof *ps) : NULL;
+	float *lw = nlw ? ptx_alloc(c->doc, (size_t)nlw * sizeof *lw) : NULL;
+	if ((ninc && !inc) || (nexc && !exc) || (nparam && !ps) || (nlw && !lw))
+		return nomem(c);
+	l->include = inc;
+	l->exclude = exc;
+	l->param = ps;
+	l->loss_weight = lw;
+
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		const char *n = f->name;
+		rc = DD_OK;
+		if (!strcmp(n, "name") || !strcmp(n, "type") || !strcmp(n, "bottom") || !strcmp(n, "top")) {
+			continue;
+		} else if (!strcmp(n, "include") || !strcmp(n, "exclude")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			WITH_WHERE(c, n, parse_rule(c, f->msg, n[0] == 'i' ? &inc[l->ninclude++] : &exc[l->nexclude++]));
+		} else if (!strcmp(n, "param")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			WITH_WHERE(c, "param", parse_param_spec(c, f->msg, &ps[l->nparam++]));
+		} else if (!strcmp(n, "loss_weight")) {
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &lw[l->nloss_weight++]);
+		} else if (!strcmp(n, "layers") || !strcmp(n, "phase")) {
+			return unknown_field(c, f);
+		} else {
+			int known = 0;
+			for (int k = 0; param_msgs[k]; k++)
+				known |= !strcmp(n, param_msgs[k]);
+			if (!known)
+				return unknown_field(c, f);
+			if (!applies(l->type, n))
+				return perr(c, f->line, f->col, "%s does not apply to %s %s layer", n, article(tn), tn);
+			if ((rc = once(c, m, i)) || (rc = want_msg(c, f)))
+				return rc;
+			rc = parse_type_param(c, f, l);
+		}
+		if (rc)
+			return rc;
+	}
+	/* the two types whose params have no usable defaults (their checks live in
+	 * parse_conv and parse_pool, which run only when the message is there) */
+	if (l->type == NET_CONVOLUTION && !count_of(m, "convolution_param"))
+		return perr(c, lf->line, lf->col, "convolution_param { num_output: ... kernel_size: ... } is required");
+	if (l->type == NET_POOLING && !count_of(m, "pooling_param"))
+		return perr(c, lf->line, lf->col,
+			    "pooling_param { kernel_size: ... } (or global_pooling: true) is required");
+
+	/* what Caffe checks of every layer */
+	int blo, bhi, tlo, thi;
+	io_counts(l->type, &blo, &bhi, &tlo, &thi);
+	if (l->nbottom < blo || l->nbottom > bhi) {
+		if (blo == bhi)
+			return perr(c, lf->line, lf->col, "%s %s layer takes %d bottom%s, not %d", article(tn), tn, blo,
+				    blo == 1 ? "" : "s", l->nbottom);
+		return perr(c, lf->line, lf->col, "%s %s layer takes at least %d bottoms, not %d", article(tn), tn, blo,
+			    l->nbottom);
+	}
+	if (l->ntop < tlo || l->ntop > thi) {
+		if (tlo == thi)
+			return perr(c, lf->line, lf->col, "%s %s layer makes %d top, not %d", article(tn), tn, tlo, l->ntop);
+		if (thi > 16)
+			return perr(c, lf->line, lf->col, "%s %s layer makes at least %d top", article(tn), tn, tlo);
+		return perr(c, lf->line, lf->col, "%s %s layer makes %d to %d tops, not %d", article(tn), tn, tlo, thi, l->ntop);
+	}
+	for (int i = 0; i < l->nbottom; i++)
+		if (!l->bottom[i][0])
+			return perr(c, lf->line, lf->col, "bottom %d has an empty name", i + 1);
+	for (int i = 0; i < l->ntop; i++)
+		if (!l->top[i][0])
+			return perr(c, lf->line, lf->col, "top %d has an empty name", i + 1);
+	if (l->ninclude && l->nexclude)
+		return perr(c, lf->line, lf->col, "give include rules or exclude rules, not both (as Caffe requires)");
+	if (l->nloss_weight && l->nloss_weight != l->ntop)
+		return perr(c, lf->line, lf->col, "%d loss_weight values for %d tops: give one per top or none",
+			    l->nloss_weight, l->ntop);
+	if (l->type != NET_SOFTMAX_LOSS)
+		for (int i = 0; i < l->nloss_weight; i++)
+			if (l->loss_weight[i] != 0)
+				return perr(c, lf->line, lf->col, "loss_weight applies only to SoftmaxWithLoss layers");
+	if (l->type == NET_ELTWISE && l->eltwise.ncoeff && l->eltwise.ncoeff != l->nbottom)
+		return perr(c, lf->line, lf->col, "eltwise_param has %d coeff values for %d bottoms", l->eltwise.ncoeff,
+			    l->nbottom);
+	if (l->type == NET_INPUT && l->input.nshape != 1 && l->input.nshape != l->ntop)
+		return perr(c, lf->line, lf->col, "input_param needs one shape, or one per top (%d)", l->ntop);
+	for (int i = 0; i < l->ntop; i++) {
+		int b = i < l->nbottom && !strcmp(l->top[i], l->bottom[i]);
+		if (b && !is_elementwise(l->type)) {
+			char s[80];
+			sanitize(s, sizeof s, l->top[i], 60);
+			return perr(c, lf->line, lf->col,
+				    "%s %s layer cannot work in place (top '%s' is also its bottom)", article(tn), tn, s);
+		}
+	}
+	return DD_OK;
+}
+
+static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
+{
+	int rc, nl = count_of(root, "layer"), k = 0;
+	if (nl > NET_MAX_LAYERS)
+		return dd_err_set(c->err, DD_ETOOBIG, "%d layers: the limit is %d", nl, NET_MAX_LAYERS);
+	struct net_layer *layers = nl ? ptx_alloc(c->doc, (size_t)nl * sizeof *layers) : NULL;
+	if (nl && !layers)
+		return nomem(c);
+	net->name = "";
+	net->layer = layers;
+	int ndims = count_of(root, "input_dim"), nshape = count_of(root, "input_shape");
+	const struct ptx_field *first_input = NULL, *first_dim = NULL;
+	for (int i = root->nfield - 1; i >= 0; i--) {
+		if (!strcmp(root->field[i].name, "input"))
+			first_input = &root->field[i];
+		if (!strcmp(root->field[i].name, "input_dim") || !strcmp(root->field[i].name, "input_shape"))
+			first_dim = &root->field[i];
+	}
+	if (ndims && nshape)
+		return perr(c, first_dim->line, first_dim->col, "give input_shape or input_dim, not both");
+	struct net_shape *shapes = NULL;
+	if (ndims || nshape) {
+		int n = ndims ? (ndims + 3) / 4 : nshape;
+		if (!(shapes = ptx_alloc(c->doc, (size_t)n * sizeof *shapes)))
+			return nomem(c);
+	}
+	int nd = 0;
+	for (int i = 0; i < root->nfield; i++) {
+		const struct ptx_field *f = &root->field[i];
+		c->prefix[0] = 0;
+		c->where = "";
+		if (!strcmp(f->name, "layer")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			if ((rc = parse_layer(c, f, k, &layers[k])))
+				return rc;
+			k++;
+		} else if (!strcmp(f->name, "name")) {
+			if ((rc = once(c, root, i)) || (rc = get_string(c, f, &net->name)))
+				return rc;
+		} else if (!strcmp(f->name, "input")) {
+			continue; /* below */
+		} else if (!strcmp(f->name, "input_shape")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			WITH_WHERE(c, "input_shape", parse_shape(c, f->msg, &shapes[net->ninput_shape++]));
+		} else if (!strcmp(f->name, "input_dim")) {
+			int v;
+			if ((rc = get_int(c, f, 1, 1 << 24, &v)))
+				return rc;
+			struct net_shape *s = &shapes[nd / 4];
+			s->dim[s->ndim++] = v;
+			if (nd++ % 4 == 0)
+				net->ninput_shape++;
+		} else if (!strcmp(f->name, "force_backward") || !strcmp(f->name, "debug_info")) {
+			int v;
+			if ((rc = get_bool(c, f, &v)))
+				return rc;
+		} else if (!strcmp(f->name, "layers")) {
+			return perr(c, f->line, f->col,
+				    "'layers' is Caffe's old (V1) format: write 'layer' blocks with string types "
+				    "(Caffe's upgrade_net_proto_text converts a file)");
+		} else {
+			char n[80];
+			sanitize(n, sizeof n, f->name, 60);
+			return perr(c, f->line, f->col,
+				    "unknown field '%s' at the top level (expected name, layer, input, input_shape or input_dim)",
+				    n);
+		}
+	}
+	net->nlayer = k;
+	c->prefix[0] = 0;
+	if ((rc = strings_of(c, root, "input", &net->input, &net->ninput)))
+		return rc;
+	net->input_shape = shapes;
+	if (ndims % 4)
+		return perr(c, first_dim->line, first_dim->col,
+			    "input_dim needs four values (N, C, H, W) per input, got %d", ndims);
+	if (net->ninput_shape != net->ninput) {
+		const struct ptx_field *f = first_input ? first_input : first_dim;
+		return perr(c, f->line, f->col, "%d input shape%s for %d input%s: give each input its shape",
+			    net->ninput_shape, net->ninput_shape == 1 ? "" : "s", net->ninput, net->ninput == 1 ? "" : "s");
+	}
+	return DD_OK;
+}
+
+int net_parse(const char *text, size_t len, struct net **out, struct dd_err *err)
+{
+	struct ptx_doc *doc = NULL;
+	struct net *net = NULL;
+	*out = NULL;
+	int rc = ptx_parse(text, len, &doc, err);
+	if (rc)
+		return rc;
+	struct pc c = { .err = err, .doc = doc, .where = "" };
+	net = ptx_alloc(doc, sizeof *net);
+	if (!net) {
+		rc = nomem(&c);
+		goto fail;
+	}
+	net->doc_ = doc;
+	if ((rc = parse_net(&c, ptx_root(doc), net)))
+		goto fail;
+	*out = net;
+	return DD_OK;
+fail:
+	ptx_free(doc); /* net lives in it */
+	return rc;
+}
+
+void net_free(struct net *net)
+{
+	if (net)
+		ptx_free(net->doc_);
+}
+
+int net_declared_input(const struct net *def, struct net_input *in)
+{
+	const struct net_shape *s = NULL;
+	for (int i = 0; i < def->nlayer && !s; i++)
+		if (def->layer[i].type == NET_INPUT && def->layer[i].input.nshape)
+			s = &def->layer[i].input.shape[0];
+	if (!s && def->ninput_shape)
+		s = &def->input_shape[0];
+	if (!s || s->ndim < 2)
+		return DD_ENOENT;
+	/* (N, C, H, W), (N, C, H) or (N, C) */
+	in->n = (int)s->dim[0];
+	in->c = (int)s->dim[1];
+	in->h = s->ndim > 2 ? (int)s->dim[2] : 1;
+	in->w = s->ndim > 3 ? (int)s->dim[3] : 1;
+	return DD_OK;
+}
+
+/* ---- instantiation ----------------------------------------------------------------- */
+
+#define MAX_COUNT INT32_MAX /* elements in one blob: the kernels index with int */
+
+struct ic {
+	const struct net *def;
+	struct net_graph *g;
+	struct dd_err *err;
+	int *hash; /* blob name -> blob index; -1 empty */
+	unsigned hmask;
+	int *lhash; /* layer name -> node index */
+};
+
+static unsigned hash_str(const char *s)
+{
+	unsigned h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+static int blob_find(const struct ic *x, const char *name)
+{
+	for (unsigned i = hash_str(name) & x->hmask;; i = (i + 1) & x->hmask) {
+		int b = x->hash[i];
+		if (b < 0 || !strcmp(x->g->blob[b].name, name))
+			return b;
+	}
+}
+
+static void blob_insert(struct ic *x, int b)
+{
+	unsigned i = hash_str(x->g->blob[b].name) & x->hmask;
+	while (x->hash[i] >= 0)
+		i = (i + 1) & x->hmask;
+	x->hash[i] = b;
+}
+
+/* The node with this name, or -1 (inserting node k when it is new). */
+static int layer_name_seen(struct ic *x, int k)
+{
+	const char *name = x->g->node[k].l.name;
+	for (unsigned i = hash_str(name) & x->hmask;; i = (i + 1) & x->hmask) {
+		int n = x->lhash[i];
+		if (n < 0) {
+			x->lhash[i] = k;
+			return -1;
+		}
+		if (!strcmp(x->g->node[n].l.name, name))
+			return n;
+	}
+}
+
+static int rule_meets(const struct net_rule *r, int phase, const char *stage)
+{
+	if (r->phase >= 0 && r->phase != phase)
+		return 0;
+	if (r->min_level > 0 || r->max_level < 0) /* deepdesk's state is level 0 */
+		return 0;
+	for (int i = 0; i < r->nstage; i++)
+		if (strcmp(r->stage[i], stage) != 0)
+			return 0;
+	for (int i = 0; i < r->nnot_stage; i++)
+		if (!strcmp(r->not_stage[i], stage))
+			return 0;
+	return 1;
+}
+
+/* Caffe's Net::FilterNet for one layer. */
+static int layer_in_state(const struct net_layer *l, int phase, const char *stage)
+{
+	int in = l->ninclude == 0;
+	for (int j = 0; in && j < l->nexclude; j++)
+		if (rule_meets(&l->exclude[j], phase, stage))
+			in = 0;
+	for (int j = 0; !in && j < l->ninclude; j++)
+		if (rule_meets(&l->include[j], phase, stage))
+			in = 1;
+	return in;
+}
+
+static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
+{
+	char msg[380], label[100];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	net_layer_label(&nd->l, nd->index, label, sizeof label);
+	if (nd->l.line > 0)
+		return dd_err_set(x->err, DD_EINVAL, "%d:%d: layer %s: %s", nd->l.line, nd->l.col, label, msg);
+	return dd_err_set(x->err, DD_EINVAL, "layer %s (added by deepdesk): %s", label, msg);
+}
+
+static void shape_str(const struct net_shape *s, char *buf, size_t n)
+{
+	if (s->ndim == 0) {
+		snprintf(buf, n, "scalar");
+		return;
+	}
+	size_t k = 0;
+	buf[0] = 0;
+	for (int i = 0; i < s->ndim && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "x" : "", (long long)s->dim[i]);
+}
+
+static int64_t shape_count(const struct net_shape *s)
+{
+	int64_t c = 1;
+	for (int i = 0; i < s->ndim; i++)
+		if (__builtin_mul_overflow(c, s->dim[i], &c) || c > MAX_COUNT)
+			return -1;
+	return c;
+}
+
+static const char *bname(const struct ic *x, int b, char *buf, size_t n)
+{
+	sanitize(buf, n, x->g->blob[b].name, 60);
+	return buf;
+}
+
+/* Give top i of node k its shape. */
+static int set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int64_t *dim)
+{
+	struct net_blob *b = &x->g->blob[nd->top[i]];
+	b->shape.ndim = ndim;
+	for (int d = 0; d < ndim; d++)
+		b->shape.dim[d] = dim[d];
+	b->count = shape_count(&b->shape);
+	if (b->count < 0) {
+		char s[80], sh[80];
+		shape_str(&b->shape, sh, sizeof sh);
+		return lerr(x, nd, "top '%s' would be %s: more than %d values in one blob", bname(x, nd->top[i], s, sizeof s),
+			    sh, MAX_COUNT);
+	}
+	return DD_OK;
+}
+
+static int add_param(struct ic *x, struct net_node *nd, const char *role, int ndim, const int64_t *dim,
+		     int stat)
+{
+	struct net_param_blob *p = &nd->param[nd->nparam];
+	p->role = role;
+	p->shape.ndim = ndim;
+	for (int d = 0; d < ndim; d++)
+		p->shape.dim[d] = dim[d];
+	p->count = shape_count(&p->shape);
+	if (p->count < 0) {
+		char sh[80];
+		shape_str(&p->shape, sh, sizeof sh);
+		return lerr(x, nd, "its %s would be %s: more than %d values", role, sh, MAX_COUNT);
+	}
+	p->lr_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].lr_mult : 1;
+	p->decay_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].decay_mult : 1;
+	p->learned = !stat && p->lr_mult != 0;
+	nd->nparams += p->count;
+	nd->nparam++;
+	return DD_OK;
+}
+
+static int need_axes(struct ic *x, struct net_node *nd, const struct net_shape *s, int lo, int hi,
+		     const char *what)
+{
+	if (s->ndim >= lo && s->ndim <= hi)
+		return DD_OK;
+	char sh[80], bn[80];
+	shape_str(s, sh, sizeof sh);
+	return lerr(x, nd, "needs %s; bottom '%s' is %s", what, bname(x, nd->bottom[0], bn, sizeof bn), sh);
+}
+
+/* Output shapes and parameter blobs of node nd from its bottoms' shapes. */
+static int infer(struct ic *x, struct net_node *nd)
+{
+	struct net_layer *l = &nd->l;
+	const struct net_shape *s = l->nbottom ? &x->g->blob[nd->bottom[0]].shape : NULL;
+	int64_t o[NET_MAX_DIMS];
+	char a[80], b[80], sa[80], sb[80];
+	int rc;
+	switch (l->type) {
+	case NET_DATA:
+	case NET_INPUT: {
+		if (l->type == NET_INPUT) /* only the one deepdesk adds for deploy */
+			return set_top(x, nd, 0, l->input.shape[0].ndim, l->input.shape[0].dim);
+		int64_t d[4] = { l->data.batch_size, x->g->in.c, x->g->in.h, x->g->in.w };
+		if (x->g->in.crop)
+			d[2] = d[3] = x->g->in.crop;
+		if ((rc = set_top(x, nd, 0, 4, d)))
+			return rc;
+		return l->ntop > 1 ? set_top(x, nd, 1, 1, d) : DD_OK;
+	}
+	case NET_CONVOLUTION: {
+		struct net_conv_param *p = &l->conv;
+		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
+			return rc;
+		if (s->dim[1] % p->group)
+			return lerr(x, nd, "its %lld input channels do not divide into %d groups",
+				    (long long)s->dim[1], p->group);
+		int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
+		int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
+		if (ekh > hp || ekw > wp) {
+			char kern[64];
+			if (p->dh > 1 || p->dw > 1)
+				snprintf(kern, sizeof kern, "kernel %dx%d dilated by %d, %d (%lldx%lld)", p->kh, p->kw,
+					 p->dh, p->dw, (long long)ekh, (long long)ekw);
+			else
+				snprintf(kern, sizeof kern, "kernel %dx%d", p->kh, p->kw);
+			return lerr(x, nd, "%s is larger than its input %lldx%lld (padded by %d, %d)", kern,
+				    (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw);
+		}
+		o[0] = s->dim[0];
+		o[1] = p->num_output;
+		o[2] = (hp - ekh) / p->sh + 1;
+		o[3] = (wp - ekw) / p->sw + 1;
+		if ((rc = set_top(x, nd, 0, 4, o)))
+			return rc;
+		int64_t w[4] = { p->num_output, s->dim[1] / p->group, p->kh, p->kw };
+		if ((rc = add_param(x, nd, "weights", 4, w, 0)))
+			return rc;
+		return p->bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
+	}
+	case NET_POOLING: {
+		struct net_pool_param *p = &l->pool;
+		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
+			return rc;
+		if (p->global) {
+			p->kh = (int)s->dim[2];
+			p->kw = (int)s->dim[3];
+		}
+		int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
+		if (p->kh > hp || p->kw > wp)
+			return lerr(x, nd, "kernel %dx%d is larger than its input %lldx%lld (padded by %d, %d)", p->kh,
+				    p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw);
+		/* Caffe rounds up, then drops a last window that would start in the padding */
+		int64_t ho = (hp - p->kh + p->sh - 1) / p->sh + 1, wo = (wp - p->kw + p->sw - 1) / p->sw + 1;
+		if (p->ph || p->pw) {
+			if ((ho - 1) * p->sh >= s->dim[2] + p->ph)
+				ho--;
+			if ((wo - 1) * p->sw >= s->dim[3] + p->pw)
+				wo--;
+		}
+		o[0] = s->dim[0];
+		o[1] = s->dim[1];
+		o[2] = ho;
+		o[3] = wo;
+		return set_top(x, nd, 0, 4, o);
+	}
+	case NET_INNER_PRODUCT: {
+		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a batch axis and at least one more")))
+			return rc;
+		if (l->ip.num_output == 0) {
+			if (x->g->in.classes <= 0)
+				return lerr(x, nd, "num_output is not set, which DIGITS fills with the dataset's class "
+						   "count, and no class count was given");
+			l->ip.num_output = x->g->in.classes;
+		}
+		int64_t k = x->g->blob[nd->bottom[0]].count / s->dim[0];
+		o[0] = s->dim[0];
+		o[1] = l->ip.num_output;
+		if ((rc = set_top(x, nd, 0, 2, o)))
+			return rc;
+		int64_t w[2] = { l->ip.num_output, k };
+		if ((rc = add_param(x, nd, "weights", 2, w, 0)))
+			return rc;
+		return l->ip.bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
+	}
+	case NET_LRN:
+		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
+			return rc;
+		return set_top(x, nd, 0, s->ndim, s->dim);
+	case NET_RELU:
+	case NET_SIGMOID:
+	case NET_TANH:
+	case NET_POWER:
+	case NET_DROPOUT:
+		return set_top(x, nd, 0, s->ndim, s->dim);
+	case NET_BATCH_NORM: {
+		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a channel axis")))
+			return rc;
+		int64_t c = s->dim[1], one = 1;
+		if (l->bn.use_global_stats < 0) /* Caffe's default: batch statistics in training only */
+			l->bn.use_global_stats = x->g->stage != NET_STAGE_TRAIN;
+		if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "mean", 1, &c, 1)) ||
+		    (rc = add_param(x, nd, "variance", 1, &c, 1)))
+			return rc;
+		return add_param(x, nd, "factor", 1, &one, 1);
+	}
+	case NET_SCALE: {
+		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a channel axis")))
+			return rc;
+		int64_t c = s->dim[1];
+		if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "scale", 1, &c, 0)))
+			return rc;
+		return l->scale.bias_term ? add_param(x, nd, "bias", 1, &c, 0) : DD_OK;
+	}
+	case NET_ELTWISE:
+		for (int i = 1; i < l->nbottom; i++) {
+			const struct net_shape *t = &x->g->blob[nd->bottom[i]].shape;
+			int same = t->ndim == s->ndim;
+			for (int d = 0; same && d < s->ndim; d++)
+				same = t->dim[d] == s->dim[d];
+			if (!same) {
+				shape_str(s, sa, sizeof sa);
+				shape_str(t, sb, sizeof sb);
+				return lerr(x, nd, "bottom '%s' is %s but bottom '%s' is %s: Eltwise needs equal shapes",
+					    bname(x, nd->bottom[0], a, sizeof a), sa, bname(x, nd->bottom[i], b, sizeof b),
+					    sb);
+			}
+		}
+		return set_top(x, nd, 0, s->ndim, s->dim);
+	case NET_CONCAT: {
+		if ((rc = need_axes(x, nd, s, 2, 4, "inputs with a channel axis")))
+			return rc;
+		int64_t c = 0;
+		for (int i = 0; i < l->nbottom; i++) {
+			const struct net_shape *t = &x->g->blob[nd->bottom[i]].shape;
+			int same = t->ndim == s->ndim;
+			for (int d = 0; same && d < s->ndim; d++)
+				same = d == 1 || t->dim[d] == s->dim[d];
+			if (!same) {
+				shape_str(s, sa, sizeof sa);
+				shape_str(t, sb, sizeof sb);
+				return lerr(x, nd,
+					    "bottom '%s' is %s but bottom '%s' is %s: Concat needs equal shapes but for the "
+					    "channels",
+					    bname(x, nd->bottom[0], a, sizeof a), sa, bname(x, nd->bottom[i], b, sizeof b),
+					    sb);
+			}
+			c += t->dim[1];
+		}
+		memcpy(o, s->dim, sizeof o);
+		o[1] = c;
+		return set_top(x, nd, 0, s->ndim, o);
+	}
+	case NET_FLATTEN:
+		if ((rc = need_axes(x, nd, s, 1, 4, "an input with a batch axis")))
+			return rc;
+		o[0] = s->dim[0];
+		o[1] = x->g->blob[nd->bottom[0]].count / s->dim[0];
+		return set_top(x, nd, 0, 2, o);
+	case NET_SOFTMAX:
+		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a class axis")))
+			return rc;
+		return set_top(x, nd, 0, s->ndim, s->dim);
+	case NET_SOFTMAX_LOSS:
+	case NET_ACCURACY: {
+		if ((rc = need_axes(x, nd, s, 2, 4, "scores with a class axis (N, classes, ...)")))
+			return rc;
+		const struct net_blob *lb = &x->g->blob[nd->bottom[1]];
+		int64_t inner = x->g->blob[nd->bottom[0]].count / (s->dim[0] * s->dim[1]);
+		if (lb->count != s->dim[0] * inner) {
+			shape_str(s, sa, sizeof sa);
+			shape_str(&lb->shape, sb, sizeof sb);
+			return lerr(x, nd, "bottom '%s' holds %lld labels (%s) but the scores '%s' (%s) need %lld, "
+					   "one per image%s",
+				    bname(x, nd->bottom[1], b, sizeof b), (long long)lb->count, sb,
+				    bname(x, nd->bottom[0], a, sizeof a), sa, (long long)(s->dim[0] * inner),
+				    inner > 1 ? " and position" : "");
+		}
+		if (l->type == NET_ACCURACY && l->accuracy.top_k > s->dim[1])
+			return lerr(x, nd, "top_k %d is more than the %lld classes of '%s'", l->accuracy.top_k,
+				    (long long)s->dim[1], bname(x, nd->bottom[0], a, sizeof a));
+		return set_top(x, nd, 0, 0, o);
+	}
+	default:
+		return dd_err_set(x->err, DD_EINTERNAL, "layer type %d has no shape rule", (int)l->type);
+	}
+}
+
+/* Which of nodes k+1.. makes `name`, or -1. */
+static int later_producer(const struct net_graph *g, int k, const char *name)
+{
+	for (int j = k + 1; j < g->nnode; j++)
+		for (int t = 0; t < g->node[j].l.ntop; t++)
+			if (!strcmp(g->node[j].l.top[t], name))
+				return j;
+	return -1;
+}
+
+/* Does node j (after k) depend on node k's tops, through the nodes between? */
+static int depends_on(const struct net_graph *g, int k, int j)
+{
+	/* names reached so far: node k's tops, then the tops of every node that reads one */
+	int cap = 64, n = 0, found = 0;
+	const char **reach = malloc((size_t)cap * sizeof *reach);
+	if (!reach)
+		return 0;
+	for (int t = 0; t < g->node[k].l.ntop && n < cap; t++)
+		reach[n++] = g->node[k].l.top[t];
+	for (int i = k + 1; i <= j && !found; i++) {
+		const struct net_layer *l = &g->node[i].l;
+		int hit = 0;
+		for (int b = 0; b < l->nbottom && !hit; b++)
+			for (int r = 0; r < n && !hit; r++)
+				hit = !strcmp(l->bottom[b], reach[r]);
+		if (!hit)
+			continue;
+		if (i == j) {
+			found = 1;
+			break;
+		}
+		for (int t = 0; t < l->ntop; t++) {
+			if (n == cap) {
+				const char **bigger = realloc(reach, (size_t)cap * 2 * sizeof *reach);
+				if (!bigger)
+					goto done;
+				reach = bigger;
+				cap *= 2;
+			}
+			reach[n++] = l->top[t];
+		}
+	}
+done:
+	free(reach);
+	return found;
+}
+
+/* The error for a bottom nobody made before node k: say why, as precisely as we can. */
+static int missing_bottom(struct ic *x, int k, const char *name)
+{
+	struct net_graph *g = x->g;
+	struct net_node *nd = &g->node[k];
+	char s[80], other[100];
+	sanitize(s, sizeof s, name, 60);
+	int j = later_producer(g, k, name);
+	if (j >= 0) {
+		net_layer_label(&g->node[j].l, g->node[j].index, other, sizeof other);
+		if (depends_on(g, k, j))
+			return lerr(x, nd,
+				    "bottom '%s' is made by layer %s (line %d), which itself depends on this layer: "
+				    "the layers form a cycle",
+				    s, other, g->node[j].l.line);
+		return lerr(x, nd,
+			    "bottom '%s' is made by layer %s (line %d), which comes later: layers run in the order "
+			    "written, so move it above",
+			    s, other, g->node[j].l.line);
+	}
+	for (int i = 0; i < x->def->nlayer; i++) {
+		const struct net_layer *l = &x->def->layer[i];
+		for (int t = 0; t < l->ntop; t++) {
+			if (strcmp(l->top[t], name) != 0)
+				continue;
+			net_layer_label(l, i, other, sizeof other);
+			if (l->type == NET_INPUT)
+				return lerr(x, nd,
+					    "bottom '%s' comes from Input layer %s, which deepdesk replaces (as DIGITS "
+					    "does) by the dataset's images in \"data\" (and labels in \"label\")",
+					    s, other);
+			if (g->stage == NET_STAGE_DEPLOY && l->type == NET_DATA)
+				return lerr(x, nd,
+					    "bottom '%s' comes from data layer %s, which the deploy stage does not have "
+					    "(it reads images only)%s",
+					    s, other,
+					    l->ntop > 1 && !strcmp(name, l->top[1])
+						    ? ": exclude this layer from deploy with exclude { stage: \"deploy\" }"
+						    : "");
+			return lerr(x, nd, "bottom '%s' is made by layer %s (line %d), which is not in the %s stage", s,
+				    other, l->line, net_stage_name(g->stage));
+		}
+	}
+	return lerr(x, nd, "bottom '%s' is not made by any layer", s);
+}
+
+static int check_input(const struct net_input *in, struct dd_err *err)
+{
+	if (in->c <= 0 || in->h <= 0 || in->w <= 0)
+		return dd_err_set(err, DD_EINVAL,
+				  "no input shape: give the dataset's image shape (channels x height x width)");
+	if (in->c > 4096 || in->h > 65536 || in->w > 65536)
+		return dd_err_set(err, DD_EINVAL, "input %dx%dx%d is too large (at most 4096 channels, 65536x65536)",
+				  in->c, in->h, in->w);
+	if (in->n < 0 || in->n > (1 << 20))
+		return dd_err_set(err, DD_EINVAL, "batch size %d is out of range (1 to %d)", in->n, 1 << 20);
+	if (in->classes < 0 || in->classes > (1 << 24))
+		return dd_err_set(err, DD_EINVAL, "class count %d is out of range", in->classes);
+	if (in->crop < 0 || (in->crop && (in->crop > in->h || in->crop > in->w)))
+		return dd_err_set(err, DD_EINVAL, "crop size %d does not fit the %dx%d images", in->crop, in->h,
+				  in->w);
+	return DD_OK;
+}
+
+struct added {
+	struct net_layer l;
+	const char *top[2];
+	struct net_shape shape;
+};
+
+int net_instantiate(const struct net *def, enum net_stage stage, const struct net_input *in,
+		    struct net_graph **out, struct dd_err *err)
+{
+	struct ic x = { .def = def, .err = err };
+	struct net_graph *g = NULL;
+	int *pick = NULL, rc;
+	*out = NULL;
+	if ((rc = check_input(in, err)))
+		return rc;
+	if ((unsigned)stage > NET_STAGE_DEPLOY)
+		return dd_err_set(err, DD_EINVAL, "unknown stage %d", (int)stage);
+	int phase = stage == NET_STAGE_TRAIN ? NET_PHASE_TRAIN : NET_PHASE_TEST;
+	const char *sname = net_stage_name(stage);
+
+	g = calloc(1, sizeof *g);
+	pick = malloc((size_t)(def->nlayer + 1) * sizeof *pick);
+	struct added *add = calloc(1, sizeof *add);
+	if (!g || !pick || !add) {
+		free(add);
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	g->added_ = add;
+	g->stage = stage;
+	g->name = def->name;
+	g->in = *in;
+	x.g = g;
+
+	/* 1. the layers of this stage, less what DIGITS removes */
+	int npick = 0, data = -1;
+	for (int i = 0; i < def->nlayer; i++) {
+		const struct net_layer *l = &def->layer[i];
+		if (!layer_in_state(l, phase, sname) || l->type == NET_INPUT)
+			continue;
+		if (l->type == NET_ACCURACY && in->classes > 0 && l->accuracy.top_k > in->classes)
+			continue;
+		if (l->type == NET_DATA) {
+			if (stage == NET_STAGE_DEPLOY)
+				continue;
+			if (data >= 0) {
+				char a[100], b[100];
+				net_layer_label(&def->layer[data], data, a, sizeof a);
+				net_layer_label(l, i, b, sizeof b);
+				rc = dd_err_set(err, DD_EINVAL,
+						"%d:%d: layer %s: a second data layer in the %s stage (the first is %s): "
+						"give each its stage with include { stage: \"train\" } or { stage: \"val\" }",
+						l->line, l->col, b, sname, a);
+				goto fail;
+			}
+			data = i;
+		}
+		pick[npick++] = i;
+	}
+
+	/* 2. the data: the stage's Data layer, or the one DIGITS adds */
+	const char *data_top = NULL;
+	int crop_def = 0;
+	for (int i = 0; i < def->nlayer; i++)
+		if (def->layer[i].type == NET_DATA) {
+			if (!data_top)
+				data_top = def->layer[i].top[0];
+			if (!crop_def && def->layer[i].data.crop_size)
+				crop_def = def->layer[i].data.crop_size;
+		}
+	int adding = data < 0;
+	g->nnode = npick + adding;
+	g->node = calloc((size_t)g->nnode, sizeof *g->node);
+	if (!g->node) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	int k = 0;
+	if (adding) {
+		struct net_layer *l = &add->l;
+		l->name = "data";
+		l->top = add->top;
+		if (stage == NET_STAGE_DEPLOY) {
+			l->type = NET_INPUT;
+			add->top[0] = data_top ? data_top : "data";
+			l->ntop = 1;
+			l->input.shape = &add->shape;
+			l->input.nshape = 1;
+		} else {
+			l->type = NET_DATA;
+			add->top[0] = "data";
+			add->top[1] = "label";
+			l->ntop = 2;
+			layer_defaults(l);
+		}
+		g->node[k].l = *l;
+		g->node[k].index = -1;
+		k++;
+	}
+	for (int i = 0; i < npick; i++, k++) {
+		g->node[k].l = def->layer[pick[i]];
+		g->node[k].index = pick[i];
+	}
+
+	/* the batch and the crop, as DIGITS settles them */
+	struct net_node *d0 = &g->node[0];
+	if (data >= 0)
+		for (k = 0; k < g->nnode; k++)
+			if (g->node[k].index == data)
+				d0 = &g->node[k];
+	int crop = in->crop;
+	if (!crop) {
+		int c0 = stage == NET_STAGE_DEPLOY ? crop_def : d0->l.data.crop_size;
+		int m = in->h < in->w ? in->h : in->w;
+		crop = c0 > m ? m : c0; /* the prototxt's crop is clamped to the image */
+	}
+	g->in.crop = crop;
+	if (stage == NET_STAGE_DEPLOY) {
+		g->in.n = in->n ? in->n : 1;
+		add->shape.ndim = 4;
+		add->shape.dim[0] = g->in.n;
+		add->shape.dim[1] = in->c;
+		add->shape.dim[2] = crop ? crop : in->h;
+		add->shape.dim[3] = crop ? crop : in->w;
+	} else {
+		g->in.n = in->n ? in->n : d0->l.data.batch_size ? d0->l.data.batch_size : 16;
+		d0->l.data.batch_size = g->in.n;
+		d0->l.data.crop_size = crop;
+	}
+
+	/* 3. walk the layers: look up bottoms, create tops, infer shapes */
+	int nio = 0, ntops = 0;
+	for (k = 0; k < g->nnode; k++) {
+		nio += g->node[k].l.nbottom + g->node[k].l.ntop;
+		ntops += g->node[k].l.ntop;
+	}
+	unsigned cap = 16;
+	while (cap < 2u * (unsigned)(ntops > g->nnode ? ntops : g->nnode) + 2u)
+		cap *= 2;
+	x.hmask = cap - 1;
+	g->io_ = malloc((size_t)(nio ? nio : 1) * sizeof *g->io_);
+	g->blob = calloc((size_t)(ntops ? ntops : 1), sizeof *g->blob);
+	x.hash = malloc(cap * sizeof *x.hash);
+	x.lhash = malloc(cap * sizeof *x.lhash);
+	if (!g->io_ || !g->blob || !x.hash || !x.lhash) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	memset(x.hash, 0xff, cap * sizeof *x.hash);
+	memset(x.lhash, 0xff, cap * sizeof *x.lhash);
+	int *io = g->io_;
+	int has_softmax = 0, has_loss = 0;
+	for (k = 0; k < g->nnode; k++) {
+		struct net_node *nd = &g->node[k];
+		struct net_layer *l = &nd->l;
+		if (l->name[0]) {
+			int other = layer_name_seen(&x, k);
+			if (other >= 0) {
+				if (g->node[other].index < 0)
+					rc = lerr(&x, nd, "the name is already used by the data layer deepdesk adds for "
+							  "this stage; rename it");
+				else
+					rc = lerr(&x, nd, "the name is already used by the layer at line %d",
+						  g->node[other].l.line);
+				goto fail;
+			}
+		}
+		int *bot = io, *top = io + l->nbottom;
+		io += l->nbottom + l->ntop;
+		nd->bottom = bot;
+		nd->top = top;
+		for (int i = 0; i < l->nbottom; i++) {
+			bot[i] = blob_find(&x, l->bottom[i]);
+			if (bot[i] < 0) {
+				rc = missing_bottom(&x, k, l->bottom[i]);
+				goto fail;
+			}
+		}
+		for (int i = 0; i < l->ntop; i++) {
+			if (i < l->nbottom && !strcmp(l->top[i], l->bottom[i])) {
+				top[i] = bot[i]; /* in place (parse_layer allowed it for this type) */
+				nd->in_place = 1;
+				continue;
+			}
+			int b = blob_find(&x, l->top[i]);
+			if (b < 0) {
+				for (int j = 0; j < i; j++)
+					if (!strcmp(l->top[j], l->top[i]))
+						b = top[j];
+			}
+			if (b >= 0) {
+				char s[80], other[100];
+				const struct net_node *p = &g->node[g->blob[b].producer];
+				net_layer_label(&p->l, p->index, other, sizeof other);
+				rc = lerr(&x, nd,
+					  "top '%s' is already made by layer %s: each blob is made once (only an "
+					  "element-wise layer may rewrite its bottom, in place)",
+					  bname(&x, b, s, sizeof s), other);
+				goto fail;
+			}
+			b = g->nblob++;
+			g->blob[b].name = l->top[i];
+			g->blob[b].producer = k;
+			top[i] = b;
+			blob_insert(&x, b);
+		}
+		if ((rc = infer(&x, nd)))
+			goto fail;
+		if (l->nparam > nd->nparam) {
+			rc = lerr(&x, nd, "%d param { } blocks for %d parameter blob%s", l->nparam, nd->nparam,
+				  nd->nparam == 1 ? "" : "s");
+			goto fail;
+		}
+		nd->loss_weight = l->nloss_weight ? l->loss_weight[0] : l->type == NET_SOFTMAX_LOSS ? 1 : 0;
+		has_softmax |= l->type == NET_SOFTMAX;
+		has_loss |= l->type == NET_SOFTMAX_LOSS;
+		g->params += nd->nparams;
+		for (int p = 0; p < nd->nparam; p++)
+			if (nd->param[p].learned)
+				g->learned += nd->param[p].count;
+	}
+	for (int b = 0; b < g->nblob; b++)
+		g->activations += g->blob[b].count;
+	if (stage == NET_STAGE_DEPLOY && !has_softmax) {
+		rc = dd_err_set(err, DD_EINVAL,
+				"the deploy stage has no Softmax layer, which DIGITS requires to turn scores into "
+				"probabilities: add one with include { stage: \"deploy\" }");
+		goto fail;
+	}
+	if (stage == NET_STAGE_TRAIN && !has_loss) {
+		rc = dd_err_set(err, DD_EINVAL,
+				"the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn");
+		goto fail;
+	}
+	free(pick);
+	free(x.hash);
+	free(x.lhash);
+	*out = g;
+	return DD_OK;
+fail:
+	free(pick);
+	free(x.hash);
+	free(x.lhash);
+	net_graph_free(g);
+	return rc;
+}
+
+void net_graph_free(struct net_graph *g)
+{
+	if (!g)
+		return;
+	free(g->node);
+	free(g->blob);
+	free(g->io_);
+	free(g->added_);
+	free(g);
+}
+
+/* ---- reports ------------------------------------------------------------------------ */
+
+/* 1234567 -> "1,234,567" */
+static const char *thousands(int64_t v, char *buf, size_t n)
+{
+	char raw[32];
+	snprintf(raw, sizeof raw, "%lld", (long long)(v < 0 ? -v : v));
+	size_t len = strlen(raw), j = 0;
+	if (v < 0 && j + 1 < n)
+		buf[j++] = '-';
+	for (size_t i = 0; i < len && j + 2 < n; i++) {
+		if (i && (len - i) % 3 == 0)
+			buf[j++] = ',';
+		buf[j++] = raw[i];
+	}
+	buf[j] = 0;
+	return buf;
+}
+
+int net_graph_print(const struct net_graph *g, FILE *f)
+{
+	int wn = 5, wt = 4, wb = 3, ws = 5;
+	char sh[80], num[32], s[80];
+	for (int k = 0; k < g->nnode; k++) {
+		const struct net_node *nd = &g->node[k];
+		char label[100];
+		net_layer_label(&nd->l, nd->index, label, sizeof label);
+		int n = (int)strlen(nd->l.name[0] ? nd->l.name : label);
+		wn = n > wn ? n : wn;
+		n = (int)strlen(net_layer_type_name(nd->l.type));
+		wt = n > wt ? n : wt;
+		for (int t = 0; t < nd->l.ntop; t++) {
+			n = (int)strlen(g->blob[nd->top[t]].name);
+			wb = n > wb ? n : wb;
+			shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
+			n = (int)strlen(sh);
+			ws = n > ws ? n : ws;
+		}
+	}
+	wn = wn > 60 ? 60 : wn;
+	wb = wb > 60 ? 60 : wb;
+	char in[64];
+	if (g->in.crop)
+		snprintf(in, sizeof in, "%dx%dx%d cropped to %dx%d", g->in.c, g->in.h, g->in.w, g->in.crop, g->in.crop);
+	else
+		snprintf(in, sizeof in, "%dx%dx%d", g->in.c, g->in.h, g->in.w);
+	sanitize(s, sizeof s, g->name && g->name[0] ? g->name : "(unnamed)", 60);
+	fprintf(f, "%s, %s stage: batch %d, input %s", s, net_stage_name(g->stage), g->in.n, in);
+	if (g->in.classes)
+		fprintf(f, ", %d classes", g->in.classes);
+	fprintf(f, "\n\n%-*s  %-*s  %-*s  %-*s  %12s\n", wn, "layer", wt, "type", wb, "top", ws, "shape", "params");
+	for (int k = 0; k < g->nnode; k++) {
+		const struct net_node *nd = &g->node[k];
+		char label[100];
+		net_layer_label(&nd->l, nd->index, label, sizeof label);
+		sanitize(s, sizeof s, nd->l.name[0] ? nd->l.name : label, 60);
+		for (int t = 0; t < nd->l.ntop || t == 0; t++) {
+			char b[80] = "";
+			sh[0] = 0;
+			if (t < nd->l.ntop) {
+				sanitize(b, sizeof b, g->blob[nd->top[t]].name, 60);
+				shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
+			}
+			if (t == 0)
+				fprintf(f, "%-*s  %-*s  %-*s  %-*s  %12s\n", wn, s, wt, net_layer_type_name(nd->l.type), wb,
+					b, ws, sh, thousands(nd->nparams, num, sizeof num));
+			else
+				fprintf(f, "%-*s  %-*s  %-*s  %s\n", wn, "", wt, "", wb, b, sh);
+		}
+	}
+	char p[32], lr[32], act[32], mem[32];
+	double bytes = (double)g->activations * 4.0;
+	if (bytes < 1024.0 * 1024.0)
+		snprintf(mem, sizeof mem, "%.1f KiB", bytes / 1024.0);
+	else if (bytes < 1024.0 * 1024.0 * 1024.0)
+		snprintf(mem, sizeof mem, "%.1f MiB", bytes / (1024.0 * 1024.0));
+	else
+		snprintf(mem, sizeof mem, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+	fprintf(f, "\n%d layers, %s parameters (%s learned), %s activation values per batch (%s as float)\n",
+		g->nnode, thousands(g->params, p, sizeof p), thousands(g->learned, lr, sizeof lr),
+		thousands(g->activations, act, sizeof act), mem);
+	return ferror(f) ? dd_err_set(NULL, DD_EIO, "write") : DD_OK;
+}
+
+static cJSON *shape_json(const struct net_shape *s)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; a && i < s->ndim; i++) {
+		cJSON *n = cJSON_CreateNumber((double)s->dim[i]);
+		if (!n || !cJSON_AddItemToArray(a, n)) {
+			cJSON_Delete(n);
+			cJSON_Delete(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* Add item to obj (array if name is NULL); on failure delete item and return 0. */
+static int put(cJSON *obj, const char *name, cJSON *item)
+{
+	if (!item)
+		return 0;
+	if (name ? cJSON_AddItemToObject(obj, name, item) : cJSON_AddItemToArray(obj, item))
+		return 1;
+	cJSON_Delete(item);
+	return 0;
+}
+
+static int node_json(const struct net_graph *g, const struct net_node *nd, cJSON *o)
+{
+	cJSON *bots, *tops, *params;
+	if (!put(o, "name", cJSON_CreateString(nd->l.name)) ||
+	    !put(o, "type", cJSON_CreateString(net_layer_type_name(nd->l.type))) ||
+	    !put(o, "line", cJSON_CreateNumber(nd->l.line)) || !put(o, "col", cJSON_CreateNumber(nd->l.col)) ||
+	    !put(o, "in_place", cJSON_CreateBool(nd->in_place)) ||
+	    !put(o, "bottoms", bots = cJSON_CreateArray()) || !put(o, "tops", tops = cJSON_CreateArray()) ||
+	    !put(o, "params", params = cJSON_CreateArray()))
+		return 0;
+	for (int i = 0; i < nd->l.nbottom; i++)
+		if (!put(bots, NULL, cJSON_CreateString(g->blob[nd->bottom[i]].name)))
+			return 0;
+	for (int i = 0; i < nd->l.ntop; i++) {
+		cJSON *t = cJSON_CreateObject();
+		if (!put(tops, NULL, t) || !put(t, "name", cJSON_CreateString(g->blob[nd->top[i]].name)) ||
+		    !put(t, "shape", shape_json(&g->blob[nd->top[i]].shape)))
+			return 0;
+	}
+	for (int i = 0; i < nd->nparam; i++) {
+		cJSON *p = cJSON_CreateObject();
+		if (!put(params, NULL, p) || !put(p, "role", cJSON_CreateString(nd->param[i].role)) ||
+		    !put(p, "shape", shape_json(&nd->param[i].shape)) ||
+		    !put(p, "count", cJSON_CreateNumber((double)nd->param[i].count)) ||
+		    !put(p, "learned", cJSON_CreateBool(nd->param[i].learned)))
+			return 0;
+	}
+	return put(o, "param_count", cJSON_CreateNumber((double)nd->nparams));
+}
+
+cJSON *net_graph_json(const struct net_graph *g)
+{
+	cJSON *root = cJSON_CreateObject(), *in, *layers;
+	if (!root)
+		return NULL;
+	int ok = put(root, "name", cJSON_CreateString(g->name ? g->name : "")) &&
+		 put(root, "stage", cJSON_CreateString(net_stage_name(g->stage))) &&
+		 put(root, "input", in = cJSON_CreateObject()) && put(root, "layers", layers = cJSON_CreateArray());
+	ok = ok && put(in, "n", cJSON_CreateNumber(g->in.n)) && put(in, "c", cJSON_CreateNumber(g->in.c)) &&
+	     put(in, "h", cJSON_CreateNumber(g->in.h)) && put(in, "w", cJSON_CreateNumber(g->in.w)) &&
+	     put(in, "crop", cJSON_CreateNumber(g->in.crop)) && put(in, "classes", cJSON_CreateNumber(g->in.classes));
+	for (int k = 0; ok && k < g->nnode; k++) {
+		cJSON *o = cJSON_CreateObject();
+		ok = put(layers, NULL, o) && node_json(g, &g->node[k], o);
+	}
+	ok = ok && put(root, "params", cJSON_CreateNumber((double)g->params)) &&
+	     put(root, "learned", cJSON_CreateNumber((double)g->learned)) &&
+	     put(root, "activations", cJSON_CreateNumber((double)g->activations));
+	if (!ok) {
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+/* ---- the standard networks ---------------------------------------------------------- */
+
+/* Generated at build time from networks/standard/NAME.prototxt by tools/embed. */
+extern const char net_std_lenet[], net_std_alexnet[], net_std_googlenet[], net_std_resnet_small[];
+
+const struct net_standard net_standards[] = {
+	{ "lenet", "LeNet", "DIGITS' LeNet for 28x28 grayscale images (MNIST-like)", 1, 28, 28, 10, net_std_lenet },
+	{ "alexnet", "AlexNet", "DIGITS' AlexNet for 256x256 colour images, cropped to 227", 3, 256, 256, 1000,
+	  net_std_alexnet },
+	{ "googlenet", "GoogLeNet", "DIGITS' GoogLeNet (Inception v1) for 256x256 colour images, cropped to 224", 3,
+	  256, 256, 1000, net_std_googlenet },
+	{ "resnet_small", "ResNet-20", "a small ResNet for 32x32 colour images (CIFAR-like); fast on a CPU", 3, 32, 32,
+	  10, net_std_resnet_small },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, NULL },
+};
+
+const struct net_standard *net_standard_find(const char *name)
+{
+	for (int i = 0; name && net_standards[i].name; i++)
+		if (!strcmp(net_standards[i].name, name))
+			return &net_standards[i];
+	return NULL;
+}
+
+const char *net_standard_text(const char *name)
+{
+	const struct net_standard *s = net_standard_find(name);
+	return s ? s->text : NULL;
+}
