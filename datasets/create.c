@@ -4,7 +4,7 @@
  * writer.  `threads` workers take list positions from an atomic counter, do the
  * expensive part (read, decode, resize, encode) and leave the result in a ring
  * slot for that position; the writer takes slots strictly in order.  A worker
- * never runs more than RING positions ahead of the writer, so memory stays
+ * never runs more than `ring` positions ahead of the writer, so memory stays
  * bounded whatever the dataset size, and the output order (hence the LMDB keys)
  * depends only on the inputs and the seed, never on thread timing. */
 #define _GNU_SOURCE
@@ -292,7 +292,10 @@ static const char *shown(const struct build *b, const char *path)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Sorted names in dir (no "." "..", no hidden files); caller frees each and the array. */
+/* Sorted names in dir (no "." "..", no hidden files); caller frees each and the
+ * array.  Each name carries readdir's d_type in the byte after its NUL (read it
+ * with name_type), so the walk needs no lstat per file on file systems that fill
+ * d_type in. */
 static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 {
 	*names = NULL;
@@ -314,12 +317,22 @@ static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 			}
 			*names = g;
 		}
-		(*names)[(*n)++] = strdup(e->d_name);
+		size_t len = strlen(e->d_name);
+		char *name = malloc(len + 2);
+		if (!name) {
+			closedir(d);
+			return dd_err_set(err, DD_ENOMEM, "out of memory listing %s", dir);
+		}
+		memcpy(name, e->d_name, len + 1);
+		name[len + 1] = (char)e->d_type;
+		(*names)[(*n)++] = name;
 	}
 	closedir(d);
 	qsort(*names, (size_t)*n, sizeof **names, cmp_str);
 	return DD_OK;
 }
+
+static unsigned char name_type(const char *name) { return (unsigned char)name[strlen(name) + 1]; }
 
 static void free_names(char **names, int n)
 {
@@ -339,9 +352,15 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 	for (int i = 0; i < n && (!max || out->n < max); i++) {
 		char path[PATH_MAX];
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-		struct stat st;
-		if (lstat(path, &st) != 0)
-			continue;
+		struct stat st = { 0 };
+		switch (name_type(names[i])) {
+		case DT_REG: st.st_mode = S_IFREG; break;
+		case DT_DIR: st.st_mode = S_IFDIR; break;
+		case DT_LNK: st.st_mode = S_IFLNK; break;
+		default:
+			if (lstat(path, &st) != 0)
+				continue;
+		}
 		if (S_ISLNK(st.st_mode)) {
 			skip(b, shown(b, path), "a symbolic link: not followed");
 		} else if (S_ISDIR(st.st_mode)) {
@@ -551,7 +570,10 @@ static int gather_lists(struct build *b, struct dd_err *err)
 
 /* ---- process: the thread pool ---- */
 
-#define RING 256
+/* The ring holds at most RING_MAX results, and fewer for big images: about
+ * RING_BYTES of records in flight whatever the image size. */
+#define RING_MAX 256
+#define RING_BYTES (24u << 20)
 
 struct slot {
 	int ready;
@@ -566,13 +588,15 @@ struct pool {
 	enum ds_split split;
 	const struct vec *items;
 	struct lmdbw *w;
-	struct slot ring[RING];
+	struct slot ring[RING_MAX];
+	int64_t nring; /* slots in use: RING_MAX or fewer for big records */
 	atomic_llong next;
 	int64_t written_pos; /* positions the writer has consumed */
 	pthread_mutex_t lock;
 	pthread_cond_t ready, freed;
 	atomic_int stop;
 	int writer_waiting, workers_waiting; /* under lock: who sleeps on which cond */
+	int64_t writer_wants;                /* the position the writer sleeps on */
 	uint64_t **sums; /* per worker, H*W*C (train only) */
 	int nthreads;
 };
@@ -601,6 +625,23 @@ static int to_chw_bgr(const struct image *img, uint8_t **out, size_t *len)
 	return DD_OK;
 }
 
+/* A PNG that already is what its record would be (8-bit gray or RGB without
+ * palette or alpha, at the target size) is stored as it came: decoding it proves
+ * it sound and gives the pixels for the mean, while compressing the same pixels
+ * again would cost more than everything else together. */
+static int png_as_is(const char *data, size_t len, const struct ds_options *o)
+{
+	const uint8_t *b = (const uint8_t *)data;
+	if (o->encoding != DS_ENC_PNG || len < 33 || image_sniff(data, len) != IMAGE_PNG ||
+	    memcmp(b + 12, "IHDR", 4) != 0)
+		return 0;
+	uint32_t w = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+	uint32_t h = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+	int depth = b[24], ctype = b[25];
+	return w == (uint32_t)o->width && h == (uint32_t)o->height && depth == 8 &&
+	       ((o->channels == 1 && ctype == 0) || (o->channels == 3 && ctype == 2));
+}
+
 /* Read, decode, resize and encode item `pos`; fills slot (value or reason). */
 static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl)
 {
@@ -619,21 +660,29 @@ static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl
 		rc = dd_err_set(&err, DD_EINVAL, "%s: empty file", name);
 	if (rc == DD_OK)
 		rc = image_decode(data, len, name, o->max_pixels, &img, &err);
-	free(data);
 	if (rc == DD_OK)
 		rc = image_set_channels(&img, o->channels, &err);
-	if (rc == DD_OK) {
+	if (rc == DD_OK && img.w == o->width && img.h == o->height) {
+		out = img; /* already the right size: no copy */
+		img = (struct image){ 0 };
+	} else if (rc == DD_OK) {
 		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * 0x9E3779B97F4A7C15ull);
 		rc = image_resize(&img, o->width, o->height, o->resize, seed, &out, &err);
 	}
 	if (rc == DD_OK) {
-		if (o->encoding == DS_ENC_NONE)
+		if (png_as_is(data, len, o)) {
+			payload = (uint8_t *)data;
+			plen = len;
+			data = NULL;
+		} else if (o->encoding == DS_ENC_NONE) {
 			rc = to_chw_bgr(&out, &payload, &plen) ? dd_err_set(&err, DD_ENOMEM, "out of memory") : DD_OK;
-		else if (o->encoding == DS_ENC_PNG)
+		} else if (o->encoding == DS_ENC_PNG) {
 			rc = image_encode_png(&out, 6, &payload, &plen, &err);
-		else
+		} else {
 			rc = image_encode_jpeg(&out, 90, &payload, &plen, &err);
+		}
 	}
+	free(data);
 	if (rc == DD_OK) {
 		struct datum d = { .channels = o->channels, .height = o->height, .width = o->width,
 				   .label = it->label, .encoded = o->encoding != DS_ENC_NONE,
@@ -661,10 +710,11 @@ static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl
 	}
 }
 
-/* Positions are claimed CLAIM at a time, and each side wakes the other only when
- * it is known to be waiting: with thousands of tiny images a second, a futex
- * call per image would cost more than the images. */
-#define CLAIM 8
+/* Positions are claimed CLAIM at a time and handed over a claim at a time: the
+ * worker marks its CLAIM results ready together and wakes the writer only if it
+ * sleeps on one of them.  With tens of thousands of tiny images a second, a
+ * futex call per image would cost more than the images. */
+#define CLAIM 16
 
 static void *worker_main_fn(void *varg)
 {
@@ -675,24 +725,23 @@ static void *worker_main_fn(void *varg)
 		if (base >= p->items->n || atomic_load(&p->stop))
 			break;
 		int64_t end = base + CLAIM < p->items->n ? base + CLAIM : p->items->n;
-		for (int64_t pos = base; pos < end; pos++) {
-			pthread_mutex_lock(&p->lock);
-			while (pos >= p->written_pos + RING && !atomic_load(&p->stop)) {
-				p->workers_waiting++;
-				pthread_cond_wait(&p->freed, &p->lock);
-				p->workers_waiting--;
-			}
-			pthread_mutex_unlock(&p->lock);
-			if (atomic_load(&p->stop))
-				return NULL;
-			struct slot *sl = &p->ring[pos % RING];
-			process_one(p, a->id, pos, sl);
-			pthread_mutex_lock(&p->lock);
-			sl->ready = 1;
-			if (p->writer_waiting)
-				pthread_cond_signal(&p->ready);
-			pthread_mutex_unlock(&p->lock);
+		pthread_mutex_lock(&p->lock);
+		while (end > p->written_pos + p->nring && !atomic_load(&p->stop)) {
+			p->workers_waiting++;
+			pthread_cond_wait(&p->freed, &p->lock);
+			p->workers_waiting--;
 		}
+		pthread_mutex_unlock(&p->lock);
+		if (atomic_load(&p->stop))
+			break;
+		for (int64_t pos = base; pos < end; pos++)
+			process_one(p, a->id, pos, &p->ring[pos % p->nring]);
+		pthread_mutex_lock(&p->lock);
+		for (int64_t pos = base; pos < end; pos++)
+			p->ring[pos % p->nring].ready = 1;
+		if (p->writer_waiting && p->writer_wants >= base && p->writer_wants < end)
+			pthread_cond_signal(&p->ready);
+		pthread_mutex_unlock(&p->lock);
 	}
 	return NULL;
 }
@@ -726,6 +775,13 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 	if (nthreads < 1)
 		nthreads = 1;
 	p->nthreads = nthreads;
+	int64_t per_record = (int64_t)o->width * o->height * o->channels + 1024;
+	p->nring = RING_BYTES / per_record;
+	if (p->nring > RING_MAX)
+		p->nring = RING_MAX;
+	if (p->nring < 2 * CLAIM * nthreads)
+		p->nring = 2 * CLAIM * nthreads <= RING_MAX ? 2 * CLAIM * nthreads : RING_MAX;
+	p->nring -= p->nring % CLAIM; /* whole claims, so room frees at claim boundaries */
 	size_t npx = (size_t)o->width * o->height * o->channels;
 	int rc = DD_OK;
 	pthread_t *th = calloc((size_t)nthreads, sizeof *th);
@@ -761,10 +817,11 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 		goto out_free;
 	}
 	for (int64_t pos = 0; pos < p->items->n; pos++) {
-		struct slot *sl = &p->ring[pos % RING];
+		struct slot *sl = &p->ring[pos % p->nring];
 		pthread_mutex_lock(&p->lock);
 		while (!sl->ready) {
 			p->writer_waiting = 1;
+			p->writer_wants = pos;
 			pthread_cond_wait(&p->ready, &p->lock);
 			p->writer_waiting = 0;
 		}
@@ -781,7 +838,7 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 		pthread_mutex_lock(&p->lock);
 		sl->ready = 0;
 		p->written_pos = pos + 1;
-		if (p->workers_waiting)
+		if (p->workers_waiting && (pos + 1) % CLAIM == 0)
 			pthread_cond_broadcast(&p->freed);
 		pthread_mutex_unlock(&p->lock);
 		b->done++;
@@ -797,7 +854,7 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 	pthread_mutex_unlock(&p->lock);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	for (int i = 0; i < RING; i++) {
+	for (int i = 0; i < RING_MAX; i++) {
 		free(p->ring[i].value);
 		p->ring[i].value = NULL;
 	}
