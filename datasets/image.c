@@ -1379,6 +1379,10 @@ static int png_write_guarded(png_structp png, png_infop info, const struct image
 		 * Fashion-MNIST) in a quarter of the time.  Levels 7..9 keep the
 		 * full matcher for whoever wants the last percent. */
 		png_set_compression_strategy(png, Z_RLE);
+		/* libpng's per-row choice among all five filters costs more than the
+		 * compression; UP alone halves the encode of a 256x256 photo for files
+		 * about 6% larger (measured in bench/dataset). */
+		png_set_filter(png, 0, PNG_FILTER_UP);
 	}
 	/* zlib's default memLevel 8 allocates and clears 128 KB of tables, more
 	 * than the whole job at 28x28 (and enough for glibc to hand the heap back

@@ -3,7 +3,7 @@
  * Writer.  Records are appended under keys "%08d_%d" (index, label), which sort in
  * index order up to 99,999,999 records, so every put uses MDB_APPEND (no B-tree
  * search, pages filled completely).  Puts are gathered into a pending batch that is
- * committed as one transaction when it holds `batch` records or 64 MiB, whichever
+ * committed as one transaction when it holds `batch` records or 8 MiB, whichever
  * comes first (the byte cap bounds memory and keeps a transaction well under
  * LMDB's dirty-page limit).  The pending records stay in memory until their commit
  * succeeds: when LMDB reports MDB_MAP_FULL, the transaction is aborted, the map is
@@ -52,7 +52,7 @@
 
 #define DEFAULT_BATCH 1000
 #define DEFAULT_MAP ((size_t)64 << 20)
-#define PENDING_BYTES_MAX ((size_t)64 << 20)
+#define PENDING_BYTES_MAX ((size_t)8 << 20)
 #define MAP_MAX ((size_t)1 << 40)  /* 1 TiB: past this a "full map" is a full disk */
 #define MAX_RECORDS 100000000      /* "%08d" keeps key order = index order below this */
 #define MAX_LABELS (1 << 24)       /* bounds the per-label table a foreign DB can make us allocate */

@@ -30,7 +30,7 @@ struct lmdbr; /* a reader */
 
 /* Create DIR (must not hold an environment yet: DD_EEXIST) for writing.  batch:
  * puts per transaction (0: 1000); a batch is also committed early when its values
- * reach 64 MiB.  The map starts at 64 MiB and doubles whenever it fills.  Undo
+ * reach 8 MiB (bounding the writer's memory).  The map starts at 64 MiB and doubles whenever it fills.  Undo
  * with lmdbw_close (commits) or lmdbw_abort. */
 int lmdbw_open(const char *dir, int batch, struct lmdbw **out, struct dd_err *err);
 /* The same with the map's starting size in bytes (0: 64 MiB): a caller that knows
