@@ -188,7 +188,18 @@ static int check_source(struct req *r, cJSON *src)
 		if (!id || !upload_find(id, path, sizeof path))
 			return http_error(r->c, 400, "invalid", "source.upload: no upload has this id (uploads are used once)");
 		cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
+		cJSON_DeleteItemFromObjectCaseSensitive(src, "limits");
 		cJSON_AddStringToObject(src, "file", path);
+		/* the server's caps on unpacking go with the job (users cannot set them) */
+		long long files, bytes;
+		server_archive_limits(&files, &bytes);
+		if (files > 0 || bytes > 0) {
+			cJSON *lim = cJSON_AddObjectToObject(src, "limits");
+			if (files > 0)
+				cJSON_AddNumberToObject(lim, "max_files", (double)files);
+			if (bytes > 0)
+				cJSON_AddNumberToObject(lim, "max_bytes", (double)bytes);
+		}
 		return 0;
 	}
 	if (strcmp(type, "folder") == 0) {

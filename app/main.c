@@ -47,6 +47,9 @@ static const char serve_usage[] =
 	"  --threads N          HTTP threads (default 128); WebSockets may hold all but an\n"
 	"                       eighth of them (112 of 128)\n"
 	"  --max-upload MIB     largest archive upload accepted, in MiB (default 16384)\n"
+	"  --archive-max-files N  most files an uploaded archive may unpack to (1000000)\n"
+	"  --archive-max-mib N  most MiB an uploaded archive may unpack to (32768); archives\n"
+	"                       unpacking to over 200 times their size are refused as bombs\n"
 	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
 	"  --log-level LEVEL    error, warn, info (default) or debug\n"
 	"  -h, --help           this text\n";
@@ -78,7 +81,8 @@ static int parse_int(const char *opt, const char *s, int min, int max, int *out)
 
 static int cmd_serve(int argc, char **argv)
 {
-	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD };
+	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
+	       O_AFILES, O_AMIB };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -89,6 +93,8 @@ static int cmd_serve(int argc, char **argv)
 		{ "ui-dir", required_argument, NULL, O_UI },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "max-upload", required_argument, NULL, O_UPLOAD },
+		{ "archive-max-files", required_argument, NULL, O_AFILES },
+		{ "archive-max-mib", required_argument, NULL, O_AMIB },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -124,6 +130,20 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;
+		case O_AFILES: {
+			int n;
+			if (parse_int("--archive-max-files", optarg, 1, 1 << 30, &n))
+				return 2;
+			o.archive_max_files = n;
+			break;
+		}
+		case O_AMIB: {
+			int n;
+			if (parse_int("--archive-max-mib", optarg, 1, 1 << 30, &n))
+				return 2;
+			o.archive_max_bytes = (long long)n << 20;
+			break;
+		}
 		case O_UPLOAD: {
 			int mib;
 			if (parse_int("--max-upload", optarg, 1, 1 << 30, &mib))

@@ -67,6 +67,12 @@ int server_path_allowed(const char *path, char *resolved)
 
 long long server_max_upload(void) { return S.opts.max_upload > 0 ? S.opts.max_upload : 16ll << 30; }
 
+void server_archive_limits(long long *max_files, long long *max_bytes)
+{
+	*max_files = S.opts.archive_max_files;
+	*max_bytes = S.opts.archive_max_bytes;
+}
+
 /* ---- routes ---- */
 
 typedef int (*handler_fn)(struct req *r);

@@ -18,6 +18,7 @@ struct server_opts {
 	int abort_grace_ms; /* 10000 */
 	int threads;        /* CivetWeb worker threads */
 	long long max_upload; /* bytes; 0: 16 GiB */
+	long long archive_max_files, archive_max_bytes; /* 0: archive.h's defaults */
 };
 
 /* Run the server until SIGTERM/SIGINT; returns the process exit code. */
@@ -32,6 +33,8 @@ const char *server_data_dir(void);
 int server_path_allowed(const char *path, char *resolved);
 /* Largest upload accepted, in bytes. */
 long long server_max_upload(void);
+/* The caps on unpacking an upload (--archive-max-files, --archive-max-mib). */
+void server_archive_limits(long long *max_files, long long *max_bytes);
 
 /* One route of the API, for `deepdesk routes` and the OpenAPI coverage test. */
 struct route_info {

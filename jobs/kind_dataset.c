@@ -133,7 +133,16 @@ static int run(struct worker *w, struct dd_err *err)
 		const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
 		worker_log(w, "info", "unpacking %s", shown);
 		int64_t files = 0;
-		if ((rc = archive_unpack(file, shown, unpacked, NULL, &files, err)))
+		struct archive_limits lim;
+		archive_limits_default(&lim);
+		const cJSON *l = cJSON_GetObjectItemCaseSensitive(src, "limits");
+		const cJSON *mf = cJSON_GetObjectItemCaseSensitive(l, "max_files");
+		const cJSON *mb = cJSON_GetObjectItemCaseSensitive(l, "max_bytes");
+		if (cJSON_IsNumber(mf) && mf->valuedouble >= 1)
+			lim.max_entries = (int64_t)mf->valuedouble;
+		if (cJSON_IsNumber(mb) && mb->valuedouble >= 1)
+			lim.max_bytes = (int64_t)mb->valuedouble;
+		if ((rc = archive_unpack(file, shown, unpacked, &lim, &files, err)))
 			return rc;
 		worker_log(w, "info", "unpacked %lld files", (long long)files);
 		drop_after = 1;

@@ -208,3 +208,24 @@ with tarfile.open(sys.argv[1], 'w') as t:
     assert.match(job2.error, /one folder per class, e\.g\. cats\/1\.jpg/);
   });
 });
+
+describe('archive caps set by the server', () => {
+  let server, work;
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'deepdesk-caps-'));
+    makeFolder(work);
+    execFileSync('tar', ['cf', join(work, 'fruit.tar'), '-C', work, 'fruit']);
+    server = await startServer({ args: ['--archive-max-files', '10'] });
+  });
+  after(() => { killTrackedPids(); server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+
+  test('--archive-max-files refuses a bigger archive, naming the limit', async () => {
+    const up = await upload(server, 'fruit.tar', readFileSync(join(work, 'fruit.tar')));
+    const r = await server.api('POST', '/api/v1/datasets', { name: 'capped', source: { type: 'upload', upload: up.body.upload.id, limits: { max_files: 1e9 } } });
+    assert.equal(r.status, 202);
+    assert.equal(r.body.job.params.source.limits.max_files, 10); // the server's cap, not the user's
+    const job = await waitState(server, r.body.job.id, ['done', 'error'], 20000);
+    assert.equal(job.state, 'error');
+    assert.match(job.error, /more than 10 entries/);
+  });
+});
