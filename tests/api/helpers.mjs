@@ -54,42 +54,9 @@ export const SHIPPED_BIN = process.env.DEEPDESK_SHIPPED_BIN || join(ROOT, 'build
 export const OPENAPI_FILE = join(ROOT, 'app', 'openapi.json');
 export const loadOpenApi = () => JSON.parse(readFileSync(OPENAPI_FILE, 'utf8'));
 
-/** Start `bin serve` like tests/lib/server.mjs does, for a binary other than BIN
- *  (the helper reads DEEPDESK_BIN once, at import). */
-export async function startServerBin(bin, opts = {}) {
-  const dataDir = opts.dataDir || mkdtempSync(join(opts.tmp || TEST_TMP, 'deepdesk-test-'));
-  const portFile = join(dataDir, 'server.port');
-  rmSync(portFile, { force: true });
-  const proc = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--data', dataDir, '--log-level', 'warn',
-    ...(opts.args || [])], { stdio: ['ignore', 'inherit', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
-  const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-  for (let i = 0; i < 200 && !existsSync(portFile) && proc.exitCode === null; i++) await sleep(25);
-  if (!existsSync(portFile)) {
-    proc.kill('SIGKILL');
-    throw new Error(`${bin} serve did not start: ${stderr}`);
-  }
-  const url = `http://127.0.0.1:${Number(readFileSync(portFile, 'utf8').trim())}`;
-  return {
-    url, dataDir, proc, exited,
-    get stderr() { return stderr; },
-    async api(method, path, body) {
-      const init = { method, headers: {} };
-      if (body !== undefined) {
-        init.body = typeof body === 'string' ? body : JSON.stringify(body);
-        init.headers['content-type'] = 'application/json';
-      }
-      const res = await fetch(url + path, init);
-      const text = await res.text();
-      let json = null;
-      try { json = text ? JSON.parse(text) : null; } catch { json = text; }
-      return { status: res.status, body: json, headers: res.headers };
-    },
-    async stop() { if (proc.exitCode === null) proc.kill('SIGTERM'); return exited; },
-    async kill() { if (proc.exitCode === null) proc.kill('SIGKILL'); return exited; },
-    cleanup() { rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); },
-  };
+/** Start `bin serve` (a binary other than BIN, such as the shipped build). */
+export function startServerBin(bin, opts = {}) {
+  return startServer({ ...opts, bin });
 }
 
 /* ---- worker pids: kill whatever a test leaves behind ---- */

@@ -11,17 +11,16 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN } from '../lib/server.mjs';
 
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = process.env.DEEPDESK_SCREENSHOTS || '';
 
 const CLASSES = ['circles', 'squares', 'stripes'];
 const PER_CLASS = 12;
 
 let server, browser, page, work, archive, textFile, rootDir;
-const pageErrors = [];
+let pageErrors = [];
 
 /* ---------- test data ---------- */
 
@@ -96,19 +95,7 @@ before(async () => {
   mkdirSync(rootDir);
 
   server = await startServer({ args: ['--data-root', rootDir] }); // no --ui-dir: the embedded UI
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  const ctx = await browser.newContext({ viewport: { width: 1360, height: 900 } });
-  page = await ctx.newPage();
-  page.setDefaultTimeout(10000);
-  page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => {
-    // Chromium logs every non-2xx response as a console error; the 403 below is expected.
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`console: ${m.text()}`);
-  });
+  ({ browser, page, errors: pageErrors } = await openPage());
 });
 
 after(async () => {

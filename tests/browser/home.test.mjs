@@ -8,31 +8,18 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN } from '../lib/server.mjs';
 
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = process.env.DEEPDESK_SCREENSHOTS || '';
 
 let server, browser, page;
-const pageErrors = [];
+let pageErrors = [];
 
 before(async () => {
   assert.ok(existsSync(BIN), `${BIN} is missing: run make all first`);
   server = await startServer(); // no --ui-dir: this tests the UI built into the binary
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  const ctx = await browser.newContext({ viewport: { width: 1360, height: 900 } });
-  page = await ctx.newPage();
-  page.setDefaultTimeout(10000);
-  page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => {
-    // Chromium logs every non-2xx fetch as a console error; the 409 below is expected.
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`console: ${m.text()}`);
-  });
+  ({ browser, page, errors: pageErrors } = await openPage());
 });
 
 after(async () => {

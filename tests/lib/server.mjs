@@ -12,14 +12,15 @@ export const BIN = process.env.DEEPDESK_BIN || join(ROOT, 'build', 'deepdesk-tes
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Start a server.  opts: {dataDir, args: [...extra flags], keepData} */
+/** Start a server.  opts: {dataDir, args: [...extra flags], keepData, bin (default BIN)} */
 export async function startServer(opts = {}) {
   const dataDir = opts.dataDir || mkdtempSync(join(tmpdir(), 'deepdesk-test-'));
   const portFile = join(dataDir, 'server.port');
   rmSync(portFile, { force: true });
   const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir, '--log-level', 'warn',
     ...(opts.args || [])];
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'inherit', 'pipe'] });
+  const bin = opts.bin || BIN;
+  const proc = spawn(bin, args, { stdio: ['ignore', 'inherit', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; if (process.env.DEEPDESK_TEST_LOG) process.stderr.write(d); });
   const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
@@ -29,7 +30,7 @@ export async function startServer(opts = {}) {
   }
   if (!existsSync(portFile)) {
     proc.kill('SIGKILL');
-    throw new Error(`deepdesk serve did not start: ${stderr}`);
+    throw new Error(`${bin} serve did not start: ${stderr}`);
   }
   const port = Number(readFileSync(portFile, 'utf8').trim());
   const url = `http://127.0.0.1:${port}`;
