@@ -3,6 +3,19 @@
 #ifndef DD_CLI_H
 #define DD_CLI_H
 
+/* Read option `opt`'s value s as a whole number in [min, max] into *out; on a bad
+ * value print why on stderr and return -1. */
+int cli_number(const char *opt, const char *s, long long min, long long max, long long *out);
+
+static inline int cli_int(const char *opt, const char *s, int min, int max, int *out)
+{
+	long long v;
+	if (cli_number(opt, s, min, max, &v))
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
 extern const char cli_dataset_usage[];
 extern const char cli_example_usage[];
 int cli_dataset(int argc, char **argv);

@@ -94,18 +94,6 @@ static int parse_size(const char *s, int *w, int *h)
 	return 0;
 }
 
-static int num(const char *opt, const char *s, long min, long max, long *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || v < min || v > max) {
-		fprintf(stderr, "deepdesk dataset create: %s: expected a number from %ld to %ld\n", opt, min, max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 int cli_dataset(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "create") != 0) {
@@ -131,7 +119,7 @@ int cli_dataset(int argc, char **argv)
 	ds_options_default(&o);
 	const char *labels = NULL, *vlist = NULL, *tlist = NULL;
 	int json = 0, c;
-	long v;
+	long long v;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -142,7 +130,7 @@ int cli_dataset(int argc, char **argv)
 			}
 			break;
 		case O_CH:
-			if (num("--channels", optarg, 1, 3, &v) || v == 2)
+			if (cli_number("--channels", optarg, 1, 3, &v) || v == 2)
 				return fprintf(stderr, "deepdesk dataset create: --channels is 1 or 3\n"), 2;
 			o.channels = (int)v;
 			break;
@@ -154,12 +142,12 @@ int cli_dataset(int argc, char **argv)
 			if (ds_encoding_parse(optarg, &o.encoding))
 				return fprintf(stderr, "deepdesk dataset create: --encoding: png, jpg or none\n"), 2;
 			break;
-		case O_VAL: if (num("--val-pct", optarg, 0, 100, &v)) return 2; o.val_pct = (int)v; break;
-		case O_TEST: if (num("--test-pct", optarg, 0, 100, &v)) return 2; o.test_pct = (int)v; break;
-		case O_MIN: if (num("--min-per-class", optarg, 1, INT_MAX, &v)) return 2; o.min_per_class = (int)v; break;
-		case O_MAX: if (num("--max-per-class", optarg, 0, INT_MAX, &v)) return 2; o.max_per_class = (int)v; break;
-		case O_SEED: if (num("--seed", optarg, 0, LONG_MAX, &v)) return 2; o.seed = (uint64_t)v; break;
-		case O_THREADS: if (num("--threads", optarg, 0, 256, &v)) return 2; o.threads = (int)v; break;
+		case O_VAL: if (cli_number("--val-pct", optarg, 0, 100, &v)) return 2; o.val_pct = (int)v; break;
+		case O_TEST: if (cli_number("--test-pct", optarg, 0, 100, &v)) return 2; o.test_pct = (int)v; break;
+		case O_MIN: if (cli_number("--min-per-class", optarg, 1, INT_MAX, &v)) return 2; o.min_per_class = (int)v; break;
+		case O_MAX: if (cli_number("--max-per-class", optarg, 0, INT_MAX, &v)) return 2; o.max_per_class = (int)v; break;
+		case O_SEED: if (cli_number("--seed", optarg, 0, LONG_MAX, &v)) return 2; o.seed = (uint64_t)v; break;
+		case O_THREADS: if (cli_number("--threads", optarg, 0, 256, &v)) return 2; o.threads = (int)v; break;
 		case O_LABELS: labels = optarg; break;
 		case O_VLIST: vlist = optarg; break;
 		case O_TLIST: tlist = optarg; break;

@@ -38,18 +38,6 @@ const char cli_net_usage[] =
 	"  --json          print JSON on stdout instead, errors too\n"
 	"  -h, --help      this text\n";
 
-static int parse_num(const char *opt, const char *s, int min, int max, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || v < min || v > max) {
-		fprintf(stderr, "deepdesk: %s: expected an integer from %d to %d, got \"%s\"\n", opt, min, max, s);
-		return -1;
-	}
-	*out = (int)v;
-	return 0;
-}
-
 static int parse_chw(const char *s, struct net_input *in)
 {
 	int c, h, w, used = 0;
@@ -153,15 +141,15 @@ static int net_check(int argc, char **argv)
 			input_given = 1;
 			break;
 		case O_BATCH:
-			if (parse_num("--batch", optarg, 1, 1 << 20, &in.n))
+			if (cli_int("--batch", optarg, 1, 1 << 20, &in.n))
 				return 2;
 			break;
 		case O_CROP:
-			if (parse_num("--crop", optarg, 1, 65536, &in.crop))
+			if (cli_int("--crop", optarg, 1, 65536, &in.crop))
 				return 2;
 			break;
 		case O_CLASSES:
-			if (parse_num("--classes", optarg, 1, 1 << 24, &in.classes))
+			if (cli_int("--classes", optarg, 1, 1 << 24, &in.classes))
 				return 2;
 			classes_given = 1;
 			break;

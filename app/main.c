@@ -66,19 +66,6 @@ static const char routes_usage[] =
 	"\n"
 	"Print every REST API route the server registers, one `METHOD PATH` a line.\n";
 
-static int parse_int(const char *opt, const char *s, int min, int max, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || v < min || v > max) {
-		fprintf(stderr, "deepdesk: %s: expected an integer from %d to %d, got \"%s\"\n", opt, min,
-			max, s);
-		return -1;
-	}
-	*out = (int)v;
-	return 0;
-}
-
 static int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
@@ -118,35 +105,35 @@ static int cmd_serve(int argc, char **argv)
 			o.data_roots[o.nroots++] = real;
 			break;
 		case O_SLOTS:
-			if (parse_int("--cpu-slots", optarg, 1, 1024, &o.cpu_slots))
+			if (cli_int("--cpu-slots", optarg, 1, 1024, &o.cpu_slots))
 				return 2;
 			break;
 		case O_GRACE:
-			if (parse_int("--abort-grace", optarg, 0, 3600, &grace))
+			if (cli_int("--abort-grace", optarg, 0, 3600, &grace))
 				return 2;
 			break;
 		case O_THREADS:
-			if (parse_int("--threads", optarg, 16, 1024, &o.threads))
+			if (cli_int("--threads", optarg, 16, 1024, &o.threads))
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;
 		case O_AFILES: {
 			int n;
-			if (parse_int("--archive-max-files", optarg, 1, 1 << 30, &n))
+			if (cli_int("--archive-max-files", optarg, 1, 1 << 30, &n))
 				return 2;
 			o.archive_max_files = n;
 			break;
 		}
 		case O_AMIB: {
 			int n;
-			if (parse_int("--archive-max-mib", optarg, 1, 1 << 30, &n))
+			if (cli_int("--archive-max-mib", optarg, 1, 1 << 30, &n))
 				return 2;
 			o.archive_max_bytes = (long long)n << 20;
 			break;
 		}
 		case O_UPLOAD: {
 			int mib;
-			if (parse_int("--max-upload", optarg, 1, 1 << 30, &mib))
+			if (cli_int("--max-upload", optarg, 1, 1 << 30, &mib))
 				return 2;
 			o.max_upload = (long long)mib << 20;
 			break;

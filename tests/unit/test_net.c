@@ -15,6 +15,7 @@
 #include "check.h"
 
 /* The verb lives in app/ (not in the library the tests link): build it in. */
+#include "../../app/cli.c"
 #include "../../app/cli_net.c"
 
 static struct net *parse_ok(const char *text)
