@@ -20,6 +20,28 @@
 static char db_path[PATH_MAX];
 static _Thread_local sqlite3 *thread_db;
 
+/* Each thread keeps its prepared statements, keyed by the address of their SQL
+ * text (always a string literal here): a request reuses them instead of
+ * compiling its queries again.  release() resets one for its next use. */
+#define STMT_CACHE 48
+static _Thread_local struct {
+	const char *sql;
+	sqlite3_stmt *st;
+} thread_stmts[STMT_CACHE];
+
+static void release(sqlite3_stmt *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < STMT_CACHE; i++)
+		if (thread_stmts[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return;
+		}
+	sqlite3_finalize(st);
+}
+
 /* Migrations: entry i moves the schema from version i to i+1. */
 static const char *const migrations[] = {
 	/* 0 -> 1: jobs, their parents and state history */
@@ -101,6 +123,11 @@ sqlite3 *store_conn(struct dd_err *err)
 
 void store_thread_end(void)
 {
+	for (int i = 0; i < STMT_CACHE; i++) {
+		sqlite3_finalize(thread_stmts[i].st);
+		thread_stmts[i].st = NULL;
+		thread_stmts[i].sql = NULL;
+	}
 	if (thread_db) {
 		sqlite3_close(thread_db);
 		thread_db = NULL;
@@ -159,10 +186,25 @@ static sqlite3_stmt *prep(const char *sql, struct dd_err *err)
 	sqlite3 *db = store_conn(err);
 	if (!db)
 		return NULL;
+	int free_slot = -1;
+	for (int i = 0; i < STMT_CACHE; i++) {
+		if (thread_stmts[i].sql == sql) {
+			/* release() reset it; again in case an early return skipped that */
+			sqlite3_reset(thread_stmts[i].st);
+			sqlite3_clear_bindings(thread_stmts[i].st);
+			return thread_stmts[i].st;
+		}
+		if (!thread_stmts[i].sql && free_slot < 0)
+			free_slot = i;
+	}
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v3(db, sql, -1, free_slot >= 0 ? SQLITE_PREPARE_PERSISTENT : 0, &st, NULL) != SQLITE_OK) {
 		db_fail(err, db, "preparing a query");
 		return NULL;
+	}
+	if (free_slot >= 0) {
+		thread_stmts[free_slot].sql = sql;
+		thread_stmts[free_slot].st = st;
 	}
 	return st;
 }
@@ -184,7 +226,7 @@ static int step_done(sqlite3_stmt *st, const char *what, struct dd_err *err)
 	int out = DD_OK;
 	if (rc != SQLITE_DONE)
 		out = db_fail(err, sqlite3_db_handle(st), what);
-	sqlite3_finalize(st);
+	release(st);
 	return out;
 }
 
@@ -254,7 +296,7 @@ int store_job_insert(const char *kind, const char *name, const char *owner,
 		sqlite3_bind_int64(st, 1, *id);
 		sqlite3_bind_int64(st, 2, parents[i]);
 		int step = sqlite3_step(st);
-		sqlite3_finalize(st);
+		release(st);
 		if (step == SQLITE_CONSTRAINT) {
 			rc = dd_err_set(err, DD_EINVAL, "parent job %lld is listed twice", (long long)parents[i]);
 			goto fail;
@@ -344,13 +386,13 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
 	sqlite3_bind_int64(st, 1, id);
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		sqlite3_finalize(st);
+		release(st);
 		if (rc == SQLITE_DONE)
 			return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
 		return db_fail(err, store_conn(NULL), "reading a job");
 	}
 	cJSON *o = row_json(st, detail);
-	sqlite3_finalize(st);
+	release(st);
 	if (!o)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	if (detail) {
@@ -367,7 +409,7 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
 								(const char *)sqlite3_column_text(st, 2));
 				cJSON_AddItemToArray(hist, h);
 			}
-			sqlite3_finalize(st);
+			release(st);
 		}
 		cJSON *children = cJSON_AddArrayToObject(o, "children");
 		st = prep("SELECT job_id FROM job_parents WHERE parent_id=? ORDER BY job_id", err);
@@ -376,7 +418,7 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
 			while (sqlite3_step(st) == SQLITE_ROW)
 				cJSON_AddItemToArray(children,
 						     cJSON_CreateNumber((double)sqlite3_column_int64(st, 0)));
-			sqlite3_finalize(st);
+			release(st);
 		}
 	}
 	*out = o;
@@ -395,7 +437,7 @@ int store_job_list(const char *kind, const char *state, int limit, int offset, c
 	sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		*total = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
+	release(st);
 	st = prep("SELECT " JOB_COLS " FROM jobs j WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
 		  " ORDER BY j.id DESC LIMIT ?3 OFFSET ?4",
 		  err);
@@ -409,7 +451,7 @@ int store_job_list(const char *kind, const char *state, int limit, int offset, c
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		cJSON_AddItemToArray(arr, row_json(st, 0));
-	sqlite3_finalize(st);
+	release(st);
 	if (rc != SQLITE_DONE) {
 		cJSON_Delete(arr);
 		return db_fail(err, store_conn(NULL), "listing jobs");
@@ -448,7 +490,7 @@ int store_job_row(int64_t id, struct job_row *row, struct dd_err *err)
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		fill_row(st, row);
-	sqlite3_finalize(st);
+	release(st);
 	if (rc == SQLITE_DONE)
 		return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
 	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a job");
@@ -468,7 +510,7 @@ int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, str
 			cap = cap ? cap * 2 : 16;
 			struct job_row *grown = realloc(*rows, (size_t)cap * sizeof **rows);
 			if (!grown) {
-				sqlite3_finalize(st);
+				release(st);
 				free(*rows);
 				*rows = NULL;
 				*n = 0;
@@ -478,7 +520,7 @@ int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, str
 		}
 		fill_row(st, &(*rows)[(*n)++]);
 	}
-	sqlite3_finalize(st);
+	release(st);
 	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), "listing jobs by state");
 }
 
@@ -499,7 +541,7 @@ static int current_state(int64_t id, enum job_state *s, struct dd_err *err)
 	} else {
 		out = db_fail(err, store_conn(NULL), "reading a job state");
 	}
-	sqlite3_finalize(st);
+	release(st);
 	return out;
 }
 
@@ -653,10 +695,10 @@ int store_job_delete(int64_t id, struct dd_err *err)
 		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is used by job %lld (%s): delete that first",
 				(long long)id, (long long)sqlite3_column_int64(st, 0),
 				(const char *)sqlite3_column_text(st, 1));
-		sqlite3_finalize(st);
+		release(st);
 		goto fail;
 	}
-	sqlite3_finalize(st);
+	release(st);
 	st = prep("DELETE FROM jobs WHERE id=?", err);
 	if (st)
 		sqlite3_bind_int64(st, 1, id);
@@ -674,6 +716,6 @@ int store_job_count(int64_t *n, struct dd_err *err)
 	if (!st)
 		return err ? err->code : DD_EIO;
 	*n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	sqlite3_finalize(st);
+	release(st);
 	return DD_OK;
 }
