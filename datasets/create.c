@@ -1060,7 +1060,19 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	cJSON_AddItemToObject(sum, "dropped_classes", b.dropped);
 	b.dropped = NULL;
 	cJSON_AddNumberToObject(sum, "seconds", (double)(fs_mono_ms() - t0) / 1000.0);
-	cJSON_AddNumberToObject(sum, "disk_bytes", (double)fs_tree_bytes(out_dir));
+	/* what the dataset itself takes: its databases and files, not whatever else
+	 * the folder holds (an unpacked upload, say) */
+	uint64_t disk = 0;
+	static const char *const outputs[] = { "train_db", "val_db", "test_db", "labels.txt", "mean.binaryproto",
+					       "mean.png", "train.txt", "val.txt", "test.txt", NULL };
+	for (int i = 0; outputs[i]; i++) {
+		char p[PATH_MAX];
+		struct stat st;
+		snprintf(p, sizeof p, "%s/%s", out_dir, outputs[i]);
+		if (lstat(p, &st) == 0)
+			disk += S_ISDIR(st.st_mode) ? fs_tree_bytes(p) : (uint64_t)st.st_blocks * 512;
+	}
+	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
 	char *text = cJSON_Print(sum);
 	rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
 	free(text);
