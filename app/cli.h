@@ -20,6 +20,8 @@ extern const char cli_dataset_usage[];
 extern const char cli_example_usage[];
 int cli_dataset(int argc, char **argv);
 int cli_example(int argc, char **argv);
+extern const char cli_train_usage[];
+int cli_train(int argc, char **argv);
 extern const char cli_net_usage[];
 int cli_net(int argc, char **argv);
 

@@ -23,6 +23,7 @@ static const char usage[] =
 	"  example fashion-mnist  write Debian's Fashion-MNIST as an image folder\n"
 	"  net check FILE check a network (Caffe prototxt): layers, shapes, parameters\n"
 	"  net list|show  the standard networks, and one's prototxt\n"
+	"  train          train a network on a dataset (CPU reference engine, in progress)\n"
 	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"
 	"  routes         list the REST API's routes (method and path)\n"
 	"  version        print the version and build\n"
@@ -210,6 +211,8 @@ int main(int argc, char **argv)
 		return cli_example(argc, argv);
 	if (strcmp(verb, "net") == 0)
 		return cli_net(argc, argv);
+	if (strcmp(verb, "train") == 0)
+		return cli_train(argc, argv);
 	if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
 		printf("deepdesk %s (commit %s, built %s, CUDA backend %s)\n", DD_VERSION, dd_commit,
 		       dd_build_date, dd_cuda_built ? "built" : "not built");
@@ -228,6 +231,8 @@ int main(int argc, char **argv)
 			fputs(cli_example_usage, stdout);
 		else if (argc >= 2 && strcmp(argv[1], "net") == 0)
 			fputs(cli_net_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "train") == 0)
+			fputs(cli_train_usage, stdout);
 		else
 			fputs(usage, stdout);
 		return 0;

@@ -1,0 +1,93 @@
+/* train.h — train a network on a dataset, as a DIGITS classification job does.
+ *
+ * train_run parses the network text, instantiates its train and val stages for the
+ * dataset (image shape from DIR/dataset.json, class count from its labels), feeds
+ * them from DIR/train_db and DIR/val_db (networks/feed.h, with the train data
+ * layer's transform_param: crop, mirror, scale, mean), and runs the solver:
+ *
+ *   iterations per epoch = ceil(train records / batch);
+ *   about every 1/8 epoch a "train" metric (mean loss since the last one, the rate,
+ *   the epoch as a fraction, images/s);
+ *   after every epoch a "val" metric: loss and top-1 accuracy (and top-5 when the
+ *   net has an Accuracy layer with top_k 5) over ceil(val records / batch) batches,
+ *   as Caffe's test_iter does (the last batch wraps around to the first records);
+ *   the val graph is a second graph whose parameters are copied from the train
+ *   graph before each validation;
+ *   a snapshot at the end, and when hooks->should_stop asks to stop (checked after
+ *   every iteration): OUT/snapshot_epoch_<E>.safetensors (E the epochs completed,
+ *   rounded up), each parameter blob as "<layer>.<i>" (F32, its shape).
+ *
+ * A loss that becomes NaN or infinite stops training with DD_EINVAL: "the loss
+ * became NaN at epoch E; try a lower learning rate". */
+#ifndef DD_TRAIN_H
+#define DD_TRAIN_H
+
+#include <stdint.h>
+
+#include "../common/err.h"
+#include "feed.h"
+#include "solver.h"
+
+struct train_result {
+	int64_t iterations;        /* done */
+	double epochs;             /* done, as a fraction */
+	int stopped;               /* should_stop ended it early */
+	double train_loss;         /* the last train metric's */
+	double first_train_loss;   /* the first train metric's */
+	double val_loss, val_accuracy, val_accuracy_top5; /* the last validation's; NAN if none */
+	char snapshot[4096];       /* the path written, "" if none */
+};
+
+struct train_opts {
+	const char *dataset_dir;   /* a datasets/create.h folder */
+	const char *network_text;  /* prototxt */
+	const char *network_name;  /* for messages and the snapshot's metadata (may be NULL) */
+	const char *out_dir;       /* created if needed; snapshots go here */
+	int epochs;                /* 0: 30 (DIGITS' default) */
+	int batch;                 /* 0: the data layers' batch_size, else 16 */
+	int crop;                  /* 0: the data layer's crop_size */
+	enum solver_type solver;   /* SGD */
+	double base_lr;            /* 0: 0.01 */
+	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1) */
+	double weight_decay;       /* as given (DIGITS: 0.0005 for its networks) */
+	enum lr_policy policy;     /* LR_STEP or LR_FIXED (others use gamma/stepsize as given) */
+	double step_pct;           /* step: stepsize = this percent of all iterations; 0: 33 */
+	double gamma;              /* 0: 0.1 */
+	enum feed_mean mean;       /* FEED_MEAN_IMAGE is DIGITS' default */
+	uint64_t seed;             /* weights, shuffling and crops */
+	int reports_per_epoch;     /* 0: 8 */
+	struct train_result *result; /* filled when non-NULL */
+};
+
+/* What a caller sees while training (every member may be NULL). */
+struct train_metric {
+	const char *kind;          /* "train" or "val" */
+	int64_t iteration;         /* done so far */
+	double epoch;              /* fractional */
+	double lr;
+	double loss;
+	double accuracy;           /* val: top-1, NAN if the net has no Accuracy */
+	double accuracy_top5;      /* val: NAN if none */
+	double images_per_s;       /* train */
+};
+
+struct train_hooks {
+	void *ctx;
+	void (*metric)(void *ctx, const struct train_metric *m);
+	void (*log)(void *ctx, const char *level, const char *msg);
+	int (*should_stop)(void *ctx);
+};
+
+void train_opts_default(struct train_opts *o);
+
+/* Train.  DD_OK (also when stopped by should_stop; result->stopped says so), or an
+ * error with a sentence (bad network, dataset, NaN loss, disk). */
+int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd_err *err);
+
+/* Write gr's parameters to path in the safetensors format.  metadata: pairs of
+ * strings (key, value, ..., NULL), may be NULL. */
+struct graph;
+int train_write_safetensors(struct graph *gr, const char *path, const char *const *metadata,
+			    struct dd_err *err);
+
+#endif

@@ -1,0 +1,280 @@
+/* test_train.c — networks/feed.c and networks/train.c on a tiny generated dataset:
+ * four classes of 16x16 gray images (a bright quadrant each, plus noise). */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../../common/fsutil.h"
+#include "../../datasets/create.h"
+#include "../../datasets/image.h"
+#include "../../networks/feed.h"
+#include "../../networks/train.h"
+#include "check.h"
+
+static char tmp[256], dsdir[512];
+
+static const char small_net[] =
+	"name: \"tiny\"\n"
+	"layer { name: \"train-data\" type: \"Data\" top: \"data\" top: \"label\"\n"
+	"  include { stage: \"train\" } data_param { batch_size: 16 } transform_param { scale: 0.0125 } }\n"
+	"layer { name: \"val-data\" type: \"Data\" top: \"data\" top: \"label\"\n"
+	"  include { stage: \"val\" } data_param { batch_size: 16 } transform_param { scale: 0.0125 } }\n"
+	"layer { name: \"conv1\" type: \"Convolution\" bottom: \"data\" top: \"conv1\"\n"
+	"  convolution_param { num_output: 8 kernel_size: 3 stride: 1 weight_filler { type: \"xavier\" } } }\n"
+	"layer { name: \"relu1\" type: \"ReLU\" bottom: \"conv1\" top: \"conv1\" }\n"
+	"layer { name: \"pool1\" type: \"Pooling\" bottom: \"conv1\" top: \"pool1\"\n"
+	"  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"pool1\" top: \"fc\"\n"
+	"  inner_product_param { weight_filler { type: \"xavier\" } } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\"\n"
+	"  exclude { stage: \"deploy\" } }\n"
+	"layer { name: \"accuracy\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"accuracy\"\n"
+	"  include { stage: \"val\" } }\n";
+
+static uint64_t rs = 12345;
+static int rnd(int n)
+{
+	rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+	return (int)((rs >> 33) % (uint64_t)n);
+}
+
+static int make_dataset(void)
+{
+	struct dd_err err = { 0 };
+	char src[512], path[768];
+	snprintf(src, sizeof src, "%s/src", tmp);
+	for (int cl = 0; cl < 4; cl++) {
+		snprintf(path, sizeof path, "%s/class%d", src, cl);
+		if (fs_mkdir_p(path, &err))
+			return -1;
+		for (int k = 0; k < 60; k++) {
+			struct image im = { .w = 16, .h = 16, .c = 1, .px = malloc(256) };
+			for (int y = 0; y < 16; y++)
+				for (int x = 0; x < 16; x++) {
+					int q = (y >= 8) * 2 + (x >= 8);
+					int v = (q == cl ? 170 : 40) + rnd(60);
+					im.px[y * 16 + x] = (uint8_t)v;
+				}
+			uint8_t *png;
+			size_t len;
+			int rc = image_encode_png(&im, 1, &png, &len, &err);
+			image_free(&im);
+			if (rc)
+				return -1;
+			snprintf(path, sizeof path, "%s/class%d/%03d.png", src, cl, k);
+			rc = fs_write_file_atomic(path, png, len, &err);
+			free(png);
+			if (rc)
+				return -1;
+		}
+	}
+	struct ds_options o;
+	ds_options_default(&o);
+	o.width = o.height = 16;
+	o.channels = 1;
+	o.encoding = DS_ENC_PNG;
+	o.val_pct = 25;
+	struct ds_source s = { .folder = { src } };
+	snprintf(dsdir, sizeof dsdir, "%s/ds", tmp);
+	int rc = ds_create(&s, &o, dsdir, NULL, NULL, &err);
+	if (rc)
+		fprintf(stderr, "ds_create: %s\n", err.msg);
+	return rc;
+}
+
+static void test_feed(void)
+{
+	struct dd_err err = { 0 };
+	struct feed *f = NULL;
+	struct feed_opts o = { .train = 1, .crop = 12, .mirror = 1, .scale = 1, .mean = FEED_MEAN_PIXEL, .seed = 3 };
+	CHECK_EQ_INT(feed_open(dsdir, "train", &o, &f, &err), DD_OK);
+	if (!f) {
+		fprintf(stderr, "  %s\n", err.msg);
+		return;
+	}
+	CHECK_EQ_INT(feed_epoch_size(f), 180);
+	int c, h, w;
+	feed_shape(f, &c, &h, &w);
+	CHECK(c == 1 && h == 12 && w == 12);
+	float data[4 * 144], lab[4];
+	CHECK_EQ_INT(feed_next(f, data, lab, 4, &err), DD_OK);
+	double s = 0;
+	for (int i = 0; i < 4 * 144; i++)
+		s += data[i];
+	CHECK(fabs(s / (4 * 144)) < 40); /* mean-subtracted */
+	for (int i = 0; i < 4; i++)
+		CHECK(lab[i] >= 0 && lab[i] < 4);
+	feed_close(f);
+
+	/* val: in order, no mean; values are the raw pixels */
+	struct feed_opts v = { .train = 0 };
+	CHECK_EQ_INT(feed_open(dsdir, "val", &v, &f, &err), DD_OK);
+	if (!f)
+		return;
+	CHECK_EQ_INT(feed_epoch_size(f), 60);
+	float d2[256], l2;
+	CHECK_EQ_INT(feed_next(f, d2, &l2, 1, &err), DD_OK);
+	int lab0 = (int)l2, bright = 0;
+	for (int y = 0; y < 16; y++)
+		for (int x = 0; x < 16; x++)
+			if (d2[y * 16 + x] >= 170)
+				bright |= 1 << ((y >= 8) * 2 + (x >= 8));
+	CHECK(d2[0] >= 40 && d2[0] < 230);
+	(void)lab0;
+	CHECK(bright != 0);
+	feed_close(f);
+
+	CHECK_EQ_INT(feed_open(dsdir, "nope", &v, &f, &err), DD_EINVAL);
+	struct feed_opts big = { .crop = 17 };
+	CHECK_EQ_INT(feed_open(dsdir, "val", &big, &f, &err), DD_EINVAL);
+}
+
+static int nmetric_train, nmetric_val;
+static double val_acc[16];
+static void on_metric(void *ctx, const struct train_metric *m)
+{
+	if (strcmp(m->kind, "train") == 0)
+		nmetric_train++;
+	else if (nmetric_val < 16)
+		val_acc[nmetric_val++] = m->accuracy;
+}
+
+static void test_train(void)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	struct train_result r;
+	train_opts_default(&o);
+	char out[600];
+	snprintf(out, sizeof out, "%s/job", tmp);
+	o.dataset_dir = dsdir;
+	o.network_text = small_net;
+	o.network_name = "tiny";
+	o.out_dir = out;
+	o.epochs = 3;
+	o.seed = 1;
+	o.result = &r;
+	struct train_hooks h = { .metric = on_metric };
+	int64_t t0 = fs_mono_ms();
+	int rc = train_run(&o, &h, &err);
+	if (rc)
+		fprintf(stderr, "  train_run: %s\n", err.msg);
+	CHECK_EQ_INT(rc, DD_OK);
+	printf("  val accuracy %.3f loss %.3f -> %.3f in %lld ms (%d train metrics)\n", r.val_accuracy,
+	       r.first_train_loss, r.train_loss, (long long)(fs_mono_ms() - t0), nmetric_train);
+	CHECK(r.val_accuracy > 0.9);
+	CHECK(r.train_loss < r.first_train_loss);
+	CHECK_EQ_INT(nmetric_val, 3);
+	CHECK(nmetric_train >= 3 * 8);
+	CHECK_EQ_INT(r.iterations, 3 * 12); /* ceil(180/16) = 12 */
+
+	/* the snapshot */
+	char path[700];
+	snprintf(path, sizeof path, "%s/snapshot_epoch_3.safetensors", out);
+	CHECK_STR(r.snapshot, path);
+	char *buf = NULL;
+	size_t len = 0;
+	CHECK_EQ_INT(fs_read_file(path, 1 << 24, &buf, &len, &err), DD_OK);
+	if (!buf)
+		return;
+	uint64_t hl = 0;
+	for (int b = 7; b >= 0; b--)
+		hl = hl << 8 | (uint8_t)buf[b];
+	CHECK(hl % 8 == 0 && 8 + hl <= len);
+	char *js = strndup(buf + 8, hl);
+	cJSON *j = cJSON_Parse(js);
+	CHECK(j != NULL);
+	int nt = 0;
+	double end = 0;
+	int64_t expect[] = { 8 * 1 * 3 * 3, 8, 4 * 8 * 7 * 7, 4 };
+	const char *names[] = { "conv1.0", "conv1.1", "fc.0", "fc.1" };
+	for (cJSON *t = j ? j->child : NULL; t; t = t->next) {
+		if (strcmp(t->string, "__metadata__") == 0)
+			continue;
+		nt++;
+		cJSON *offs = cJSON_GetObjectItem(t, "data_offsets");
+		double a = cJSON_GetArrayItem(offs, 0)->valuedouble, b = cJSON_GetArrayItem(offs, 1)->valuedouble;
+		if (b > end)
+			end = b;
+		for (int k = 0; k < 4; k++)
+			if (strcmp(t->string, names[k]) == 0)
+				CHECK_EQ_INT((int64_t)(b - a), expect[k] * 4);
+		CHECK_STR(cJSON_GetObjectItem(t, "dtype")->valuestring, "F32");
+	}
+	CHECK_EQ_INT(nt, 4);
+	CHECK_EQ_INT((int64_t)end, (int64_t)(len - 8 - hl));
+	cJSON *meta = cJSON_GetObjectItem(j, "__metadata__");
+	CHECK(meta && cJSON_IsString(cJSON_GetObjectItem(meta, "epoch")));
+	cJSON_Delete(j);
+	free(js);
+	free(buf);
+}
+
+static void test_errors(void)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	train_opts_default(&o);
+	o.dataset_dir = dsdir;
+	o.network_text = small_net;
+	o.out_dir = "/tmp/nowhere-deepdesk";
+	o.epochs = 1;
+	o.base_lr = 1e30;
+	int rc = train_run(&o, NULL, &err);
+	CHECK_EQ_INT(rc, DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "the loss became NaN at epoch");
+	o.base_lr = 0.01;
+	o.network_text = "layer { name: \"x\" type: \"Bogus\" }";
+	CHECK(train_run(&o, NULL, &err) != DD_OK);
+	o.network_text = small_net;
+	o.dataset_dir = "/nonexistent/ds";
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_ENOENT);
+}
+
+static int stop_after;
+static int should_stop(void *ctx) { return --stop_after <= 0; }
+
+static void test_stop(void)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	struct train_result r;
+	train_opts_default(&o);
+	char out[600];
+	snprintf(out, sizeof out, "%s/job2", tmp);
+	o.dataset_dir = dsdir;
+	o.network_text = small_net;
+	o.out_dir = out;
+	o.epochs = 5;
+	o.solver = SOLVER_ADAM;
+	o.base_lr = 0.001;
+	o.result = &r;
+	stop_after = 5;
+	struct train_hooks h = { .should_stop = should_stop };
+	CHECK_EQ_INT(train_run(&o, &h, &err), DD_OK);
+	CHECK(r.stopped);
+	CHECK_EQ_INT(r.iterations, 5);
+	struct stat st;
+	char path[700];
+	snprintf(path, sizeof path, "%s/snapshot_epoch_1.safetensors", out);
+	CHECK(stat(path, &st) == 0);
+}
+
+int main(void)
+{
+	if (!check_tmpdir(tmp, sizeof tmp) || make_dataset()) {
+		fprintf(stderr, "cannot make the dataset\n");
+		return 1;
+	}
+	RUN(test_feed);
+	RUN(test_train);
+	RUN(test_errors);
+	RUN(test_stop);
+	fs_rm_rf(tmp, NULL);
+	return check_summary();
+}
