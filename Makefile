@@ -13,14 +13,14 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
-LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -lpthread -lm
+LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lpthread -lm
 BUILD   := build
 Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
-             dataset-fashion-mnist
+             libdnnl-dev dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil \
              python3-numpy python3-torch
 
@@ -40,7 +40,8 @@ endif
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
             jobs/worker.c jobs/kind_dataset.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c app/api_datasets.c \
             $(wildcard datasets/*.c) networks/ref.c networks/prototxt.c networks/net.c \
-            networks/graph.c networks/solver.c networks/feed.c networks/train.c
+            networks/graph.c networks/solver.c networks/feed.c networks/train.c \
+            networks/cpu/cpu_ops.c
 KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c
 NET_STD  := lenet alexnet googlenet resnet_small
