@@ -118,27 +118,20 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;
-		case O_AFILES: {
-			int n;
-			if (cli_int("--archive-max-files", optarg, 1, 1 << 30, &n))
+		case O_AFILES:
+			if (cli_number("--archive-max-files", optarg, 1, 1 << 30, &o.archive_max_files))
 				return 2;
-			o.archive_max_files = n;
 			break;
-		}
-		case O_AMIB: {
-			int n;
-			if (cli_int("--archive-max-mib", optarg, 1, 1 << 30, &n))
+		case O_AMIB: /* MiB on the command line, bytes inside */
+			if (cli_number("--archive-max-mib", optarg, 1, 1 << 30, &o.archive_max_bytes))
 				return 2;
-			o.archive_max_bytes = (long long)n << 20;
+			o.archive_max_bytes <<= 20;
 			break;
-		}
-		case O_UPLOAD: {
-			int mib;
-			if (cli_int("--max-upload", optarg, 1, 1 << 30, &mib))
+		case O_UPLOAD:
+			if (cli_number("--max-upload", optarg, 1, 1 << 30, &o.max_upload))
 				return 2;
-			o.max_upload = (long long)mib << 20;
+			o.max_upload <<= 20;
 			break;
-		}
 		case O_LOG:
 			if (log_level_parse(optarg, &level) != 0) {
 				fprintf(stderr, "deepdesk: --log-level: expected error, warn, info or debug\n");
