@@ -37,11 +37,9 @@ CUDA_SAY   := ✗ nvcc or cuDNN not found under $(CUDA_HOME): CPU only
 endif
 
 # --- sources -------------------------------------------------------------------
-LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c \
-            jobs/worker.c jobs/kind_dataset.c app/store.c app/http.c app/ws.c app/server.c app/api_jobs.c app/api_datasets.c \
-            $(wildcard datasets/*.c) networks/ref.c networks/prototxt.c networks/net.c \
-            networks/graph.c networks/solver.c networks/feed.c networks/train.c \
-            networks/cpu/cpu_ops.c
+LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c jobs/worker.c \
+            $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c $(wildcard app/api_*.c) \
+            $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c
 NET_STD  := lenet alexnet googlenet resnet_small
