@@ -43,19 +43,38 @@ struct train_opts {
 	const char *network_text;  /* prototxt */
 	const char *network_name;  /* for messages and the snapshot's metadata (may be NULL) */
 	const char *out_dir;       /* created if needed; snapshots go here */
+	const char *backend;       /* "cpu" (oneDNN) or "ref"; NULL: "cpu" */
 	int epochs;                /* 0: 30 (DIGITS' default) */
 	int batch;                 /* 0: the data layers' batch_size, else 16 */
+	int iter_size;             /* batch accumulation: passes per update; 0: 1 */
 	int crop;                  /* 0: the data layer's crop_size */
+	const char *solver_name;   /* "sgd", "nesterov", "adagrad", "rmsprop", "adadelta",
+				    * "adam"; NULL: `solver` below */
 	enum solver_type solver;   /* SGD */
 	double base_lr;            /* 0: 0.01 */
-	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1) */
+	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1, AdaDelta's decay) */
+	double momentum2;          /* 0: 0.999 (Adam's beta2) */
+	double delta;              /* 0: the solver's default (1e-8) */
+	double rms_decay;          /* 0: 0.99 (RMSProp) */
 	double weight_decay;       /* as given (DIGITS: 0.0005 for its networks) */
 	enum lr_policy policy;     /* LR_STEP or LR_FIXED (others use gamma/stepsize as given) */
-	double step_pct;           /* step: stepsize = this percent of all iterations; 0: 33 */
+	double step_pct;           /* step: stepsize = this percent of all iterations; 0: 33;
+				    * sigmoid: the centre */
+	double multistep_pct[SOLVER_MAX_STEPS]; /* multistep: positions in percent */
+	int nmultistep;
 	double gamma;              /* 0: 0.1 */
+	double power;              /* inv, poly; 0: 1 (poly) / 0.75 (inv) */
 	enum feed_mean mean;       /* FEED_MEAN_IMAGE is DIGITS' default */
 	uint64_t seed;             /* weights, shuffling and crops */
 	int reports_per_epoch;     /* 0: 8 */
+	double val_interval;       /* epochs between validations; 0: 1 */
+	double snapshot_interval;  /* epochs between snapshots; 0: 1 */
+	const char *resume;        /* continue exactly from this snapshot (its .solverstate
+				    * beside it); epochs is then the new total */
+	const char *finetune;      /* start from another model's weights; changed layers
+				    * are re-initialised */
+	int deterministic;         /* same seed + build + threads: the same curves */
+	int threads;               /* 0: all cores */
 	struct train_result *result; /* filled when non-NULL */
 };
 
