@@ -37,7 +37,7 @@ static int setup(struct fixture *f, const char *text, const struct net_input *in
 	memset(f, 0, sizeof *f);
 	if (net_parse(text, strlen(text), &f->def, &err) != DD_OK ||
 	    net_instantiate(f->def, NET_STAGE_TRAIN, in, &f->g, &err) != DD_OK ||
-	    graph_create(f->g, 3, &f->gr, &err) != DD_OK) {
+	    graph_create(f->g, NULL, 3, &f->gr, &err) != DD_OK) {
 		fprintf(stderr, "  setup: %s\n", err.msg);
 		return -1;
 	}
