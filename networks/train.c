@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "backend.h"
 #include "graph.h"
 #include "net.h"
 
@@ -167,6 +168,7 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	struct net_graph *tg = NULL, *vg = NULL;
 	struct graph *tr = NULL, *va = NULL;
 	struct solver *sol = NULL;
+	struct backend *be = NULL;
 	struct feed *ftr = NULL, *fva = NULL;
 	float *vlab = NULL;
 	struct train_result dummy, *res = o->result ? o->result : &dummy;
@@ -192,7 +194,9 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 		dd_err_prefix(err, "%s", netname);
 		goto out;
 	}
-	if ((rc = graph_create(tg, o->seed, &tr, err)) || (rc = graph_create(vg, o->seed, &va, err)))
+	if ((rc = backend_create(o->backend, &be, err)))
+		goto out;
+	if ((rc = graph_create(tg, be, o->seed, &tr, err)) || (rc = graph_create(vg, be, o->seed, &va, err)))
 		goto out;
 
 	/* the feeds, with the data layers' transform_param */
@@ -281,13 +285,16 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 		if ((rc = feed_next(ftr, tdata, tlabel ? tlabel : vlab, tb, err)))
 			goto out;
 		graph_zero_grads(tr);
-		float loss = graph_forward(tr, 1);
+		float loss;
+		if ((rc = graph_forward(tr, 1, &loss, err)))
+			goto out;
 		if (!isfinite(loss)) {
 			rc = dd_err_set(err, DD_EINVAL, "the loss became NaN at epoch %.2f; try a lower learning rate",
 					(double)(it + 1) / (double)ipe);
 			goto out;
 		}
-		graph_backward(tr);
+		if ((rc = graph_backward(tr, err)))
+			goto out;
 		double lr = solver_step(sol, (int)it);
 		lsum += loss;
 		lcount++;
@@ -330,7 +337,10 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 			for (int64_t k = 0; k < vit; k++) {
 				if ((rc = feed_next(fva, vdata, vlabel ? vlabel : vlab, vb, err)))
 					goto out;
-				vl += graph_forward(va, 0);
+				float l;
+				if ((rc = graph_forward(va, 0, &l, err)))
+					goto out;
+				vl += l;
 				if (acc1)
 					a1 += graph_value(va, acc1);
 				if (acc5)
@@ -383,5 +393,6 @@ out:
 	net_graph_free(tg);
 	net_graph_free(vg);
 	net_free(def);
+	backend_free(be);
 	return rc;
 }
