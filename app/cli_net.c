@@ -50,7 +50,7 @@ const char cli_net_usage[] =
 	"  --stage STAGE   train (default: forward + backward + update) or deploy (forward)\n"
 	"  --iters N       timed iterations (default 20)\n"
 	"  --warmup N      untimed iterations first (default 2)\n"
-	"  --backend NAME  ref or cpu (default cpu)\n"
+	"  --backend NAME  ref, cpu or auto (default auto: the fastest this build has)\n"
 	"  --no-update     train stage without the solver update (forward + backward only)\n"
 	"  --seed N        weights and data (default 1)\n";
 
@@ -269,31 +269,6 @@ done:
 
 /* ---- net time ------------------------------------------------------------------- */
 
-/* The graph API as `net time` uses it, in one place: the backend interface will
- * change these calls (graph_create gains the backend). */
-static int time_graph_create(const struct net_graph *g, const char *backend, uint64_t seed, struct graph **out,
-			     struct dd_err *err)
-{
-	(void)backend; /* the graph runs the reference kernels until it takes a backend */
-	return graph_create(g, seed, out, err);
-}
-
-static float time_forward(struct graph *gr, int training)
-{
-	return graph_forward(gr, training);
-}
-
-/* Per-layer times: a hook graph.c does not have yet.  Declared weak, so that `net
- * time` builds and runs without it (the per-layer table is then left out) and shows
- * the table as soon as graph.c defines it:
- *
- *   void graph_layer_times(const struct graph *gr, double *fwd_ms, double *bwd_ms);
- *
- * fills fwd_ms[i] and bwd_ms[i], for every node i of graph_net(gr), with the
- * milliseconds that node has spent in forward and backward since graph_create
- * (cumulative; a caller takes the difference over the passes it times). */
-extern void graph_layer_times(const struct graph *gr, double *fwd_ms, double *bwd_ms) __attribute__((weak));
-
 static double now_ms(void)
 {
 	struct timespec t;
@@ -376,7 +351,7 @@ static int net_time(int argc, char **argv)
 	};
 	struct net_input in = { 0 };
 	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c;
-	const char *backend = "cpu";
+	const char *backend = "auto";
 	enum net_stage stage = NET_STAGE_TRAIN;
 	struct dd_err err = { 0, "" };
 	optind = 0;
@@ -414,13 +389,7 @@ static int net_time(int argc, char **argv)
 			if (cli_int("--warmup", optarg, 0, 1 << 24, &warmup))
 				return 2;
 			break;
-		case O_BACKEND:
-			if (strcmp(optarg, "ref") && strcmp(optarg, "cpu")) {
-				fprintf(stderr, "deepdesk: --backend: ref or cpu, got \"%s\"\n", optarg);
-				return 2;
-			}
-			backend = optarg;
-			break;
+		case O_BACKEND: backend = optarg; break;
 		case O_NO_UPDATE: update = 0; break;
 		case O_SEED:
 			if (cli_int("--seed", optarg, 0, 0x7fffffff, &seed))
@@ -439,10 +408,10 @@ static int net_time(int argc, char **argv)
 	char *text = NULL;
 	struct net *def = NULL;
 	struct net_graph *g = NULL;
+	struct backend *be = NULL;
 	struct graph *gr = NULL;
 	struct solver *sv = NULL;
 	struct layer_time *lt = NULL;
-	double *t0f = NULL, *t0b = NULL, *t1f = NULL, *t1b = NULL;
 	cJSON *root = NULL;
 	int rc = 1;
 
@@ -452,7 +421,12 @@ static int net_time(int argc, char **argv)
 		report(what, net_stage_name(stage), &err, json);
 		goto done;
 	}
-	if (time_graph_create(g, backend, (uint64_t)seed, &gr, &err)) {
+	if (backend_create(backend, &be, &err)) {
+		fprintf(stderr, "deepdesk: --backend: %s\n", err.msg);
+		rc = 2;
+		goto done;
+	}
+	if (graph_create(g, be, (uint64_t)seed, &gr, &err)) {
 		report(what, net_stage_name(stage), &err, json);
 		goto done;
 	}
@@ -470,35 +444,33 @@ static int net_time(int argc, char **argv)
 	fill_inputs(gr, g->in.classes, (uint64_t)seed);
 
 	int nnode = g->nnode;
-	if (graph_layer_times) {
-		t0f = calloc((size_t)nnode, sizeof *t0f);
-		t0b = calloc((size_t)nnode, sizeof *t0b);
-		t1f = calloc((size_t)nnode, sizeof *t1f);
-		t1b = calloc((size_t)nnode, sizeof *t1b);
-		lt = calloc((size_t)nnode, sizeof *lt);
-		if (!t0f || !t0b || !t1f || !t1b || !lt) {
-			fprintf(stderr, "deepdesk: out of memory\n");
-			goto done;
-		}
+	if (!(lt = calloc((size_t)nnode, sizeof *lt))) {
+		fprintf(stderr, "deepdesk: out of memory\n");
+		goto done;
 	}
 
-	/* warm up, then time each phase of every iteration */
+	/* warm up, then time each phase of every iteration; the graph times every layer
+	 * meanwhile (two clock reads per layer and pass: noise next to any layer) */
 	double fwd = 0, bwd = 0, upd = 0, t_start = 0;
 	float loss = 0;
 	for (int it = 0; it < warmup + iters; it++) {
 		if (it == warmup) {
-			if (graph_layer_times)
-				graph_layer_times(gr, t0f, t0b);
+			graph_set_profiling(gr, 1);
 			fwd = bwd = upd = 0;
 			t_start = now_ms();
 		}
 		double a = now_ms();
 		if (train)
 			graph_zero_grads(gr);
-		loss = time_forward(gr, train);
+		if (graph_forward(gr, train, &loss, &err)) {
+			report(what, net_stage_name(stage), &err, json);
+			goto done;
+		}
 		double b = now_ms();
-		if (train)
-			graph_backward(gr);
+		if (train && graph_backward(gr, &err)) {
+			report(what, net_stage_name(stage), &err, json);
+			goto done;
+		}
 		double d = now_ms();
 		if (sv)
 			solver_step(sv, it);
@@ -509,20 +481,20 @@ static int net_time(int argc, char **argv)
 	}
 	double total = (now_ms() - t_start) / iters;
 	fwd /= iters;
-	bwd /= iters;
-	upd /= iters;
+	bwd = train ? bwd / iters : 0;
+	upd = sv ? upd / iters : 0;
 	double ips = total > 0 ? g->in.n * 1000.0 / total : 0;
 	long rss = peak_rss_kib();
 	int nlt = 0;
-	if (graph_layer_times) {
-		graph_layer_times(gr, t1f, t1b);
-		for (int i = 0; i < nnode; i++) {
-			if (g->node[i].l.type == NET_DATA || g->node[i].l.type == NET_INPUT)
-				continue;
-			lt[nlt++] = (struct layer_time){ i, (t1f[i] - t0f[i]) / iters, (t1b[i] - t0b[i]) / iters };
-		}
-		qsort(lt, (size_t)nlt, sizeof *lt, by_time);
+	for (int i = 0; i < nnode; i++) {
+		double f = 0, bw = 0;
+		if (g->node[i].l.type == NET_DATA || g->node[i].l.type == NET_INPUT ||
+		    graph_layer_time(gr, i, &f, &bw) != DD_OK)
+			continue;
+		lt[nlt++] = (struct layer_time){ i, f, train ? bw : 0 };
 	}
+	qsort(lt, (size_t)nlt, sizeof *lt, by_time);
+	const char *bname = backend_name(be);
 	const char *mode = !train ? "forward" : sv ? "forward + backward + SGD update" : "forward + backward";
 	const char *title = g->name && *g->name ? g->name : what;
 
@@ -530,7 +502,7 @@ static int net_time(int argc, char **argv)
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "net", title);
 		cJSON_AddStringToObject(root, "stage", net_stage_name(stage));
-		cJSON_AddStringToObject(root, "backend", backend);
+		cJSON_AddStringToObject(root, "backend", bname);
 		cJSON_AddStringToObject(root, "mode", mode);
 		cJSON_AddNumberToObject(root, "batch", g->in.n);
 		cJSON *inj = cJSON_AddObjectToObject(root, "input");
@@ -546,13 +518,14 @@ static int net_time(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "update_ms", upd);
 		cJSON_AddNumberToObject(root, "total_ms", total);
 		cJSON_AddNumberToObject(root, "images_per_s", ips);
-		cJSON_AddNumberToObject(root, "loss", loss);
+		if (train)
+			cJSON_AddNumberToObject(root, "loss", loss);
 		cJSON_AddNumberToObject(root, "params", (double)g->params);
 		if (rss >= 0)
 			cJSON_AddNumberToObject(root, "peak_rss_kib", (double)rss);
 		else
 			cJSON_AddNullToObject(root, "peak_rss_kib");
-		if (graph_layer_times) {
+		{
 			cJSON *arr = cJSON_AddArrayToObject(root, "layers");
 			for (int i = 0; i < nlt; i++) {
 				const struct net_node *nd = &g->node[lt[i].node];
@@ -563,8 +536,6 @@ static int net_time(int argc, char **argv)
 				cJSON_AddNumberToObject(o, "backward_ms", lt[i].bwd);
 				cJSON_AddItemToArray(arr, o);
 			}
-		} else {
-			cJSON_AddNullToObject(root, "layers");
 		}
 		char *js = cJSON_Print(root);
 		if (!js) {
@@ -577,7 +548,7 @@ static int net_time(int argc, char **argv)
 		printf("%s, %s stage, batch %d, %dx%dx%d", title, net_stage_name(stage), g->in.n, in.c, in.h, in.w);
 		if (g->in.crop)
 			printf(" cropped to %dx%d", g->in.crop, g->in.crop);
-		printf(", %d classes, backend %s\n", g->in.classes, backend);
+		printf(", %d classes, backend %s\n", g->in.classes, bname);
 		printf("%d iterations after %d warm-up (%s)\n\n", iters, warmup, mode);
 		printf("  %-10s %10.3f ms  %5.1f %%\n", "forward", fwd, total > 0 ? 100 * fwd / total : 0);
 		if (train)
@@ -589,7 +560,7 @@ static int net_time(int argc, char **argv)
 			printf("  %-10s %10.4f (last iteration)\n", "loss", loss);
 		if (rss >= 0)
 			printf("  %-10s %10.1f MiB\n", "peak RSS", rss / 1024.0);
-		if (graph_layer_times) {
+		{
 			double sum = 0;
 			for (int i = 0; i < nlt; i++)
 				sum += lt[i].fwd + lt[i].bwd;
@@ -600,20 +571,15 @@ static int net_time(int argc, char **argv)
 				       net_layer_type_name(nd->l.type), lt[i].fwd, lt[i].bwd,
 				       sum > 0 ? 100 * (lt[i].fwd + lt[i].bwd) / sum : 0);
 			}
-		} else {
-			printf("\n  (per-layer times: not available from this build's graph)\n");
 		}
 	}
 	rc = 0;
 done:
 	cJSON_Delete(root);
 	free(lt);
-	free(t0f);
-	free(t0b);
-	free(t1f);
-	free(t1b);
 	solver_free(sv);
 	graph_free(gr);
+	backend_free(be);
 	net_graph_free(g);
 	net_free(def);
 	free(text);

@@ -8,8 +8,10 @@
  * runs the unit tests) loads that snapshot into the same network written by hand in
  * PyTorch and writes, computed in float64, the last InnerProduct's output, the
  * SoftmaxWithLoss loss and the gradient of every parameter blob.  The C side then runs
- * one training pass (zero grads, forward, backward) and compares each by the
- * normalised error (ggml's test-backend-ops measure, as test_parity.c)
+ * one training pass (zero grads, forward, backward) on every backend this build has
+ * (backend_names(): the same weights and inputs copied into a graph on each) and
+ * compares each by the normalised error (ggml's test-backend-ops measure, as
+ * test_parity.c)
  *
  *     max|c - torch| / max(1, max|torch|)  <  tol          (LeNet 1e-5, AlexNet 1e-5)
  *
@@ -20,7 +22,7 @@
  *     max|c - torch| / max|torch|  <  rel_tol              (1e-4)
  *
  * so that a gradient of the right size but the wrong values cannot pass.  Measured
- * with the reference kernels (which accumulate in double): worst normalised error
+ * on the reference backend (whose kernels accumulate in double): worst normalised error
  * 6e-8 (LeNet's output), worst relative 1.3e-7 (AlexNet's fc6 weights); the bounds
  * leave room for a backend that accumulates in float32 (oneDNN).
  *
@@ -49,21 +51,22 @@ static const double rel_tol = 1e-4;
 static char dir[64];
 static int skipped; /* the script said: no torch here */
 
-/* ---- the graph API in one place (the backend interface will change these calls) ---- */
+/* ---- the graph API in one place ---- */
 
-static int np_graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, struct dd_err *err)
+/* On backend be (NULL: a reference backend of the graph's own, the oracle). */
+static int np_graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, struct graph **out,
+			   struct dd_err *err)
 {
-	return graph_create(g, seed, out, err);
+	return graph_create(g, be, seed, out, err);
 }
 
 /* One training pass: zero the parameter gradients, forward in training mode,
- * backward.  Returns the loss. */
-static float np_train_pass(struct graph *gr)
+ * backward.  DD_OK and *loss, or the graph's error. */
+static int np_train_pass(struct graph *gr, float *loss, struct dd_err *err)
 {
 	graph_zero_grads(gr);
-	float loss = graph_forward(gr, 1);
-	graph_backward(gr);
-	return loss;
+	int rc = graph_forward(gr, 1, loss, err);
+	return rc ? rc : graph_backward(gr, err);
 }
 
 /* ---- small helpers ---- */
@@ -147,7 +150,6 @@ static float *load(const char *name, int64_t *count)
 	size_t got = f ? fread(v, sizeof(float), (size_t)n + 1, f) : 0;
 	if (f)
 		fclose(f);
-	unlink(path);
 	if (got != (size_t)n) {
 		fprintf(stderr, "  %s: %zu floats, the shape says %lld\n", path, got, (long long)n);
 		free(v);
@@ -196,6 +198,92 @@ struct np_case {
 	double lo, hi; /* the input's range: mean-subtracted pixels */
 };
 
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* The training pass on backend `name`, from src's parameters and inputs (src: the
+ * graph whose snapshot PyTorch read), compared with PyTorch's answer. */
+static void run_backend(const struct np_case *k, const struct net_graph *g, struct graph *src, const char *name)
+{
+	struct dd_err err = { 0, "" };
+	struct backend *be = NULL;
+	struct graph *gr = NULL;
+	if (backend_create(name, &be, &err) || np_graph_create(g, be, 1, &gr, &err)) {
+		fprintf(stderr, "  %s on %s: %s\n", k->net, name, err.msg);
+		check_current_failed = 1;
+		goto done;
+	}
+	int np = graph_nparam(gr);
+	CHECK_EQ_INT(np, graph_nparam(src));
+	for (int i = 0; i < np && i < graph_nparam(src); i++) {
+		const struct graph_param *a = graph_param(src, i), *b = graph_param(gr, i);
+		CHECK_EQ_INT(a->count, b->count);
+		if (a->count == b->count)
+			memcpy(b->w, a->w, (size_t)a->count * sizeof(float));
+	}
+	for (const char *const *blob = (const char *const[]){ "data", "label", NULL }; *blob; blob++) {
+		struct net_shape sh;
+		float *from = graph_blob(src, *blob, &sh), *to = graph_blob(gr, *blob, NULL);
+		int64_t n = 1;
+		for (int d = 0; d < sh.ndim; d++)
+			n *= sh.dim[d];
+		CHECK(from && to);
+		if (from && to)
+			memcpy(to, from, (size_t)n * sizeof(float));
+	}
+
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	float loss = NAN;
+	if (np_train_pass(gr, &loss, &err)) {
+		fprintf(stderr, "  %s on %s: %s\n", k->net, name, err.msg);
+		check_current_failed = 1;
+		goto done;
+	}
+	printf("       %s on backend %s: one pass %.1f s\n", k->net, backend_name(be), secs_since(&t0));
+
+	/* the output: the last InnerProduct's top */
+	const char *outblob = NULL;
+	for (int i = 0; i < g->nnode; i++)
+		if (g->node[i].l.type == NET_INNER_PRODUCT)
+			outblob = g->blob[g->node[i].top[0]].name;
+	float *out = outblob ? graph_blob(gr, outblob, NULL) : NULL;
+	CHECK(out != NULL);
+	int64_t m = 0;
+	float *want = load("out", &m);
+	if (out)
+		compare("out", out, (int64_t)k->n * k->classes, want, m, k->tol);
+	free(want);
+
+	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(answer, "loss");
+	float tloss = cJSON_IsNumber(tl) ? (float)tl->valuedouble : NAN;
+	compare("loss", &loss, 1, &tloss, 1, k->tol);
+
+	/* every parameter gradient, named as in the snapshot: "<layer>.<i>" */
+	int idx = 0, compared = 0;
+	const char *prev = NULL;
+	for (int i = 0; i < np; i++) {
+		const struct graph_param *p = graph_param(gr, i);
+		idx = prev && strcmp(prev, p->layer) == 0 ? idx + 1 : 0;
+		prev = p->layer;
+		char pname[128];
+		snprintf(pname, sizeof pname, "%s.%d", p->layer, idx);
+		want = load(pname, &m);
+		compare(pname, p->dw, p->count, want, m, k->tol);
+		free(want);
+		compared++;
+	}
+	CHECK(compared > 0);
+	CHECK_EQ_INT(compared, cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(answer, "tensors")) - 1);
+done:
+	graph_free(gr);
+	backend_free(be);
+}
+
 static void run_case(const struct np_case *k)
 {
 	struct dd_err err = { 0, "" };
@@ -216,7 +304,7 @@ static void run_case(const struct np_case *k)
 		goto done;
 	struct net_input in = { .n = k->n, .c = k->c, .h = k->h, .w = k->w, .classes = k->classes };
 	if (net_parse(text, strlen(text), &def, &err) || net_instantiate(def, NET_STAGE_TRAIN, &in, &g, &err) ||
-	    np_graph_create(g, 20240601, &gr, &err)) {
+	    np_graph_create(g, NULL, 20240601, &gr, &err)) {
 		fprintf(stderr, "  %s: %s\n", k->net, err.msg);
 		check_current_failed = 1;
 		goto done;
@@ -275,7 +363,7 @@ static void run_case(const struct np_case *k)
 		goto done;
 
 	/* PyTorch's answer */
-	struct timespec t0, t1, t2;
+	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s %s", script, dir, k->net);
 	int rc = system(cmd);
@@ -294,50 +382,13 @@ static void run_case(const struct np_case *k)
 		goto done;
 	}
 
-	/* ours: one training pass */
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	float loss = np_train_pass(gr);
-	clock_gettime(CLOCK_MONOTONIC, &t2);
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(answer, "torch");
-	printf("       %s batch %d, %dx%dx%d, %d classes: PyTorch %s %.1f s (float64), deepdesk %.1f s; tolerance %g\n",
-	       k->net, k->n, k->c, k->h, k->w, k->classes, cJSON_IsString(ver) ? ver->valuestring : "?",
-	       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
-	       (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, k->tol);
+	printf("       %s batch %d, %dx%dx%d, %d classes: PyTorch %s took %.1f s (float64); tolerance %g\n", k->net,
+	       k->n, k->c, k->h, k->w, k->classes, cJSON_IsString(ver) ? ver->valuestring : "?", secs_since(&t0), k->tol);
 
-	/* the output: the last InnerProduct's top */
-	const char *outblob = NULL;
-	for (int i = 0; i < g->nnode; i++)
-		if (g->node[i].l.type == NET_INNER_PRODUCT)
-			outblob = g->blob[g->node[i].top[0]].name;
-	struct net_shape os;
-	float *out = outblob ? graph_blob(gr, outblob, &os) : NULL;
-	CHECK(out != NULL);
-	int64_t m = 0;
-	float *want = load("out", &m);
-	if (out)
-		compare("out", out, (int64_t)k->n * k->classes, want, m, k->tol);
-	free(want);
-
-	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(answer, "loss");
-	float tloss = cJSON_IsNumber(tl) ? (float)tl->valuedouble : NAN;
-	compare("loss", &loss, 1, &tloss, 1, k->tol);
-
-	/* every parameter gradient, named as in the snapshot: "<layer>.<i>" */
-	int np = graph_nparam(gr), idx = 0, compared = 0;
-	const char *prev = NULL;
-	for (int i = 0; i < np; i++) {
-		const struct graph_param *p = graph_param(gr, i);
-		idx = prev && strcmp(prev, p->layer) == 0 ? idx + 1 : 0;
-		prev = p->layer;
-		char name[128];
-		snprintf(name, sizeof name, "%s.%d", p->layer, idx);
-		want = load(name, &m);
-		compare(name, p->dw, p->count, want, m, k->tol);
-		free(want);
-		compared++;
-	}
-	CHECK(compared > 0);
-	CHECK_EQ_INT(compared, cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(answer, "tensors")) - 1);
+	/* ours: one training pass on every backend, from the same weights and inputs */
+	for (const char *const *b = backend_names(); *b; b++)
+		run_backend(k, g, gr, *b);
 
 done:
 	for (const char *const *f = (const char *const[]){ "_data.f32", "_label.f32", ".safetensors", "_in.json",
@@ -345,6 +396,14 @@ done:
 	     *f; f++) {
 		snprintf(path, sizeof path, "%s/%s%s", dir, k->net, *f);
 		unlink(path);
+	}
+	const cJSON *t;
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(answer, "tensors")) {
+		const cJSON *file = cJSON_GetObjectItemCaseSensitive(t, "file");
+		if (cJSON_IsString(file) && !strchr(file->valuestring, '/')) {
+			snprintf(path, sizeof path, "%s/%s", dir, file->valuestring);
+			unlink(path);
+		}
 	}
 	cJSON_Delete(answer);
 	answer = NULL;
