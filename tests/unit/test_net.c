@@ -1149,6 +1149,17 @@ static void test_cli_time(void)
 	CHECK_EQ_INT(cJSON_GetArraySize(layers), 9); /* deploy LeNet: its Input is not timed */
 	cJSON_Delete(j);
 
+	CLI(&c, "time", "lenet", "--batch", "1", "--iters", "100000", "--warmup", "0", "--max-seconds", "0.05",
+	    "--json");
+	CHECK_EQ_INT(c.rc, 0);
+	j = cJSON_Parse(c.out);
+	double iters = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "iters"));
+	CHECK(iters >= 1 && iters < 100000); /* stopped by the clock */
+	cJSON_Delete(j);
+	CLI(&c, "time", "lenet", "--max-seconds", "0");
+	CHECK_EQ_INT(c.rc, 2);
+	CHECK_CONTAINS(c.err, "--max-seconds: a number of seconds above 0");
+
 	CLI(&c, "time", "lenet", "--backend", "tpu");
 	CHECK_EQ_INT(c.rc, 2);
 	CHECK_CONTAINS(c.err, "unknown backend 'tpu'");
