@@ -25,7 +25,8 @@
 // training ratios (LeNet >= 2x, AlexNet >= 1.5x).
 //
 // A side whose single iteration would take longer than BENCH_TRAIN_MAX_ITER_S (60 s),
-// estimated from its own batch-1 forward time (x batch, x 3.5 for training), is not
+// estimated from its own forward time per image in the inference runs before (at the
+// largest batch measured; x batch, x 3.5 for training), is not
 // measured at that size (its row says so and why); one estimated above 4 x
 // BENCH_TRAIN_SECONDS runs once, without warm-up.  That is what keeps the suite
 // within minutes while deepdesk runs on the reference kernels (a training iteration
@@ -118,8 +119,8 @@ function argvOf(side, net, mode, batch, iters, warmup) {
 const rows = [], runs = [], errors = [];
 const SIDES = ['deepdesk', 'pytorch'];
 
-// One measurement (net, mode, batch) on both sides; est1 holds each side's batch-1
-// forward ms once known.
+// One measurement (net, mode, batch) on both sides; est1 holds each side's forward ms
+// per image once known.
 async function bench(net, mode, batch, est1) {
   const label = `${net.title} ${mode === 'train' ? 'train' : 'infer'} b${batch}`;
   const plan = {};
@@ -176,11 +177,15 @@ async function bench(net, mode, batch, est1) {
   if (mode === 'train' || batch > 1) {
     rows.push({ metric: `${label} peak RSS: deepdesk`, value: mib(rss.deepdesk), unit: 'MiB' });
     rows.push({ metric: `${label} peak RSS: PyTorch`, value: mib(rss.pytorch), unit: 'MiB',
-      note: 'includes the Python interpreter and torch (~240 MiB for LeNet)' });
+      note: 'includes the Python interpreter and torch (~240 MiB before the first tensor)' });
   }
-  // the batch-1 forward time estimates the rest (per image, per side)
-  if (mode === 'infer' && batch === 1)
-    for (const side of SIDES) est1[side] = median(got[side].map((m) => m.forward_ms));
+  // the forward time per image so far (the lowest: the largest batch measured)
+  // estimates the rest, per side
+  if (mode === 'infer')
+    for (const side of SIDES) {
+      const f = median(got[side].map((m) => m.forward_ms / batch));
+      if (f != null && (est1[side] == null || f < est1[side])) est1[side] = f;
+    }
 }
 
 async function main() {
