@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "graph.h"
 #include "net.h"
+#include "snapshot.h"
 
 void train_opts_default(struct train_opts *o)
 {
@@ -93,65 +94,7 @@ static int copy_params(struct graph *dst, const struct graph *src, struct dd_err
 int train_write_safetensors(struct graph *gr, const char *path, const char *const *metadata,
 			    struct dd_err *err)
 {
-	int n = graph_nparam(gr);
-	cJSON *hdr = cJSON_CreateObject();
-	if (!hdr)
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	cJSON *meta = cJSON_AddObjectToObject(hdr, "__metadata__");
-	for (int k = 0; metadata && metadata[k] && metadata[k + 1]; k += 2)
-		cJSON_AddStringToObject(meta, metadata[k], metadata[k + 1]);
-	uint64_t off = 0;
-	const char *prev = NULL;
-	int idx = 0;
-	for (int i = 0; i < n; i++) {
-		const struct graph_param *p = graph_param(gr, i);
-		idx = prev && strcmp(prev, p->layer) == 0 ? idx + 1 : 0;
-		prev = p->layer;
-		char name[512];
-		snprintf(name, sizeof name, "%s.%d", p->layer, idx);
-		cJSON *t = cJSON_AddObjectToObject(hdr, name);
-		cJSON_AddStringToObject(t, "dtype", "F32");
-		cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-		for (int d = 0; d < p->shape.ndim; d++)
-			cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape.dim[d]));
-		cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
-		uint64_t bytes = (uint64_t)p->count * 4;
-		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
-		off += bytes;
-	}
-	char *js = cJSON_PrintUnformatted(hdr);
-	cJSON_Delete(hdr);
-	if (!js)
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	size_t hl = strlen(js), padded = (hl + 7) & ~(size_t)7;
-	size_t total = 8 + padded + off;
-	uint8_t *buf = malloc(total);
-	if (!buf) {
-		free(js);
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	}
-	for (int b = 0; b < 8; b++)
-		buf[b] = (uint8_t)((uint64_t)padded >> (8 * b));
-	memcpy(buf + 8, js, hl);
-	memset(buf + 8 + hl, ' ', padded - hl);
-	free(js);
-	uint8_t *dp = buf + 8 + padded;
-	for (int i = 0; i < n; i++) {
-		const struct graph_param *p = graph_param(gr, i);
-		for (int64_t k = 0; k < p->count; k++) { /* little-endian F32 */
-			uint32_t u;
-			memcpy(&u, &p->w[k], 4);
-			dp[0] = (uint8_t)u;
-			dp[1] = (uint8_t)(u >> 8);
-			dp[2] = (uint8_t)(u >> 16);
-			dp[3] = (uint8_t)(u >> 24);
-			dp += 4;
-		}
-	}
-	int rc = fs_write_file_atomic(path, buf, total, err);
-	free(buf);
-	return rc;
+	return snapshot_save_weights(gr, path, metadata, err);
 }
 
 static const struct net_node *data_node(const struct net_graph *g)
