@@ -542,6 +542,7 @@ int graph_layer_time(const struct graph *gr, int k, double *fwd_ms, double *bwd_
 }
 
 struct backend *graph_backend(const struct graph *gr) { return gr->be; }
+uint64_t *graph_rng(struct graph *gr) { return &gr->rng; }
 
 void graph_zero_grads(struct graph *gr)
 {

@@ -61,7 +61,7 @@ static int setup(struct fixture *f, const char *text, uint64_t seed)
 	memset(f, 0, sizeof *f);
 	if (net_parse(text, strlen(text), &f->def, &err) != DD_OK ||
 	    net_instantiate(f->def, NET_STAGE_TRAIN, &in, &f->g, &err) != DD_OK ||
-	    graph_create(f->g, seed, &f->gr, &err) != DD_OK) {
+	    graph_create(f->g, NULL, seed, &f->gr, &err) != DD_OK) {
 		fprintf(stderr, "  setup: %s\n", err.msg);
 		return -1;
 	}
