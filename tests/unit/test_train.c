@@ -379,6 +379,7 @@ static void check_resume(const char *backend)
 }
 
 static void test_resume_ref(void) { check_resume("ref"); }
+static void test_resume_cpu(void) { check_resume("cpu"); }
 
 /* Fine-tuning: conv1 of another width is initialised afresh, fc too (its input
  * changed); loading must then still train. */
@@ -428,6 +429,7 @@ int main(void)
 	RUN(test_errors);
 	RUN(test_stop);
 	RUN(test_resume_ref);
+	RUN(test_resume_cpu);
 	RUN(test_finetune);
 	fs_rm_rf(tmp, NULL);
 	return check_summary();
