@@ -560,6 +560,14 @@ int snapshot_save_weights(struct graph *gr, const char *path, const char *const 
 		for (int d = 0; d < gp->shape.ndim && d < ST_MAX_DIMS; d++)
 			t[i].shape[d] = gp->shape.dim[d];
 		t[i].data = gp->w;
+		int64_t c = 1;
+		for (int d = 0; d < gp->shape.ndim; d++)
+			c *= gp->shape.dim[d];
+		if (c != gp->count || gp->shape.ndim > ST_MAX_DIMS) {
+			rc = dd_err_set(err, DD_EINTERNAL, "blob %s: its shape does not match its %lld values", names[i],
+					(long long)gp->count);
+			goto out;
+		}
 	}
 	rc = st_write(path, t, n, meta, err);
 out:

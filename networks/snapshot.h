@@ -49,7 +49,8 @@ int st_write(const char *path, const struct st_tensor *t, int n, const char *con
  * when there is no such file; DD_EINVAL with a sentence naming the file and what is
  * wrong (a header length beyond the file or over ST_MAX_HEADER, JSON that does not
  * parse, a dtype other than F32, offsets out of order, overlapping or leaving holes,
- * a size that is not product(shape) * 4, a repeated name); DD_EIO; DD_ENOMEM. */
+ * a size that is not product(shape) * 4, a repeated name); DD_ETOOBIG for a file
+ * over 64 GiB; DD_EIO; DD_ENOMEM. */
 int st_open(const char *path, struct st_file **out, struct dd_err *err);
 /* The same from memory (copied; what == the name used in messages, may be NULL).
  * The fuzz target's entry. */
