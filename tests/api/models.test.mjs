@@ -289,9 +289,17 @@ describe('models', () => {
     assert.equal(g.body.model.settings.epochs, 3);
     assert.equal(g.body.model.snapshots.at(-1).epoch, 3);
 
-    // an aborted model resumes from its own snapshot
+    // an aborted model resumes too, from its own latest snapshot, here to one epoch more
     const ra = await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: 20000 });
     assertError(ra, 400, 'invalid', /^epochs: must be an integer from 1 to 10000/);
+    const snaps = (await server.api('GET', `/api/v1/models/${abortedId}`)).body.model.snapshots;
+    const from = snaps.at(-1).epoch;
+    const rb = await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: from + 1 });
+    assert.equal(rb.status, 202, JSON.stringify(rb.body));
+    assert.deepEqual(rb.body.job.params.resume, { snapshot: from });
+    const endB = await waitState(server, abortedId, ['done', 'error', 'aborted'], 60000);
+    assert.equal(endB.state, 'done', endB.error);
+    assert.ok(existsSync(join(server.dataDir, 'jobs', String(abortedId), `snapshot_epoch_${from + 1}.safetensors`)));
   });
 
   test('resume: iterations and epochs go on after the snapshot\'s', { todo: TRAIN_C }, () => {
