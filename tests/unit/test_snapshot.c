@@ -329,9 +329,9 @@ static void test_standard_networks(void)
 		if (!rc)
 			rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &g, &err);
 		if (!rc)
-			rc = graph_create(g, 1, &a, &err);
+			rc = graph_create(g, NULL, 1, &a, &err);
 		if (!rc)
-			rc = graph_create(g, 2, &b, &err);
+			rc = graph_create(g, NULL, 2, &b, &err);
 		if (!rc)
 			rc = snapshot_save_weights(a, path, NULL, &err);
 		if (!rc)
