@@ -27,8 +27,9 @@
  * layers gets both contributions.  An in-place layer cannot add into the gradient
  * it reads, so its output gradient is first copied to tmp and the blob's gradient
  * zeroed; what the layer then adds is its input's gradient (Caffe's in-place
- * semantics: the same diff, overwritten).  The blobs the data node makes get no
- * gradient (NULL to the backend).
+ * semantics: the same diff, overwritten).  Blobs with nothing learned upstream (the
+ * data, and what parameter-free layers compute from it) get no gradient: NULL to
+ * the backend, and a layer whose top has none is skipped in the backward.
  *
  * The copies and fills here (saved values, tmp, zeroing) use the C library, so the
  * arenas must be host memory: true of the ref and cpu backends.  A device backend
@@ -348,15 +349,34 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 		goto fail;
 	}
 
-	/* blobs into acts / dacts */
+	/* blobs into acts / dacts.  A blob gets a gradient only when something learned
+	 * lies upstream of it (Caffe's need_backward): not the data, nor what
+	 * parameter-free layers make of it, so the first convolution computes no
+	 * gradient for its input. */
+	unsigned char *need = calloc((size_t)g->nblob + 1, 1);
+	if (!need) {
+		dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (int k = 0; k < g->nnode; k++) {
+		const struct net_node *nd = &g->node[k];
+		int nk = 0;
+		for (int i = 0; i < nd->nparam; i++)
+			nk |= nd->param[i].learned;
+		for (int i = 0; i < nd->l.nbottom; i++)
+			nk |= need[nd->bottom[i]];
+		if (nd->l.type == NET_DATA || nd->l.type == NET_INPUT)
+			nk = 0;
+		for (int i = 0; i < nd->l.ntop; i++)
+			need[nd->top[i]] |= (unsigned char)nk;
+	}
 	int64_t off = 0;
 	for (int b = 0; b < g->nblob; b++) {
-		int prod = g->blob[b].producer;
-		enum net_layer_type pt = g->node[prod].l.type;
 		gr->blob[b] = gr->acts + off;
-		gr->dblob[b] = pt == NET_DATA || pt == NET_INPUT ? NULL : gr->dacts + off;
+		gr->dblob[b] = need[b] ? gr->dacts + off : NULL;
 		off += g->blob[b].count;
 	}
+	free(need);
 
 	/* parameters into params / grads, filled */
 	uint64_t frng = seed;
@@ -542,6 +562,7 @@ int graph_layer_time(const struct graph *gr, int k, double *fwd_ms, double *bwd_
 }
 
 struct backend *graph_backend(const struct graph *gr) { return gr->be; }
+uint64_t *graph_rng(struct graph *gr) { return &gr->rng; }
 
 void graph_zero_grads(struct graph *gr)
 {

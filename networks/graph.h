@@ -81,6 +81,8 @@ void graph_set_profiling(struct graph *gr, int on);
 /* Mean milliseconds per call of node k's forward and backward while profiling
  * (0 when it did not run); DD_EINVAL for k out of range. */
 int graph_layer_time(const struct graph *gr, int k, double *fwd_ms, double *bwd_ms);
+/* Dropout's PRNG state, for a snapshot to save and a resume to restore. */
+uint64_t *graph_rng(struct graph *gr);
 /* The backend it runs on (borrowed). */
 struct backend *graph_backend(const struct graph *gr);
 /* The instantiated network it runs (borrowed). */

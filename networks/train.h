@@ -1,21 +1,33 @@
 /* train.h — train a network on a dataset, as a DIGITS classification job does.
  *
  * train_run parses the network text, instantiates its train and val stages for the
- * dataset (image shape from DIR/dataset.json, class count from its labels), feeds
- * them from DIR/train_db and DIR/val_db (networks/feed.h, with the train data
- * layer's transform_param: crop, mirror, scale, mean), and runs the solver:
+ * dataset (image shape from DIR/dataset.json, class count from its labels), builds
+ * both on one backend (backend.h), feeds them from DIR/train_db and DIR/val_db
+ * (feed.h, prefetched, with the data layers' transform_param: crop, mirror, scale,
+ * mean) and runs the solver (solver.h):
  *
- *   iterations per epoch = ceil(train records / batch);
+ *   one iteration = iter_size forward/backward passes of `batch` images, then one
+ *   solver step; iterations per epoch = ceil(train records / (batch * iter_size));
  *   about every 1/8 epoch a "train" metric (mean loss since the last one, the rate,
  *   the epoch as a fraction, images/s);
- *   after every epoch a "val" metric: loss and top-1 accuracy (and top-5 when the
- *   net has an Accuracy layer with top_k 5) over ceil(val records / batch) batches,
- *   as Caffe's test_iter does (the last batch wraps around to the first records);
- *   the val graph is a second graph whose parameters are copied from the train
- *   graph before each validation;
- *   a snapshot at the end, and when hooks->should_stop asks to stop (checked after
- *   every iteration): OUT/snapshot_epoch_<E>.safetensors (E the epochs completed,
- *   rounded up), each parameter blob as "<layer>.<i>" (F32, its shape).
+ *   every val_interval epochs and at the end a "val" metric: loss and top-1 accuracy
+ *   (and top-5 when the net has an Accuracy layer with top_k 5) over
+ *   ceil(val records / batch) batches, the last wrapping around to the first records
+ *   as Caffe's test_iter does; the val graph gets the train graph's parameters first;
+ *   every snapshot_interval epochs, at the end, and when hooks->should_stop asks to
+ *   stop (checked after every iteration) a snapshot (snapshot.h):
+ *     OUT/snapshot_epoch_<E>.safetensors   the weights, "<layer>.<i>"
+ *     OUT/snapshot_epoch_<E>.solverstate   the solver's history and where training
+ *                                          stood: iteration, data position, dropout's
+ *                                          PRNG
+ *   E is the epoch, "3", or "1.4167" for a snapshot inside one.
+ *
+ * Resume (opts.resume = a .safetensors with its .solverstate beside it) restores all
+ * of that and continues to opts.epochs: the same run, stopped and resumed, gives the
+ * same weights bit for bit on the reference backend and with a fixed thread count on
+ * oneDNN (tests/unit/test_train.c).  Fine-tuning (opts.finetune) loads the blobs
+ * that match by name and shape and keeps the rest freshly initialised, then trains
+ * from iteration 0.
  *
  * A loss that becomes NaN or infinite stops training with DD_EINVAL: "the loss
  * became NaN at epoch E; try a lower learning rate". */
@@ -102,11 +114,5 @@ void train_opts_default(struct train_opts *o);
 /* Train.  DD_OK (also when stopped by should_stop; result->stopped says so), or an
  * error with a sentence (bad network, dataset, NaN loss, disk). */
 int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd_err *err);
-
-/* Write gr's parameters to path in the safetensors format.  metadata: pairs of
- * strings (key, value, ..., NULL), may be NULL. */
-struct graph;
-int train_write_safetensors(struct graph *gr, const char *path, const char *const *metadata,
-			    struct dd_err *err);
 
 #endif

@@ -43,7 +43,7 @@
 #include "../../common/fsutil.h"
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
-#include "../../networks/train.h"
+#include "../../networks/snapshot.h"
 #include "check.h"
 
 static const char script[] = "tests/parity/nets.py";
@@ -339,7 +339,7 @@ static void run_case(const struct np_case *k)
 	snprintf(fweights, sizeof fweights, "%s.safetensors", k->net);
 	snprintf(path, sizeof path, "%s/%s", dir, fweights);
 	if (!write_f32(fdata, data, nd) || !write_f32(flabel, label, nl) ||
-	    train_write_safetensors(gr, path, NULL, &err)) {
+	    snapshot_save_weights(gr, path, NULL, &err)) {
 		fprintf(stderr, "  %s: %s\n", k->net, err.msg);
 		check_current_failed = 1;
 		goto done;

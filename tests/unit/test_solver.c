@@ -348,6 +348,34 @@ static void test_policy_in_step(void)
 	}
 	solver_free(s);
 	teardown(&f);
+	/* every policy: the rate solver_step returns and uses is lr_at's */
+	for (int pol = LR_FIXED; pol <= LR_SIGMOID; pol++) {
+		struct solver_config pc = { .type = SOLVER_SGD, .base_lr = 0.1, .policy = (enum lr_policy)pol,
+					    .gamma = 0.5, .power = 2, .stepsize = 3, .max_iter = 10,
+					    .stepvalue = { 2, 5 }, .nstepvalue = 2 };
+		if (pol == LR_INV || pol == LR_SIGMOID)
+			pc.gamma = 0.3;
+		if (two_fc_setup(&f)) {
+			CHECK(0);
+			return;
+		}
+		s = NULL;
+		CHECK_EQ_INT(solver_create(&pc, f.gr, &s, NULL), DD_OK);
+		for (int t = 0; s && t < 8; t++) {
+			const struct graph_param *w = graph_param(f.gr, 0); /* lr_mult 1 */
+			float w0 = w->w[3];
+			memset(graph_grads(f.gr), 0, (size_t)graph_param_count(f.gr) * sizeof(float));
+			w->dw[3] = 1;
+			double r = solver_step(s, t);
+			CHECK(r == lr_at(&pc, t));
+			if (!(fabsf((w0 - w->w[3]) - (float)r) < 1e-6f))
+				fprintf(stderr, "  %s at %d: moved %g, rate %g\n", lr_policy_name((enum lr_policy)pol), t,
+					w0 - w->w[3], r);
+			CHECK(fabsf((w0 - w->w[3]) - (float)r) < 1e-6f);
+		}
+		solver_free(s);
+		teardown(&f);
+	}
 }
 
 static void test_names(void)
