@@ -32,7 +32,7 @@
 // within minutes while deepdesk runs on the reference kernels (a training iteration
 // of AlexNet at batch 32 takes minutes there).
 //
-// Knobs (environment): BENCH_TRAIN_REPS (3; BENCH_QUICK=1: 1), BENCH_TRAIN_SECONDS (4),
+// Knobs (environment): BENCH_TRAIN_REPS (3; BENCH_QUICK=1: 1), BENCH_TRAIN_SECONDS (3),
 // BENCH_TRAIN_THREADS (2), BENCH_TRAIN_MAX_ITER_S (60), BENCH_TRAIN_BACKEND (auto),
 // BENCH_ONLY (lenet,alexnet), DEEPDESK_BIN (build/deepdesk), BENCH_PYTHON
 // (/usr/bin/python3).  Results: bench/results/train-latest.json.
@@ -49,7 +49,7 @@ const quick = process.env.BENCH_QUICK === '1';
 const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
 const CFG = {
   reps: num('BENCH_TRAIN_REPS', quick ? 1 : 3),
-  seconds: num('BENCH_TRAIN_SECONDS', 4),
+  seconds: num('BENCH_TRAIN_SECONDS', 3),
   threads: num('BENCH_TRAIN_THREADS', 2),
   max_iter_s: num('BENCH_TRAIN_MAX_ITER_S', 60),
   backend: process.env.BENCH_TRAIN_BACKEND || 'auto',
