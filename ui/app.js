@@ -6,11 +6,14 @@
 //   /models      model jobs                     /jobs       every job
 //   /jobs/ID     one job                        /datasets/ID  one dataset (the job page, plus
 //   /datasets/new  the new-dataset form                       the dataset's summary and images)
+//   /models/new    the new-model form (?from=ID clones)   /models/ID  one model (the job page, plus
+//                                                                     its curves, snapshots, resume)
 import { live } from './js/live.js';
 import { store } from './js/store.js';
 import { mountHome, tabForPath } from './js/home.js';
 import { mountJob } from './js/job.js';
 import { mountNewDataset } from './js/dataset_new.js';
+import { mountNewModel } from './js/model_new.js';
 import { h, setChildren, setText, icon } from './js/dom.js';
 
 const main = document.getElementById('main');
@@ -24,6 +27,9 @@ function route(path) {
   if (/^\/datasets\/new\/?$/.test(path)) return { kind: 'new-dataset' };
   const d = /^\/datasets\/(\d+)\/?$/.exec(path);
   if (d) return { kind: 'job', id: Number(d[1]), dataset: true };
+  if (/^\/models\/new\/?$/.test(path)) return { kind: 'new-model' };
+  const mo = /^\/models\/(\d+)\/?$/.exec(path);
+  if (mo) return { kind: 'job', id: Number(mo[1]), model: true };
   return { kind: 'missing' };
 }
 
@@ -36,8 +42,9 @@ function render({ focus = false } = {}) {
   if (current && current.page) current.page.destroy();
   current = null;
   if (r.kind === 'home') current = { kind: 'home', page: mountHome(main, { tab: r.tab, navigate }) };
-  else if (r.kind === 'job') current = { kind: 'job', page: mountJob(main, { id: r.id, dataset: r.dataset, navigate }) };
+  else if (r.kind === 'job') current = { kind: 'job', page: mountJob(main, { id: r.id, dataset: r.dataset, model: r.model, navigate }) };
   else if (r.kind === 'new-dataset') current = { kind: 'new-dataset', page: mountNewDataset(main, { navigate }) };
+  else if (r.kind === 'new-model') current = { kind: 'new-model', page: mountNewModel(main, { navigate }) };
   else {
     document.title = 'Page not found · deepdesk';
     setChildren(main, h('div', { class: 'page' }, h('div', { class: 'empty card' }, icon('empty', 'empty-icon'),
@@ -64,7 +71,8 @@ function markNav() {
   const p = location.pathname;
   for (const a of document.querySelectorAll('.topnav a')) {
     const href = a.getAttribute('href');
-    const here = (href === '/jobs' && p.startsWith('/jobs')) || (href === '/datasets' && p.startsWith('/datasets'));
+    const here = (href === '/jobs' && p.startsWith('/jobs')) || (href === '/datasets' && p.startsWith('/datasets'))
+      || (href === '/models' && p.startsWith('/models'));
     if (here) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
 }

@@ -4,11 +4,16 @@ import { store } from './store.js';
 import { live } from './live.js';
 import { get } from './api.js';
 import { relTime, dateTime, duration, elapsedOf, etaOf, percent, bytes } from './format.js';
-import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, announce } from './ui.js';
+import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, announce, sparkline } from './ui.js';
 import { int, shapeText } from './dataset_view.js';
 
 // Finished datasets' summaries (GET /api/v1/datasets), for the headline under their name.
 const summaries = new Map(); // id → summary
+
+// Models' curves for their row (from their event logs): id → {last, events, loss: [], lastAcc,
+// bestAcc, lastLoss, at, loading}.  Fetched once, then only the new events.
+const modelStats = new Map();
+const SPARK_MAX = 60;
 
 export const TABS = [
   { id: 'running', path: '/', label: 'Running', title: 'Running',
@@ -75,7 +80,8 @@ export function mountHome(root, { tab, navigate }) {
         h('h1', { class: 'page-title' }, 'Jobs'),
         h('p', { class: 'page-sub' }, 'Datasets being built and models being trained on this server, live.')),
       h('div', { class: 'page-actions' },
-        h('a', { class: 'btn btn-primary', href: '/datasets/new', dataset: { action: 'new-dataset' } }, icon('plus'), 'New dataset'))),
+        h('a', { class: 'btn', href: '/datasets/new', dataset: { action: 'new-dataset' } }, icon('plus'), 'New dataset'),
+        h('a', { class: 'btn btn-primary', href: '/models/new', dataset: { action: 'new-model' } }, icon('plus'), 'New model'))),
     h('div', { class: 'home-grid' },
       h('section', { class: 'home-main', 'aria-label': 'Job lists' }, tablist, panel, moreNote),
       info.el));
@@ -149,9 +155,12 @@ export function mountHome(root, { tab, navigate }) {
 
   /* ---- rows ---- */
   function makeRow(job) {
-    const link = h('a', { class: 'job-link', href: job.kind === 'dataset' ? `/datasets/${job.id}` : `/jobs/${job.id}` });
+    const link = h('a', { class: 'job-link', href: job.kind === 'dataset' ? `/datasets/${job.id}` : job.kind === 'model' ? `/models/${job.id}` : `/jobs/${job.id}` });
     const idEl = h('span', { class: 'job-id' });
     const headline = h('span', { class: 'ds-headline', hidden: true });
+    const mText = h('span', { class: 'model-acc num' });
+    const mSpark = h('span', { class: 'model-spark', title: 'Training loss' });
+    const mstats = h('span', { class: 'model-stats', hidden: true }, mText, mSpark);
     const b = badge(job.state);
     const bar = progressBar(`Progress of job ${job.id}`);
     const pct = h('span', { class: 'pct' });
@@ -163,14 +172,14 @@ export function mountHome(root, { tab, navigate }) {
     const created = h('time');
     const elapsed = h('span', { class: 'num' });
     const tr = h('tr', { dataset: { id: job.id } },
-      h('td', { class: 'col-name' }, h('div', { class: 'name-cell' }, link, idEl, headline)),
+      h('td', { class: 'col-name' }, h('div', { class: 'name-cell' }, link, idEl, headline, mstats)),
       h('td', { class: 'col-state' }, b),
       h('td', { class: 'col-progress' }, progWrap, errEl),
       h('td', { class: 'col-kind' }, kind),
       h('td', { class: 'col-owner' }, owner),
       h('td', { class: 'col-created' }, created),
       h('td', { class: 'col-elapsed' }, elapsed));
-    const r = { tr, link, idEl, headline, b, bar, pct, eta, errEl, progWrap, kind, owner, created, elapsed };
+    const r = { tr, link, idEl, headline, mstats, mText, mSpark, b, bar, pct, eta, errEl, progWrap, kind, owner, created, elapsed };
     updateRow(r, job);
     return r;
   }
@@ -188,6 +197,22 @@ export function mountHome(root, { tab, navigate }) {
         shapeText(sum.options), bytes(sum.disk_bytes)];
       setText(r.headline, parts.filter(Boolean).join(' · '));
     }
+    if (job.kind === 'model') {
+      const st = modelStats.get(job.id);
+      if (!st || (st.events !== job.events && !st.loading)) loadModelStats(job);
+      r.mstats.hidden = !st || (!st.loss.length && st.lastAcc === null);
+      if (st) {
+        const acc = st.lastAcc !== null ? `val ${(st.lastAcc * 100).toFixed(1)}%` : st.lastLoss !== null ? `val loss ${st.lastLoss.toPrecision(3)}` : '';
+        const bestTxt = st.bestAcc !== null && st.bestAcc !== st.lastAcc ? ` · best ${(st.bestAcc * 100).toFixed(1)}%` : '';
+        setText(r.mText, acc + bestTxt);
+        setAttr(r.mText, 'title', st.bestAcc !== null ? `Last validation accuracy ${(st.lastAcc * 100).toFixed(2)}%, best ${(st.bestAcc * 100).toFixed(2)}%` : null);
+        const key = st.loss.join(',');
+        if (r.mSpark.dataset.key !== key) {
+          r.mSpark.dataset.key = key;
+          setChildren(r.mSpark, st.loss.length > 1 ? sparkline(st.loss, 72, 18) : null);
+        }
+      }
+    }
     setBadge(r.b, job.state);
     r.tr.dataset.state = job.state;
     const showBar = job.state === 'running' || job.state === 'queued';
@@ -203,6 +228,47 @@ export function mountHome(root, { tab, navigate }) {
     setAttr(r.created, 'datetime', job.created_at ? new Date(job.created_at).toISOString() : null);
     setAttr(r.created, 'title', dateTime(job.created_at));
     tick(r, job);
+  }
+
+  /** Fetch a model's metric events (only those after what we have) for its row. */
+  async function loadModelStats(job) {
+    let st = modelStats.get(job.id);
+    if (!st) modelStats.set(job.id, (st = { last: 0, events: null, train: [], lastAcc: null, bestAcc: null, lastLoss: null, loss: [], loading: false, at: 0 }));
+    if (st.loading) return;
+    // A running model's row is fetched at most every 3 s.
+    const wait = 3000 - (Date.now() - st.at);
+    if (wait > 0 && st.events !== null) {
+      if (!st.timer) st.timer = setTimeout(() => { st.timer = null; if (alive) render([job.id]); }, wait);
+      return;
+    }
+    st.loading = true;
+    const want = job.events;
+    try {
+      for (let guard = 0; guard < 50; guard++) {
+        const r = await get(`/jobs/${job.id}/events?after=${st.last}&limit=2000`);
+        for (const ev of r.events) {
+          st.last = Math.max(st.last, ev.seq);
+          if (ev.type !== 'metric') continue;
+          if (ev.kind === 'train' && typeof ev.loss === 'number') st.train.push(ev.loss);
+          if (ev.kind === 'val') {
+            if (typeof ev.accuracy === 'number') { st.lastAcc = ev.accuracy; st.bestAcc = Math.max(st.bestAcc ?? 0, ev.accuracy); }
+            if (typeof ev.loss === 'number') st.lastLoss = ev.loss;
+          }
+        }
+        if (!r.more || !r.events.length) break;
+      }
+      st.events = want;
+      // The sparkline: the training loss averaged down to SPARK_MAX points.
+      const k = Math.max(1, Math.ceil(st.train.length / SPARK_MAX));
+      st.loss = [];
+      for (let i = 0; i < st.train.length; i += k) {
+        const part = st.train.slice(i, i + k);
+        st.loss.push(part.reduce((a, b) => a + b, 0) / part.length);
+      }
+    } catch { st.events = want; /* the row just shows no curve */ }
+    st.loading = false;
+    st.at = Date.now();
+    if (alive) render([job.id]);
   }
 
   function tick(r, job, now = Date.now()) {
@@ -249,6 +315,11 @@ export function mountHome(root, { tab, navigate }) {
           h('p', { class: 'empty-title', text: current.empty }),
           h('p', { class: 'empty-text' }, 'Upload an archive of class folders, point at folders on the server, or start with the Fashion-MNIST example.'),
           h('a', { class: 'btn btn-primary', href: '/datasets/new' }, icon('plus'), 'New dataset'));
+      } else if (current.id === 'models') {
+        setChildren(emptyBox, icon('chart', 'empty-icon'),
+          h('p', { class: 'empty-title', text: current.empty }),
+          h('p', { class: 'empty-text' }, 'Pick a finished dataset and a network (LeNet is a good first one) and watch it learn.'),
+          h('a', { class: 'btn btn-primary', href: '/models/new' }, icon('plus'), 'New model'));
       } else {
         setChildren(emptyBox, icon('empty', 'empty-icon'),
           h('p', { class: 'empty-title', text: current.empty }),

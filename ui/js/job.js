@@ -5,20 +5,24 @@ import { get, post, patch, del, ApiError } from './api.js';
 import { live } from './live.js';
 import { store } from './store.js';
 import { relTime, dateTime, clock, duration, elapsedOf, etaOf, percent, num } from './format.js';
-import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, toast, showError, announce, confirmDialog } from './ui.js';
+import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, toast, showError, announce, confirmDialog, sparkline } from './ui.js';
 import { datasetView } from './dataset_view.js';
+import { modelView } from './model_view.js';
 
 const MAX_LINES = 5000;     // log lines kept in the page; older ones are dropped
 const SPARK_POINTS = 120;   // points kept per metric for the sparkline
 
-export function mountJob(root, { id, navigate, dataset = false }) {
+export function mountJob(root, { id, navigate, dataset = false, model = false }) {
   const cleanups = [];
   let job = null;          // detail form
   let alive = true;
   let deleted = false;
   let ds = null;           // the dataset view, for a job of kind "dataset"
-  const jobPath = () => (job && job.kind === 'dataset' ? `/datasets/${id}` : `/jobs/${id}`);
-  const listPath = () => (job && job.kind === 'dataset' ? '/datasets' : '/jobs');
+  let mv = null;           // the model view, for a job of kind "model"
+  const KIND_PATH = { dataset: ['/datasets', 'Datasets'], model: ['/models', 'Models'] };
+  const kindList = () => KIND_PATH[job ? job.kind : dataset ? 'dataset' : model ? 'model' : ''] || ['/jobs', 'Jobs'];
+  const jobPath = () => (KIND_PATH[job && job.kind] ? `${KIND_PATH[job.kind][0]}/${id}` : `/jobs/${id}`);
+  const listPath = () => kindList()[0];
 
   setChildren(root, h('div', { class: 'page job' }, h('p', { class: 'page-msg muted' }, 'Loading job…')));
   document.title = `Job #${id} · deepdesk`;
@@ -57,9 +61,9 @@ export function mountJob(root, { id, navigate, dataset = false }) {
 
   const errorBox = h('div', { class: 'alert alert-error', role: 'alert', hidden: true });
   const deletedBox = h('div', { class: 'alert alert-warn', role: 'status', hidden: true },
-    'This job was deleted. ', h('a', { href: dataset ? '/datasets' : '/jobs' }, dataset ? 'Back to the datasets' : 'Back to all jobs'));
+    'This job was deleted. ', h('a', { href: kindList()[0] }, `Back to ${kindList()[1].toLowerCase()}`));
 
-  const crumbList = h('a', { href: dataset ? '/datasets' : '/jobs' }, dataset ? 'Datasets' : 'Jobs');
+  const crumbList = h('a', { href: kindList()[0] }, kindList()[1]);
   const head = h('header', { class: 'job-head' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
       crumbList, h('span', { 'aria-hidden': 'true', class: 'crumb-sep' }, '/'),
@@ -166,6 +170,7 @@ export function mountJob(root, { id, navigate, dataset = false }) {
     renderHistory();
     renderRelations();
     if (ds) ds.update(j);
+    if (mv) mv.update(j);
     const ptxt = JSON.stringify(j.params ?? {}, null, 2);
     if (paramsPre.dataset.src !== ptxt) {
       paramsPre.dataset.src = ptxt;
@@ -265,10 +270,11 @@ export function mountJob(root, { id, navigate, dataset = false }) {
           job = { ...r.job, _rx: Date.now() };
           if (firstTime) {
             if (job.kind === 'dataset') mountDataset();
+            if (job.kind === 'model') mountModel();
             // /jobs/ID and /datasets/ID both open this page; the address says which it is.
             if (location.pathname !== jobPath()) history.replaceState(history.state, '', jobPath() + location.search + location.hash);
             setAttr(crumbList, 'href', listPath());
-            setText(crumbList, job.kind === 'dataset' ? 'Datasets' : 'Jobs');
+            setText(crumbList, kindList()[1]);
             setChildren(root, page);
           }
           renderJob();
@@ -293,6 +299,15 @@ export function mountJob(root, { id, navigate, dataset = false }) {
     jobMain.prepend(ds.main);
     page.querySelector('.job-side').prepend(ds.side);
     cleanups.push(() => ds.destroy());
+  }
+
+  function mountModel() {
+    mv = modelView(id, { navigate });
+    jobMain.prepend(mv.main);
+    page.querySelector('.job-side').prepend(mv.side);
+    actions.prepend(...mv.actions);
+    metricsCard.classList.add('model-metrics');
+    cleanups.push(() => mv.destroy());
   }
 
   function showMissing(message) {
@@ -328,6 +343,7 @@ export function mountJob(root, { id, navigate, dataset = false }) {
 
   async function fetchAfter() {
     bulk++;
+    if (mv) mv.setBulk(true);
     try {
       for (let guard = 0; guard < 100000 && alive; guard++) {
         const r = await get(`/jobs/${id}/events?after=${last}&limit=2000`);
@@ -337,6 +353,7 @@ export function mountJob(root, { id, navigate, dataset = false }) {
       }
     } finally {
       bulk--;
+      if (mv) mv.setBulk(false);
       schedule();
     }
   }
@@ -354,6 +371,7 @@ export function mountJob(root, { id, navigate, dataset = false }) {
 
   function apply(ev) {
     last = ev.seq;
+    if (mv) mv.event(ev);
     switch (ev.type) {
       case 'log':
         addLine(ev.t, ev.msg ?? '', ev.level || 'info');
@@ -462,7 +480,7 @@ export function mountJob(root, { id, navigate, dataset = false }) {
 
   function renderMetrics() {
     metricsDirty = false;
-    metricsCard.hidden = metrics.size === 0;
+    metricsCard.hidden = metrics.size === 0 || !!mv; // a model's curves are in its charts
     const names = [...metrics.keys()].sort();
     setChildren(metricsBody, names.map((name) => {
       const m = metrics.get(name);
@@ -499,11 +517,12 @@ export function mountJob(root, { id, navigate, dataset = false }) {
     // A dataset is cloned through its form, filled in with its settings: an uploaded
     // archive is used once and must be chosen again, and any option can be changed.
     if (job && job.kind === 'dataset') { navigate(`/datasets/new?from=${id}`); return; }
+    if (job && job.kind === 'model') { navigate(`/models/new?from=${id}`); return; }
     cloneBtn.disabled = true;
     try {
       const r = await post(`/jobs/${id}/clone`);
       toast(`Cloned as job #${r.job.id}.`, 'success');
-      navigate(r.job.kind === 'dataset' ? `/datasets/${r.job.id}` : `/jobs/${r.job.id}`);
+      navigate(KIND_PATH[r.job.kind] ? `${KIND_PATH[r.job.kind][0]}/${r.job.id}` : `/jobs/${r.job.id}`);
     } catch (e) {
       showError(e, 'Clone failed');
     } finally {
@@ -514,8 +533,8 @@ export function mountJob(root, { id, navigate, dataset = false }) {
   deleteBtn.addEventListener('click', async () => {
     const ok = await confirmDialog({
       title: `Delete job #${id}?`,
-      body: h('p', null, 'This removes ', h('strong', { text: job.name || `job ${id}` }),
-        ', its log and everything it produced. This cannot be undone.'),
+      body: [h('p', null, 'This removes ', h('strong', { text: job.name || `job ${id}` }),
+        ', its log and everything it produced. This cannot be undone.'), mv ? mv.deleteNote() : null],
       confirm: 'Delete job', danger: true,
     });
     if (!ok) { deleteBtn.focus(); return; }
@@ -624,18 +643,6 @@ export function mountJob(root, { id, navigate, dataset = false }) {
 }
 
 /* ---------- helpers ---------- */
-
-function sparkline(series) {
-  const w = 96, hgt = 24;
-  const svg = h('svg:svg', { class: 'spark', viewBox: `0 0 ${w} ${hgt}`, width: w, height: hgt, 'aria-hidden': 'true' });
-  if (series.length < 2) return svg;
-  let lo = Math.min(...series), hi = Math.max(...series);
-  if (hi === lo) { hi += 1; lo -= 1; }
-  const pts = series.map((v, i) => `${((i / (series.length - 1)) * (w - 2) + 1).toFixed(1)},${(hgt - 2 - ((v - lo) / (hi - lo)) * (hgt - 4)).toFixed(1)}`);
-  svg.append(h('svg:polyline', { points: pts.join(' '), fill: 'none', stroke: 'currentColor', 'stroke-width': 1.5,
-    'stroke-linejoin': 'round', 'stroke-linecap': 'round' }));
-  return svg;
-}
 
 /** Pretty JSON as spans (keys, strings, numbers, literals) — built as nodes, never HTML. */
 function jsonNodes(v, depth) {

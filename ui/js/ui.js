@@ -108,4 +108,16 @@ export function confirmDialog({ title, body, confirm = 'OK', danger = false }) {
   });
 }
 
+/** A small inline SVG line of a series of numbers (no axes); w×hgt pixels. */
+export function sparkline(series, w = 96, hgt = 24) {
+  const svg = h('svg:svg', { class: 'spark', viewBox: `0 0 ${w} ${hgt}`, width: w, height: hgt, 'aria-hidden': 'true' });
+  if (series.length < 2) return svg;
+  let lo = Math.min(...series), hi = Math.max(...series);
+  if (hi === lo) { hi += 1; lo -= 1; }
+  const pts = series.map((v, i) => `${((i / (series.length - 1)) * (w - 2) + 1).toFixed(1)},${(hgt - 2 - ((v - lo) / (hi - lo)) * (hgt - 4)).toFixed(1)}`);
+  svg.append(h('svg:polyline', { points: pts.join(' '), fill: 'none', stroke: 'currentColor', 'stroke-width': 1.5,
+    'stroke-linejoin': 'round', 'stroke-linecap': 'round' }));
+  return svg;
+}
+
 export { icon };
