@@ -18,7 +18,7 @@
 // that an error in custom prototxt lands in the editor's gutter, and that Visualize draws.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, waitFor, BIN, ROOT } from '../lib/server.mjs';
@@ -43,7 +43,10 @@ after(async () => {
   if (server) { await server.stop(); server.cleanup(); }
 });
 
-const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `models-${name}.png`), fullPage: true, timeout: 30000 });
+async function shot(name) {
+  await page.evaluate(() => window.scrollTo(0, 0)); // a full-page shot of a scrolled page repeats the sticky bars
+  await page.screenshot({ path: join(ARTIFACTS, `models-${name}.png`), fullPage: true, timeout: 30000 });
+}
 const attr = (sel, name) => page.locator(sel).getAttribute(name);
 
 test('1. the Fashion-MNIST example dataset, from the form', async () => {
@@ -125,7 +128,7 @@ test('2. New model: LeNet on it, a short training, checked before it is queued',
 
   // A field error is named, inline, and nothing is queued.
   await page.locator('#f-solver-base_lr').fill('fast');
-  await page.locator('#f-name').fill(XSS);
+  await page.locator('#f-name').fill('LeNet on Fashion-MNIST');
   await page.locator('[data-action="create-model"]').click();
   assert.match(await page.locator('[data-field="solver.base_lr"] .field-error').textContent(), /“fast” is not a number/);
   assert.equal(await attr('#f-solver-base_lr', 'aria-invalid'), 'true');
@@ -133,6 +136,8 @@ test('2. New model: LeNet on it, a short training, checked before it is queued',
   await page.locator('#f-solver-base_lr').fill('0.01');
   await shot('2-new-model');
 
+  // A name that is markup stays text.
+  await page.locator('#f-name').fill(XSS);
   await page.locator('[data-action="create-model"]').click();
   await page.waitForURL(/\/models\/\d+$/);
   assert.equal(await page.evaluate(() => window.__sameDocument), true, 'creating reloaded the page');
@@ -145,6 +150,9 @@ test('2. New model: LeNet on it, a short training, checked before it is queued',
   // The name is text, never markup.
   await page.locator('.job-name-text').filter({ hasText: XSS }).waitFor();
   assert.equal(await page.evaluate(() => window.__xss), undefined);
+  // (renamed for the screenshots; the page follows the change live)
+  assert.equal((await server.api('PATCH', `/api/v1/jobs/${modelId}`, { name: 'LeNet on Fashion-MNIST' })).status, 200);
+  await page.locator('.job-name-text').filter({ hasText: /^LeNet on Fashion-MNIST$/ }).waitFor();
 });
 
 test('3. the curves follow live, and survive a reload mid-training', async () => {
@@ -188,6 +196,28 @@ test('4. abort, resume, and the curve goes on', async () => {
   await page.locator('.snaps-table tr[data-epoch="6"]').waitFor();
   await page.locator('.snaps-table .best-tag').waitFor();
   await shot('4-done');
+
+  // Every stored point is in the CSV, the aborted run's too.
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.locator('[data-action="csv"]').click()]);
+  const csv = readFileSync(await dl.path(), 'utf8').trim().split('\n');
+  assert.equal(csv[0], 'kind,iteration,epoch,t,lr,loss,accuracy,accuracy_top5,images_per_s,eta_s');
+  const events = [];
+  for (let after = 0; ;) {
+    const r = (await server.api('GET', `/api/v1/jobs/${modelId}/events?after=${after}&limit=2000`)).body;
+    events.push(...r.events);
+    if (!r.more || !r.events.length) break;
+    after = r.last;
+  }
+  assert.equal(csv.length - 1, events.filter((e) => e.type === 'metric').length);
+
+  // Drag across the chart: it zooms; Reset puts it back.
+  const box = await page.locator('[data-chart="loss"]').boundingBox();
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height * 0.5);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height * 0.5, { steps: 4 });
+  await page.mouse.up();
+  await page.locator('[data-action="reset-zoom"]:enabled').click();
+  await page.locator('[data-action="reset-zoom"]:disabled').waitFor();
 });
 
 test('5. the home page shows the accuracy and a loss sparkline; no script errors', async () => {

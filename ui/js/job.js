@@ -534,7 +534,7 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
     const ok = await confirmDialog({
       title: `Delete job #${id}?`,
       body: [h('p', null, 'This removes ', h('strong', { text: job.name || `job ${id}` }),
-        ', its log and everything it produced. This cannot be undone.'), mv ? mv.deleteNote() : null],
+        ', its log and everything it produced. This cannot be undone.'), mv ? await mv.deleteNote() : null],
       confirm: 'Delete job', danger: true,
     });
     if (!ok) { deleteBtn.focus(); return; }

@@ -216,7 +216,10 @@ export function modelView(id, { navigate } = {}) {
     if (sm) arr = smooth(arr, view.smooth);
     if (view.zoom) {
       const [a, b] = view.zoom, pad = (b - a) * 0.05;
-      arr = arr.filter((p) => p.x >= a - pad && p.x <= b + pad);
+      // Keep one point beyond each edge, so that lines run to the border of the plot.
+      let i0 = arr.findIndex((p) => p.x >= a - pad), i1 = arr.findLastIndex((p) => p.x <= b + pad);
+      if (i0 < 0) i0 = arr.length;
+      arr = arr.slice(Math.max(0, i0 - 1), i1 + 2);
     }
     if (view.log) arr = arr.filter((p) => p.y > 0);
     return thin(arr, MAX_DRAWN);
@@ -610,7 +613,8 @@ export function modelView(id, { navigate } = {}) {
   }
 
   /** A line for the delete dialog: what deleting frees. */
-  function deleteNote() {
+  async function deleteNote() {
+    if (!model) await refreshModel();
     const snaps = (model && model.snapshots) || [];
     const total = snaps.reduce((a, s) => a + (s.bytes || 0), 0);
     return snaps.length ? h('p', { dataset: { frees: total } }, `It frees at least ${bytes(total)}: ${snaps.length} snapshot${snaps.length === 1 ? '' : 's'} of weights, with their solver states.`) : null;
