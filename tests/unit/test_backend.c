@@ -553,15 +553,40 @@ static void test_eltwise(void)
 
 static void test_softmax(void)
 {
-	static const int cases[][3] = { { 4, 10, 1 }, { 2, 5, 6 }, { 1, 3, 7 } };
+	static const int cases[][4] = { { 4, 10, 1, 0 }, { 2, 5, 6, 0 }, { 1, 3, 7, 0 }, { 2, 5, 6, 1 } };
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct tcase t = { .l = { .name = "softmax", .type = NET_SOFTMAX }, .training = 1 };
-		snprintf(t.name, sizeof t.name, "softmax#%zu (%d, %d, %d)", i, cases[i][0], cases[i][1], cases[i][2]);
+		snprintf(t.name, sizeof t.name, "softmax#%zu (%d, %d, %d)%s", i, cases[i][0], cases[i][1], cases[i][2],
+			 cases[i][3] ? " in place" : "");
 		t.bl.n = cases[i][0], t.bl.c = cases[i][1], t.bl.inner = cases[i][2];
 		t.nx = t.ny = (size_t)cases[i][0] * cases[i][1] * cases[i][2];
 		t.bl.count = (int64_t)t.ny;
+		t.bl.in_place = cases[i][3];
 		run_case(&t, 7000 + i);
 	}
+}
+
+/* A layer oneDNN rejects fails layer_init with an error naming it, and leaves no
+ * state behind. */
+static void test_invalid(void)
+{
+	struct net_layer l = { .name = "conv_bad", .type = NET_CONVOLUTION };
+	struct backend_layer bl = { .l = &l, .nbottom = 1, .n = 2, .c = 3, .inner = 16, .count = 2 * 4 * 2 * 2 };
+	bl.d.conv = (struct conv_desc){ .n = 2, .c_in = 3, .h_in = 4, .w_in = 4, .c_out = 4, .h_out = 2, .w_out = 2,
+					.kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1, .group = 2 };
+	struct dd_err err = { 0 };
+	void *state = (void *)&bl;
+	int rc = backend_layer_init(be, &bl, &state, &err); /* group 2 does not divide 3 channels */
+	CHECK(rc == DD_EINVAL || rc == DD_EINTERNAL);
+	CHECK(state == NULL);
+	CHECK_CONTAINS(err.msg, "conv_bad");
+	bl.d.conv.group = 1;
+	bl.d.conv.h_out = 3; /* inconsistent: 4 - 3 + 1 = 2 */
+	err = (struct dd_err){ 0 };
+	rc = backend_layer_init(be, &bl, &state, &err);
+	CHECK(rc == DD_EINVAL || rc == DD_EINTERNAL);
+	CHECK_CONTAINS(err.msg, "conv_bad");
+	backend_layer_fini(be, NULL);
 }
 
 /* A type the cpu backend does not run itself goes to the reference kernels. */
@@ -701,6 +726,7 @@ int main(int argc, char **argv)
 	RUN(test_eltwise);
 	RUN(test_softmax);
 	RUN(test_delegated);
+	RUN(test_invalid);
 	if (argc > 1 && strcmp(argv[1], "bench") == 0)
 		run_bench();
 	be->ops->destroy(be);
