@@ -13,9 +13,12 @@
  * primitives (forward, backward data, backward weights), and one oneDNN memory
  * object per role (struct cpu_layer's slots) created without a buffer.  forward and
  * backward point each slot at the layer's arrays of the moment
- * (dnnl_memory_set_data_handle, a pointer store) and execute.  Every tensor is
- * dense plain (nchw, oihw/goihw, x, nc): oneDNN reads the graph's arenas in place,
- * and no reorder is ever needed.
+ * (dnnl_memory_set_data_handle, a pointer store) and execute.  The slots are dense
+ * plain (nchw, oihw/goihw, x, nc), the arenas' layout, and most primitives work on
+ * them in place.  A convolution may instead run in oneDNN's blocked layouts
+ * (conv_init says when): each primitive argument whose layout differs from its
+ * slot's gets a struct stage, a buffer of the layer's own and a reorder built once,
+ * run before the primitive (inputs) or after it (outputs).
  *
  * oneDNN's backward primitives overwrite their outputs, while a backward here ADDS
  * (backend_impl.h).  So each gradient is computed into the backend's shared
@@ -29,8 +32,9 @@
  *   tmp = dy - mean(dy) - y·mean(dy·y),
  * and the true 1/std of each channel is applied while adding (dx += tmp·invstd).
  *
- * Invariant: a struct cpu_layer either has ref != NULL (delegated) or every
- * primitive its type needs; nothing is created after layer_init. */
+ * Invariant: a struct cpu_layer is either delegated (ref is the reference state,
+ * possibly NULL) or has every primitive its type needs; nothing is created after
+ * layer_init. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
