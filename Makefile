@@ -13,7 +13,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
-LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lpthread -lm
+LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgomp -lpthread -lm
 BUILD   := build
 Q       := $(if $(V),,@)
 

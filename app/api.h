@@ -26,5 +26,10 @@ int api_dataset_images(struct req *r);
 int api_dataset_image(struct req *r);
 int api_dataset_file(struct req *r);
 int api_datasets_preview(struct req *r);
+int api_models_create(struct req *r);
+int api_models_list(struct req *r);
+int api_model_get(struct req *r);
+int api_model_resume(struct req *r);
+int api_model_snapshot(struct req *r);
 
 #endif

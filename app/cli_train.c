@@ -4,6 +4,8 @@
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +21,41 @@ const char cli_train_usage[] =
 	"\n"
 	"Train an image classifier on a dataset made by `deepdesk dataset create`.\n"
 	"NAME is a standard network (lenet, alexnet, googlenet, resnet_small), FILE a\n"
-	"Caffe prototxt with DIGITS' stages.  Progress goes to stderr; the weights are\n"
-	"written to OUT/snapshot_epoch_<N>.safetensors at the end.\n"
+	"Caffe prototxt with DIGITS' stages.  Progress goes to stderr.  Snapshots go to\n"
+	"OUT/snapshot_epoch_<E>.safetensors (weights) with a .solverstate beside each\n"
+	"(what --resume needs); an interrupt (Ctrl-C) writes one before it stops.\n"
 	"\n"
-	"  --epochs N          training epochs (1)\n"
-	"  --batch N           batch size (64; 0: the network's data layer batch_size)\n"
-	"  --solver sgd|adam   (sgd)\n"
-	"  --lr RATE           base learning rate (0.01)\n"
-	"  --momentum M        SGD momentum / Adam beta1 (0.9)\n"
-	"  --weight-decay D    L2 weight decay (0.0005)\n"
-	"  --lr-policy fixed|step  step: x0.1 every 33%% of the iterations (step)\n"
+	"  --epochs N            training epochs (30; with --resume the new total)\n"
+	"  --batch N             batch size (0: the network's data layer batch_size)\n"
+	"  --iter-size N         batch accumulation: passes per update (1)\n"
+	"  --solver NAME         sgd, nesterov, adagrad, rmsprop, adadelta or adam (sgd)\n"
+	"  --lr RATE             base learning rate (0.01)\n"
+	"  --momentum M          momentum; Adam's beta1; AdaDelta's decay (0.9)\n"
+	"  --momentum2 M         Adam's beta2 (0.999)\n"
+	"  --delta D             AdaGrad/RMSProp/AdaDelta/Adam epsilon (1e-8)\n"
+	"  --rms-decay R         RMSProp's decay (0.99)\n"
+	"  --weight-decay D      L2 weight decay (0.0005)\n"
+	"  --lr-policy P         fixed, step, multistep, exp, inv, poly, sigmoid (step)\n"
+	"  --step PCT[,PCT...]   step: every PCT%% of the iterations (33); multistep:\n"
+	"                        at each PCT%%; sigmoid: the centre\n"
+	"  --gamma G             step/multistep/exp/inv/sigmoid factor (0.1)\n"
+	"  --power P             inv/poly power (inv 0.75, poly 1)\n"
 	"  --mean image|pixel|none  mean subtraction (image)\n"
-	"  --seed N            weights, shuffling and crops (0)\n"
-	"  --json              print a JSON summary on stdout at the end\n"
-	"  -h, --help          this text\n";
+	"  --val-interval E      validate every E epochs (1; fractions allowed)\n"
+	"  --snapshot-interval E snapshot every E epochs (1)\n"
+	"  --resume SNAPSHOT     continue exactly from a snapshot and its .solverstate\n"
+	"  --finetune WEIGHTS    start from another model's weights; layers whose shape\n"
+	"                        changed are initialised afresh\n"
+	"  --backend cpu|ref     oneDNN, or the plain-C reference kernels (cpu)\n"
+	"  --threads N           CPU threads (all cores); with a fixed seed and thread\n"
+	"                        count a run is repeatable to the bit\n"
+	"  --seed N              weights, shuffling and crops (0)\n"
+	"  --json                print a JSON summary on stdout at the end\n"
+	"  -h, --help            this text\n";
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = 1; }
+static int should_stop(void *ctx) { return interrupted; }
 
 static void on_metric(void *ctx, const struct train_metric *m)
 {
@@ -74,72 +97,115 @@ static void json_num(cJSON *o, const char *k, double v)
 		cJSON_AddNumberToObject(o, k, v);
 }
 
+/* --step 33 or --step 50,75 */
+static int parse_steps(const char *arg, struct train_opts *o)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nmultistep = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		double v;
+		if (o->nmultistep == SOLVER_MAX_STEPS || parse_num("--step", t, 0.001, 100, &v))
+			return -1;
+		o->multistep_pct[o->nmultistep++] = v;
+	}
+	if (o->nmultistep == 0)
+		return -1;
+	o->step_pct = o->multistep_pct[0];
+	return 0;
+}
+
+/* The numeric options: flag, range, where it goes. */
+struct num_opt {
+	int id;
+	const char *name;
+	double lo, hi;
+	size_t off;     /* into struct train_opts */
+	int is_int;
+};
+#define OPT_D(id, name, lo, hi, field) { id, name, lo, hi, offsetof(struct train_opts, field), 0 }
+#define OPT_I(id, name, lo, hi, field) { id, name, lo, hi, offsetof(struct train_opts, field), 1 }
+static const struct num_opt num_opts[] = {
+	OPT_I('e', "--epochs", 1, 100000, epochs),
+	OPT_I('b', "--batch", 0, 65536, batch),
+	OPT_I('I', "--iter-size", 1, 1024, iter_size),
+	OPT_D('l', "--lr", 1e-12, 1e6, base_lr),
+	OPT_D('m', "--momentum", 0, 0.999999, momentum),
+	OPT_D('2', "--momentum2", 0, 0.999999, momentum2),
+	OPT_D('D', "--delta", 1e-20, 1, delta),
+	OPT_D('R', "--rms-decay", 1e-6, 0.999999, rms_decay),
+	OPT_D('w', "--weight-decay", 0, 1, weight_decay),
+	OPT_D('g', "--gamma", 1e-9, 1e6, gamma),
+	OPT_D('P', "--power", 1e-9, 1e3, power),
+	OPT_D('v', "--val-interval", 0.001, 100000, val_interval),
+	OPT_D('V', "--snapshot-interval", 0.001, 100000, snapshot_interval),
+	OPT_I('t', "--threads", 1, 1024, threads),
+};
+
 int cli_train(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "dataset", required_argument, 0, 'd' },  { "network", required_argument, 0, 'n' },
 		{ "out", required_argument, 0, 'o' },      { "epochs", required_argument, 0, 'e' },
-		{ "batch", required_argument, 0, 'b' },    { "solver", required_argument, 0, 's' },
-		{ "lr", required_argument, 0, 'l' },       { "momentum", required_argument, 0, 'm' },
+		{ "batch", required_argument, 0, 'b' },    { "iter-size", required_argument, 0, 'I' },
+		{ "solver", required_argument, 0, 's' },   { "lr", required_argument, 0, 'l' },
+		{ "momentum", required_argument, 0, 'm' }, { "momentum2", required_argument, 0, '2' },
+		{ "delta", required_argument, 0, 'D' },    { "rms-decay", required_argument, 0, 'R' },
 		{ "weight-decay", required_argument, 0, 'w' }, { "lr-policy", required_argument, 0, 'p' },
-		{ "mean", required_argument, 0, 'M' },     { "seed", required_argument, 0, 'S' },
-		{ "json", no_argument, 0, 'j' },           { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 }
+		{ "step", required_argument, 0, 'x' },     { "gamma", required_argument, 0, 'g' },
+		{ "power", required_argument, 0, 'P' },    { "mean", required_argument, 0, 'M' },
+		{ "val-interval", required_argument, 0, 'v' }, { "snapshot-interval", required_argument, 0, 'V' },
+		{ "resume", required_argument, 0, 'r' },   { "finetune", required_argument, 0, 'f' },
+		{ "backend", required_argument, 0, 'B' },  { "threads", required_argument, 0, 't' },
+		{ "seed", required_argument, 0, 'S' },     { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },           { 0, 0, 0, 0 }
 	};
 	struct train_opts o;
 	struct train_result res;
 	train_opts_default(&o);
-	o.epochs = 1;
-	o.batch = 64;
 	o.result = &res;
 	const char *network = NULL;
 	int json = 0, c;
 	double v;
+	struct dd_err err = { 0 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		const struct num_opt *no = NULL;
+		for (size_t i = 0; i < sizeof num_opts / sizeof num_opts[0]; i++)
+			if (num_opts[i].id == c)
+				no = &num_opts[i];
+		if (no) {
+			if (parse_num(no->name, optarg, no->lo, no->hi, &v))
+				return 2;
+			if (no->is_int)
+				*(int *)((char *)&o + no->off) = (int)v;
+			else
+				*(double *)((char *)&o + no->off) = v;
+			continue;
+		}
 		switch (c) {
 		case 'd': o.dataset_dir = optarg; break;
 		case 'n': network = optarg; break;
 		case 'o': o.out_dir = optarg; break;
-		case 'e':
-			if (parse_num("--epochs", optarg, 1, 100000, &v))
-				return 2;
-			o.epochs = (int)v;
-			break;
-		case 'b':
-			if (parse_num("--batch", optarg, 0, 65536, &v))
-				return 2;
-			o.batch = (int)v;
-			break;
+		case 'r': o.resume = optarg; break;
+		case 'f': o.finetune = optarg; break;
+		case 'B': o.backend = optarg; break;
 		case 's':
-			if (strcmp(optarg, "sgd") == 0)
-				o.solver = SOLVER_SGD;
-			else if (strcmp(optarg, "adam") == 0)
-				o.solver = SOLVER_ADAM;
-			else {
-				fprintf(stderr, "deepdesk train: --solver: sgd or adam, not '%s'\n", optarg);
+			if (solver_type_parse(optarg, &o.solver, &err)) {
+				fprintf(stderr, "deepdesk train: --solver: %s\n", err.msg);
 				return 2;
 			}
 			break;
-		case 'l':
-			if (parse_num("--lr", optarg, 1e-12, 1e6, &o.base_lr))
-				return 2;
-			break;
-		case 'm':
-			if (parse_num("--momentum", optarg, 0, 0.999999, &o.momentum))
-				return 2;
-			break;
-		case 'w':
-			if (parse_num("--weight-decay", optarg, 0, 1, &o.weight_decay))
-				return 2;
-			break;
 		case 'p':
-			if (strcmp(optarg, "fixed") == 0)
-				o.policy = LR_FIXED;
-			else if (strcmp(optarg, "step") == 0)
-				o.policy = LR_STEP;
-			else {
-				fprintf(stderr, "deepdesk train: --lr-policy: fixed or step, not '%s'\n", optarg);
+			if (lr_policy_parse(optarg, &o.policy, &err)) {
+				fprintf(stderr, "deepdesk train: --lr-policy: %s\n", err.msg);
+				return 2;
+			}
+			break;
+		case 'x':
+			if (parse_steps(optarg, &o)) {
+				fprintf(stderr, "deepdesk train: --step: up to %d percentages, comma-separated\n",
+					SOLVER_MAX_STEPS);
 				return 2;
 			}
 			break;
@@ -165,13 +231,18 @@ int cli_train(int argc, char **argv)
 		default: fputs(cli_train_usage, stderr); return 2;
 		}
 	}
+	if (o.policy != LR_MULTISTEP)
+		o.nmultistep = 0;
+	if (o.resume && o.finetune) {
+		fprintf(stderr, "deepdesk train: --resume and --finetune exclude each other\n");
+		return 2;
+	}
 	if (!o.dataset_dir || !network || !o.out_dir || optind < argc) {
 		fputs(cli_train_usage, stderr);
 		return 2;
 	}
 	char *file_text = NULL;
 	const char *text = net_standard_text(network);
-	struct dd_err err = { 0 };
 	if (!text) {
 		size_t len;
 		if (fs_read_file(network, 16u << 20, &file_text, &len, &err)) {
@@ -183,7 +254,11 @@ int cli_train(int argc, char **argv)
 	}
 	o.network_text = text;
 	o.network_name = network;
-	struct train_hooks h = { .metric = on_metric, .log = on_log };
+	struct train_hooks h = { .metric = on_metric, .log = on_log, .should_stop = should_stop };
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	int64_t t0 = fs_mono_ms();
 	int rc = train_run(&o, &h, &err);
 	free(file_text);
@@ -201,6 +276,7 @@ int cli_train(int argc, char **argv)
 			json_num(j, "val_loss", res.val_loss);
 			json_num(j, "val_accuracy", res.val_accuracy);
 			json_num(j, "val_accuracy_top5", res.val_accuracy_top5);
+			cJSON_AddBoolToObject(j, "stopped", res.stopped);
 			cJSON_AddStringToObject(j, "snapshot", res.snapshot);
 		}
 		json_num(j, "seconds", secs);

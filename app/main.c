@@ -22,6 +22,7 @@ static const char usage[] =
 	"  dataset create build an image dataset (LMDB) from a folder, archive or list file\n"
 	"  example fashion-mnist  write Debian's Fashion-MNIST as an image folder\n"
 	"  net check FILE check a network (Caffe prototxt): layers, shapes, parameters\n"
+	"  net time NET   time a network's training iteration (or forward), per layer\n"
 	"  net list|show  the standard networks, and one's prototxt\n"
 	"  train          train a network on a dataset (CPU reference engine, in progress)\n"
 	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"

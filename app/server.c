@@ -103,6 +103,11 @@ static const struct route routes[] = {
 	{ "GET", "/api/v1/datasets/{id}/images", api_dataset_images },
 	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", api_dataset_image },
 	{ "GET", "/api/v1/datasets/{id}/files/{name}", api_dataset_file },
+	{ "GET", "/api/v1/models", api_models_list },
+	{ "POST", "/api/v1/models", api_models_create },
+	{ "GET", "/api/v1/models/{id}", api_model_get },
+	{ "POST", "/api/v1/models/{id}/resume", api_model_resume },
+	{ "GET", "/api/v1/models/{id}/snapshots/{n}", api_model_snapshot },
 	{ NULL, NULL, NULL },
 };
 

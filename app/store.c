@@ -670,6 +670,23 @@ int store_job_patch(int64_t id, const char *name, const char *notes, struct dd_e
 	return update_one(st, id, "changing a job", err);
 }
 
+int store_job_set_params(int64_t id, const char *params_json, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET params=?2 WHERE id=?1 AND state NOT IN ('queued','running')", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_text(st, 2, params_json, -1, SQLITE_TRANSIENT);
+	}
+	int rc = update_one(st, id, "changing a job's parameters", err);
+	if (rc == DD_ENOENT) {
+		/* the row exists but is queued or running, or it does not exist */
+		struct job_row row;
+		if (store_job_row(id, &row, NULL) == DD_OK)
+			rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s", (long long)id, job_state_name(row.state));
+	}
+	return rc;
+}
+
 int store_job_request_abort(int64_t id, struct dd_err *err)
 {
 	sqlite3_stmt *st = prep("UPDATE jobs SET abort_requested=1 WHERE id=?1", err);

@@ -69,6 +69,9 @@ int store_job_progress(int64_t id, double progress, double eta_s, struct dd_err 
 int store_job_tail_save(int64_t id, int64_t offset, int64_t seq, struct dd_err *err);
 /* Rename and/or change notes (NULL leaves a field as it is). */
 int store_job_patch(int64_t id, const char *name, const char *notes, struct dd_err *err);
+/* Replace the params of a job that is not queued or running (a resume changes
+ * them before it queues the job again); DD_ECONFLICT while it is. */
+int store_job_set_params(int64_t id, const char *params_json, struct dd_err *err);
 int store_job_request_abort(int64_t id, struct dd_err *err);
 /* Delete a job record; DD_ECONFLICT naming a dependant while one exists. */
 int store_job_delete(int64_t id, struct dd_err *err);

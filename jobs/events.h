@@ -3,7 +3,9 @@
  *
  * Every event has "t" (seconds since the epoch, with milliseconds) and "type":
  *   progress  {"progress":0..1, "eta_s":seconds|absent}
- *   metric    {"name":"loss", "value":x, "step"/"epoch":…}
+ *   metric    {"name":"loss", "value":x, "step"/"epoch":…}, or a model's
+ *             {"kind":"train"|"val", "iteration", "epoch", "lr", "loss", "accuracy"?, …}
+ *   result    a model's, once it ends: {"iterations", "epochs", "snapshot", "stopped", …}
  *   log       {"level":"info"|"warn"|"error", "msg":"…"}
  *   status    {"state":"running"|"done"|"error"|"aborted", "message":"…", "pid":n}
  * An event's sequence number is its 1-based line number; nothing else numbers it,

@@ -32,19 +32,24 @@ int job_state_can_move(enum job_state from, enum job_state to)
 	case JOB_QUEUED: return to == JOB_RUNNING || to == JOB_ABORTED || to == JOB_ERROR;
 	case JOB_RUNNING:
 		return to == JOB_DONE || to == JOB_ERROR || to == JOB_ABORTED || to == JOB_INTERRUPTED;
-	case JOB_INTERRUPTED: return to == JOB_QUEUED; /* resumed */
+	case JOB_DONE:
+	case JOB_ERROR:
+	case JOB_ABORTED:
+	case JOB_INTERRUPTED: return to == JOB_QUEUED; /* resumed or extended (sched_requeue) */
 	default: return 0;
 	}
 }
 
 /* Each kind lives in its own file (kind_*.c); this list only names them. */
 extern const struct job_kind dataset_job_kind;
+extern const struct job_kind model_job_kind;
 #ifdef DD_TESTING
 extern const struct job_kind test_job_kind;
 #endif
 
 static const struct job_kind *const kinds[] = {
 	&dataset_job_kind,
+	&model_job_kind,
 #ifdef DD_TESTING
 	&test_job_kind,
 #endif

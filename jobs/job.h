@@ -4,6 +4,8 @@
  *   queued ──start──> running ──> done | error | aborted
  *     │                  └──server died, worker gone without a final status──> interrupted
  *     └──abort──> aborted
+ *   done | error | aborted | interrupted ──resume──> queued   (the same job, its event
+ *                                                    log continued: sched_requeue)
  *
  * A job's record lives in SQLite (app/store); its own record of what happened is the
  * append-only events.jsonl in its folder (jobs/events). */
@@ -21,7 +23,8 @@ enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_ERROR, JOB_ABORTED, JOB_
 const char *job_state_name(enum job_state s);
 /* Parse a state name; returns 0 and sets *out, or -1. */
 int job_state_parse(const char *s, enum job_state *out);
-/* Whether a job in this state will never change again by itself. */
+/* Whether a job in this state will never change again by itself (only a resume,
+ * asked for, puts it back in the queue). */
 int job_state_final(enum job_state s);
 /* Whether the move from -> to is allowed (the diagram above). */
 int job_state_can_move(enum job_state from, enum job_state to);

@@ -303,6 +303,9 @@ static void start_job(const struct job_row *row)
 		r->h = h;
 		r->slots = row->cpu_slots;
 		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
+		/* a resumed job's log goes on from where its last run left it */
+		r->tail.offset = (off_t)row->ev_offset;
+		r->tail.seq = row->ev_seq;
 		S.slots_used += r->slots;
 	}
 	pthread_mutex_unlock(&S.lock);
@@ -563,6 +566,39 @@ int sched_abort(int64_t id, struct dd_err *err)
 	pthread_cond_signal(&S.wake);
 	pthread_mutex_unlock(&S.lock);
 	sched_job_changed(id);
+	return DD_OK;
+}
+
+int sched_requeue(int64_t id, cJSON *params, struct dd_err *err)
+{
+	struct job_row row;
+	int rc = store_job_row(id, &row, err);
+	if (rc)
+		return rc;
+	if (row.state == JOB_QUEUED || row.state == JOB_RUNNING)
+		return dd_err_set(err, DD_ECONFLICT, "job %lld is %s; it can be resumed once it has ended",
+				  (long long)id, job_state_name(row.state));
+	const struct job_kind *kind = job_kind_find(row.kind);
+	if (!kind)
+		return dd_err_set(err, DD_EINVAL, "this deepdesk cannot run jobs of kind \"%s\"", row.kind);
+	if (kind->validate && (rc = kind->validate(params, err)))
+		return rc;
+	char *params_json = cJSON_PrintUnformatted(params);
+	if (!params_json)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	/* params, then job.json, then the queue: the scheduler starts only a queued
+	 * job, so no worker can read the job.json of the last run */
+	rc = store_job_set_params(id, params_json, err);
+	free(params_json);
+	if (rc == DD_OK)
+		rc = write_job_json(id, err);
+	if (rc == DD_OK)
+		rc = store_job_move(id, JOB_QUEUED, NULL, -1, -1, err);
+	if (rc)
+		return rc;
+	log_info("job %lld: queued again", (long long)id);
+	sched_job_changed(id);
+	wake();
 	return DD_OK;
 }
 

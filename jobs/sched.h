@@ -47,6 +47,11 @@ int sched_abort(int64_t id, struct dd_err *err);
 int sched_delete(int64_t id, struct dd_err *err);
 /* A queued copy of a job (same kind, params, parents, resources). */
 int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err);
+/* Queue a job that ended (done, error, aborted or interrupted) again, the same
+ * id and folder, with params (validated by its kind; not consumed): its next
+ * worker appends to the same event log, so its record and curves continue.
+ * DD_ECONFLICT while it is queued or running. */
+int sched_requeue(int64_t id, cJSON *params, struct dd_err *err);
 /* Tell listeners a job record changed outside the scheduler (a rename). */
 void sched_job_changed(int64_t id);
 /* DATA/jobs/<id> into buf. */

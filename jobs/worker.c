@@ -39,6 +39,8 @@ static void append(struct worker *w, cJSON *ev)
 	cJSON_Delete(ev);
 }
 
+void worker_event(struct worker *w, cJSON *ev) { append(w, ev); }
+
 void worker_progress(struct worker *w, double fraction, double eta_s)
 {
 	cJSON *ev = cJSON_CreateObject();

@@ -34,6 +34,9 @@ void worker_metric(struct worker *w, const char *name, double value, const char 
 		   double step);
 void worker_log(struct worker *w, const char *level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Append ev (a JSON object with its "type"; consumed), for events of a kind's own
+ * shape (a model's "metric" and "result"). */
+void worker_event(struct worker *w, cJSON *ev);
 /* Nonzero once SIGTERM arrived. */
 int worker_should_stop(const struct worker *w);
 

@@ -3,6 +3,7 @@
 #include "feed.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,18 +13,40 @@
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
 
+/* One prefetched batch. */
+struct pbuf {
+	float *data, *labels;       /* (batch*C*H*W), (batch) */
+	int64_t epoch, pos;         /* the position after it */
+	int rc;                     /* its load's status */
+	struct dd_err err;
+};
+
+/* Invariants: only the producer (the prefetch thread, or the caller when there is
+ * none) touches order, order_epoch, img and the producer position (pepoch, ppos);
+ * the consumer position (cepoch, cpos) is where the caller stands, which is what a
+ * snapshot records.  Under prefetch, mu guards the ring, gen and the positions. */
 struct feed {
 	struct lmdbr *db;
 	struct feed_opts o;
 	int64_t n;          /* records */
-	int64_t *order;     /* this epoch's record order */
-	int64_t pos;        /* next position in order */
-	int64_t epochs;
+	int64_t *order;     /* epoch order_epoch's record order */
+	int64_t order_epoch;
+	int64_t pepoch, ppos; /* the producer's next record: (epoch, position in it) */
+	int64_t cepoch, cpos; /* the consumer's */
 	int c, h, w;        /* stored image shape */
 	int oh, ow;         /* fed shape (after crop) */
 	float *mean;        /* c*h*w (image mean, or pixel mean expanded), or NULL */
 	float *img;         /* scratch: c*h*w floats of the current record */
-	uint64_t rng;
+	uint64_t seed;      /* opts.seed mixed with the split */
+	/* prefetch (o.prefetch > 0) */
+	pthread_t th;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct pbuf buf[2];
+	int head, ready;    /* ring: next to consume, how many are full */
+	uint64_t gen;       /* bumped by a seek: a batch begun before it is dropped */
+	int quit;
 };
 
 static uint64_t rng_next(uint64_t *s)
@@ -40,17 +63,31 @@ static int64_t rng_below(uint64_t *s, int64_t n)
 	return n <= 1 ? 0 : (int64_t)(rng_next(s) % (uint64_t)n);
 }
 
-static void new_epoch(struct feed *f)
+/* A value that depends only on (a, b, c): the feed's randomness is counter-based,
+ * so a position alone fixes what comes next (a resumed training sees the same
+ * batches, and prefetching changes nothing). */
+static uint64_t mix3(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t s = a ^ (b * 0xD1B54A32D192ED03ull) ^ (c * 0x8CB92BA72F3D8DD7ull);
+	rng_next(&s);
+	return rng_next(&s);
+}
+
+/* Epoch ep's order: the identity in validation, a Fisher-Yates permutation drawn
+ * from (seed, ep) in training. */
+static void order_for(struct feed *f, int64_t ep)
 {
 	for (int64_t i = 0; i < f->n; i++)
 		f->order[i] = i;
-	if (f->o.train)
+	if (f->o.train) {
+		uint64_t r = mix3(f->seed, (uint64_t)ep, 0x0DE5);
 		for (int64_t i = f->n - 1; i > 0; i--) {
-			int64_t j = rng_below(&f->rng, i + 1), t = f->order[i];
+			int64_t j = rng_below(&r, i + 1), t = f->order[i];
 			f->order[i] = f->order[j];
 			f->order[j] = t;
 		}
-	f->pos = 0;
+	}
+	f->order_epoch = ep;
 }
 
 /* Record i as C×H×W BGR floats into out (c*h*w).  With c/h/w zero (the first
@@ -122,6 +159,8 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 	return rc;
 }
 
+static void *producer(void *arg);
+
 static int load_mean(struct feed *f, const char *dir, struct dd_err *err)
 {
 	size_t plane = (size_t)f->h * f->w, cnt = (size_t)f->c * plane;
@@ -178,7 +217,8 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 	f->o = *o;
 	if (!(f->o.scale > 0 || f->o.scale < 0))
 		f->o.scale = 1;
-	f->rng = o->seed ^ (strcmp(split, "train") == 0 ? 0x5EEDull : 0x7A1ull);
+	f->seed = o->seed ^ (strcmp(split, "train") == 0 ? 0x5EEDull : 0x7A1ull);
+	f->order_epoch = -1;
 	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%s/%s_db", dataset_dir, split);
 	int rc = lmdbr_open(path, &f->db, err);
@@ -215,7 +255,25 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
 		goto fail;
 	}
-	new_epoch(f);
+	if (o->prefetch > 0) {
+		for (int i = 0; i < 2; i++) {
+			f->buf[i].data = malloc((size_t)o->prefetch * f->c * f->oh * f->ow * sizeof(float));
+			f->buf[i].labels = malloc((size_t)o->prefetch * sizeof(float));
+			if (!f->buf[i].data || !f->buf[i].labels) {
+				rc = dd_err_set(err, DD_ENOMEM, "out of memory for the prefetch buffers");
+				goto fail;
+			}
+		}
+		pthread_mutex_init(&f->mu, NULL);
+		pthread_cond_init(&f->cv, NULL);
+		if (pthread_create(&f->th, NULL, producer, f)) {
+			pthread_cond_destroy(&f->cv);
+			pthread_mutex_destroy(&f->mu);
+			rc = dd_err_set(err, DD_EINTERNAL, "cannot start the prefetch thread");
+			goto fail;
+		}
+		f->started = 1;
+	}
 	*out = f;
 	return DD_OK;
 fail:
@@ -227,6 +285,19 @@ void feed_close(struct feed *f)
 {
 	if (!f)
 		return;
+	if (f->started) {
+		pthread_mutex_lock(&f->mu);
+		f->quit = 1;
+		pthread_cond_broadcast(&f->cv);
+		pthread_mutex_unlock(&f->mu);
+		pthread_join(f->th, NULL);
+		pthread_cond_destroy(&f->cv);
+		pthread_mutex_destroy(&f->mu);
+	}
+	for (int i = 0; i < 2; i++) {
+		free(f->buf[i].data);
+		free(f->buf[i].labels);
+	}
 	lmdbr_close(f->db);
 	free(f->order);
 	free(f->mean);
@@ -235,7 +306,6 @@ void feed_close(struct feed *f)
 }
 
 int64_t feed_epoch_size(const struct feed *f) { return f->n; }
-int64_t feed_epoch(const struct feed *f) { return f->epochs; }
 
 void feed_shape(const struct feed *f, int *c, int *h, int *w)
 {
@@ -244,17 +314,53 @@ void feed_shape(const struct feed *f, int *c, int *h, int *w)
 	*w = f->ow;
 }
 
-void feed_rewind(struct feed *f) { new_epoch(f); }
+void feed_position(struct feed *f, int64_t *epoch, int64_t *pos)
+{
+	if (f->started)
+		pthread_mutex_lock(&f->mu);
+	*epoch = f->cepoch;
+	*pos = f->cpos;
+	if (f->started)
+		pthread_mutex_unlock(&f->mu);
+}
 
-int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err)
+void feed_seek(struct feed *f, int64_t epoch, int64_t pos)
+{
+	if (pos < 0 || pos > f->n)
+		pos = 0;
+	if (f->started)
+		pthread_mutex_lock(&f->mu);
+	f->cepoch = f->pepoch = epoch < 0 ? 0 : epoch;
+	f->cpos = f->ppos = pos;
+	if (f->started) {
+		f->gen++;
+		f->ready = 0;
+		pthread_cond_broadcast(&f->cv);
+		pthread_mutex_unlock(&f->mu);
+	}
+}
+
+void feed_rewind(struct feed *f)
+{
+	int64_t ep, pos;
+	feed_position(f, &ep, &pos);
+	feed_seek(f, f->o.train && pos > 0 ? ep + 1 : ep, 0);
+}
+
+/* Load n samples from (*epoch, *pos) on, advancing them: the producer's work. */
+static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float *labels, int n,
+		struct dd_err *err)
 {
 	size_t plane = (size_t)f->h * f->w, oplane = (size_t)f->oh * f->ow;
 	for (int s = 0; s < n; s++) {
-		if (f->pos >= f->n) {
-			f->epochs++;
-			new_epoch(f);
+		if (*pos >= f->n) {
+			++*epoch;
+			*pos = 0;
 		}
-		int64_t rec = f->order[f->pos++];
+		if (f->order_epoch != *epoch)
+			order_for(f, *epoch);
+		uint64_t r = mix3(f->seed, (uint64_t)*epoch, (uint64_t)*pos + 1);
+		int64_t rec = f->order[(*pos)++];
 		int label, c = f->c, h = f->h, w = f->w;
 		int rc = load_record(f, rec, f->img, &label, &c, &h, &w, err);
 		if (rc)
@@ -262,15 +368,15 @@ int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *
 		int y0 = 0, x0 = 0, flip = 0;
 		if (f->oh < f->h || f->ow < f->w) {
 			if (f->o.train) {
-				y0 = (int)rng_below(&f->rng, f->h - f->oh + 1);
-				x0 = (int)rng_below(&f->rng, f->w - f->ow + 1);
+				y0 = (int)rng_below(&r, f->h - f->oh + 1);
+				x0 = (int)rng_below(&r, f->w - f->ow + 1);
 			} else {
 				y0 = (f->h - f->oh) / 2;
 				x0 = (f->w - f->ow) / 2;
 			}
 		}
 		if (f->o.train && f->o.mirror)
-			flip = (int)(rng_next(&f->rng) & 1);
+			flip = (int)(rng_next(&r) & 1);
 		float *dst = data + (size_t)s * f->c * oplane, sc = f->o.scale;
 		for (int ch = 0; ch < f->c; ch++)
 			for (int y = 0; y < f->oh; y++) {
@@ -286,4 +392,71 @@ int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *
 			labels[s] = (float)label;
 	}
 	return DD_OK;
+}
+
+/* The prefetch thread: keeps the two buffers full, from the producer position. */
+static void *producer(void *arg)
+{
+	struct feed *f = arg;
+	pthread_mutex_lock(&f->mu);
+	for (;;) {
+		while (!f->quit && f->ready == 2)
+			pthread_cond_wait(&f->cv, &f->mu);
+		if (f->quit)
+			break;
+		uint64_t gen = f->gen;
+		int64_t ep = f->pepoch, pos = f->ppos;
+		struct pbuf *b = &f->buf[(f->head + f->ready) % 2];
+		pthread_mutex_unlock(&f->mu);
+		struct dd_err e = { 0 };
+		int rc = fill(f, &ep, &pos, b->data, b->labels, f->o.prefetch, &e);
+		pthread_mutex_lock(&f->mu);
+		if (gen != f->gen) /* a seek came meanwhile: this batch is from before it */
+			continue;
+		b->rc = rc;
+		b->err = e;
+		b->epoch = ep;
+		b->pos = pos;
+		f->pepoch = ep;
+		f->ppos = pos;
+		f->ready++;
+		pthread_cond_broadcast(&f->cv);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return NULL;
+}
+
+int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err)
+{
+	if (!f->started) {
+		int rc = fill(f, &f->pepoch, &f->ppos, data, labels, n, err);
+		f->cepoch = f->pepoch;
+		f->cpos = f->ppos;
+		return rc;
+	}
+	if (n != f->o.prefetch)
+		return dd_err_set(err, DD_EINVAL, "this feed prefetches batches of %d, not %d", f->o.prefetch, n);
+	pthread_mutex_lock(&f->mu);
+	while (!f->ready)
+		pthread_cond_wait(&f->cv, &f->mu);
+	struct pbuf *b = &f->buf[f->head];
+	int rc = b->rc;
+	if (rc) {
+		if (err)
+			*err = b->err;
+	} else {
+		memcpy(data, b->data, (size_t)n * f->c * f->oh * f->ow * sizeof(float));
+		if (labels)
+			memcpy(labels, b->labels, (size_t)n * sizeof(float));
+		f->cepoch = b->epoch;
+		f->cpos = b->pos;
+	}
+	/* a failed batch stays failed: the caller stops (a seek clears it) */
+	if (!rc) {
+		f->head = (f->head + 1) % 2;
+		f->ready--;
+		pthread_cond_broadcast(&f->cv);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return rc;
 }

@@ -11,13 +11,18 @@
  *   then a crop when crop < the image side: random offsets and a random horizontal
  *   mirror in training (mirror only if asked), the centre in validation.
  *
- * Order: training draws a fresh permutation of the records per epoch from a PRNG
- * seeded with opts.seed (the same seed gives the same batches); validation reads
- * the records in order.  feed_next wraps around at the end of an epoch.
+ * Order: training uses a fresh permutation of the records per epoch, and random
+ * crops and mirrors, all drawn from counters: epoch e's permutation from (seed, e),
+ * the crop of position p in it from (seed, e, p).  So a position (epoch, index in
+ * it) fixes every batch that follows: feed_position/feed_seek are all a resumed
+ * training needs, and prefetching cannot change what is fed.  Validation reads the
+ * records in order.  feed_next wraps around at the end of an epoch.
  *
- * TODO: a prefetch thread decoding the next batch while the current one trains.
+ * Prefetch (opts.prefetch = the batch size): a thread of the feed's own decodes the
+ * next two batches while the current one trains; feed_next then serves batches of
+ * exactly that size.
  *
- * A feed is used by one thread at a time. */
+ * A feed is used by one thread at a time (its prefetch thread is its own). */
 #ifndef DD_FEED_H
 #define DD_FEED_H
 
@@ -36,6 +41,7 @@ struct feed_opts {
 	const float *mean_value; /* when non-NULL: per channel (BGR), or one for all; wins over mean */
 	int nmean_value;
 	uint64_t seed;
+	int prefetch;            /* > 0: decode batches of this size ahead, in a thread */
 };
 
 struct feed;
@@ -51,13 +57,18 @@ void feed_close(struct feed *f);
 int64_t feed_epoch_size(const struct feed *f);
 /* The shape of one sample as fed (after the crop). */
 void feed_shape(const struct feed *f, int *c, int *h, int *w);
-/* Epochs completed (wrap-arounds) so far. */
-int64_t feed_epoch(const struct feed *f);
-/* Go back to the start of an epoch (validation runs use it); training draws a new
- * permutation. */
+/* Where the next feed_next starts: epoch (from 0) and position in it (0..size; size
+ * means the epoch is used up and the next batch wraps). */
+void feed_position(struct feed *f, int64_t *epoch, int64_t *pos);
+/* Continue from that position (a position out of range is taken as 0). */
+void feed_seek(struct feed *f, int64_t epoch, int64_t pos);
+/* Validation: back to the first record.  Training: to the start of the next epoch
+ * (unless at the start of one already). */
 void feed_rewind(struct feed *f);
 
-/* Fill n samples: data (n*C*H*W floats) and labels (n floats, may be NULL). */
+/* Fill n samples: data (n*C*H*W floats) and labels (n floats, may be NULL).  With
+ * prefetch, n must be opts.prefetch (else DD_EINVAL); a record that fails to load
+ * fails this and every later call until a seek. */
 int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err);
 
 #endif

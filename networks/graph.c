@@ -1,73 +1,76 @@
-/* graph.c — a runnable network on the reference kernels.
+/* graph.c — a runnable network: memory, order, and calls into a backend.
  *
  * Design note.
  *
- * Memory, in the llm.c way: five allocations for the whole network.
+ * Memory, in the llm.c way: five allocations for the whole network, made through
+ * the backend (backend_alloc) because a backend owns the memory its layers run on.
  *
  *   params   every parameter blob of every layer, in layer order, then role order
  *            (the order net_instantiate lists them, which is a snapshot's order)
  *   grads    the same layout: grads[i] is d loss / d params[i]
  *   acts     every blob once (an in-place layer's top IS its bottom, as in Caffe)
  *   dacts    the same layout as acts
- *   scratch  bytes: per-layer state kept from forward to backward (pooling and
- *            eltwise argmax, dropout masks, LRN scale, batch-norm saved mean and
- *            1/std, softmax-loss probabilities, a saved input for the in-place
- *            layers whose backward reads their input) and one shared buffer for an
+ *   scratch  the saved inputs and outputs of layers whose backward reads a value a
+ *            later in-place layer overwrites, and one shared buffer (tmp) for an
  *            in-place layer's output gradient
+ *
+ * What a layer keeps between its forward and backward (a pooling argmax, a dropout
+ * mask, LRN scale, batch-norm statistics, softmax probabilities, oneDNN primitives)
+ * is the backend's per-layer state, built once by backend_layer_init from the
+ * node's struct backend_layer: its descriptors and the fixed pointers into the
+ * arenas it reads and writes (backend_impl.h).
  *
  * A pass:  graph_forward runs node 0..n-1; the data node does nothing (the caller
  * filled "data" and "label").  graph_backward zeroes dacts, writes loss_weight into
  * the gradient of each loss top (Caffe's seeding), and runs the nodes in reverse.
- * The ref kernels ADD into input and parameter gradients, so a blob read by two
+ * Backward kernels ADD into input and parameter gradients, so a blob read by two
  * layers gets both contributions.  An in-place layer cannot add into the gradient
- * it reads, so its output gradient is first copied to the shared buffer and the
- * blob's gradient zeroed; what the layer then adds is its input's gradient (Caffe's
- * in-place semantics: the same diff, overwritten).  The blobs the data node makes
- * get no gradient (NULL into the kernels).
+ * it reads, so its output gradient is first copied to tmp and the blob's gradient
+ * zeroed; what the layer then adds is its input's gradient (Caffe's in-place
+ * semantics: the same diff, overwritten).  Blobs with nothing learned upstream (the
+ * data, and what parameter-free layers compute from it) get no gradient: NULL to
+ * the backend, and a layer whose top has none is skipped in the backward.
  *
- * Invariant: every pointer in struct gnode points into one of the arenas of its
- * struct graph; nothing is allocated per pass. */
+ * The copies and fills here (saved values, tmp, zeroing) use the C library, so the
+ * arenas must be host memory: true of the ref and cpu backends.  A device backend
+ * (the CUDA issue) adds copy and fill operations to the vtable for them.
+ *
+ * Invariant: every pointer in struct gnode and its backend_layer points into one of
+ * the arenas of its struct graph; nothing is allocated per pass. */
+#define _GNU_SOURCE
 #include "graph.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "backend_impl.h"
 #include "ref.h"
 
 struct gnode {
 	const struct net_node *nd;
-	float *w[3], *dw[3];    /* the node's parameter blobs and their gradients */
-	int32_t *argmax;        /* pool MAX (N,C,Ho,Wo); eltwise MAX (count) */
-	uint8_t *mask;          /* dropout (count) */
-	float *lrn_scale;       /* (N,C,H,W) */
-	float *bn_mean, *bn_invstd; /* (C) each */
-	float *prob;            /* softmax loss (N,C,inner) */
-	float *saved_in;        /* the input (count of bottom 0), when an in-place layer
-				 * destroys it before this layer's backward reads it */
-	float *saved_out;       /* the output (count), likewise */
-	const float **ins;      /* (nbottom) eltwise, concat */
-	float **dins;           /* (nbottom) */
-	int *cs;                /* (nbottom) concat channels */
-	union {
-		struct conv_desc conv;
-		struct pool_desc pool;
-		struct ip_desc ip;
-		struct lrn_desc lrn;
-		struct bn_desc bn;
-		struct scale_desc scale;
-	} d;
-	int n, c, inner;        /* of bottom 0: batch, channels, the rest */
-	int64_t count;          /* elements of top 0 */
+	struct backend_layer bl;  /* what the backend sees; pointers fixed at create */
+	void *state;              /* the backend's, from backend_layer_init */
+	float *w[3], *dw[3];      /* the node's parameter blobs and their gradients */
+	float *saved_in;          /* the input (count of bottom 0), when an in-place layer
+				   * destroys it before this layer's backward reads it */
+	float *saved_out;         /* the output (count), likewise */
+	int64_t in_count;         /* elements of bottom 0 */
+	int64_t fwd_ns, bwd_ns;   /* time spent, when profiling */
+	int64_t nfwd, nbwd;
 };
 
 struct graph {
 	const struct net_graph *g;
+	struct backend *be;       /* borrowed, or own_be */
+	struct backend *own_be;   /* the reference backend made for a NULL one */
 	float *params;  /* (nparams) */
 	float *grads;   /* (nparams) */
 	float *acts;    /* (sum of blob counts) */
 	float *dacts;   /* (same) */
-	unsigned char *scratch;
+	float *scratch; /* saved inputs and outputs, and tmp */
+	void *ptrs;     /* the nodes' x, dx and cs arrays */
 	int64_t nparams, nacts;
 	float **blob;   /* (nblob) pointers into acts */
 	float **dblob;  /* (nblob) into dacts; NULL for blobs the data node makes */
@@ -77,6 +80,7 @@ struct graph {
 	float *tmp;     /* in-place output gradient (max in-place count) */
 	uint64_t rng;   /* dropout's splitmix64 state */
 	int training;   /* of the last forward */
+	int profiling;
 };
 
 /* ---- the PRNG of the fillers: splitmix64, as dropout's ---- */
@@ -197,92 +201,107 @@ static int later_in_place(const struct graph *gr, const struct net_node *nd, int
 	return 0;
 }
 
-/* Descriptors and scratch of node k (both passes). */
-static void plan_node(struct graph *gr, struct gnode *gn, struct carve *c, int64_t *tmp_max)
+/* The saved copies node k needs, in the tensor scratch (both passes). */
+static void plan_saves(struct graph *gr, struct gnode *gn, struct carve *c, int64_t *tmp_max)
 {
 	const struct net_node *nd = gn->nd;
 	const struct net_layer *l = &nd->l;
-	const struct net_graph *g = gr->g;
-	const struct net_shape *s = l->nbottom ? &g->blob[nd->bottom[0]].shape : NULL;
-	const struct net_shape *t = l->ntop ? &g->blob[nd->top[0]].shape : NULL;
-	gn->count = l->ntop ? blob_count(gr, nd->top[0]) : 0;
-	if (s) {
-		int64_t bc = blob_count(gr, nd->bottom[0]);
-		gn->n = s->ndim > 0 ? (int)s->dim[0] : 1;
-		gn->c = s->ndim > 1 ? (int)s->dim[1] : 1;
-		gn->inner = (int)(bc / ((int64_t)gn->n * gn->c));
-	}
-	if (nd->in_place && gn->count > *tmp_max)
-		*tmp_max = gn->count;
+	int64_t count = l->ntop ? blob_count(gr, nd->top[0]) : 0;
+	if (nd->in_place && count > *tmp_max)
+		*tmp_max = count;
 	if (l->nbottom && l->ntop && reads_input(l->type) &&
 	    ((nd->in_place && l->type != NET_RELU) || (!nd->in_place && later_in_place(gr, nd, nd->bottom[0]))))
 		gn->saved_in = take(c, (size_t)blob_count(gr, nd->bottom[0]) * sizeof(float));
 	if (l->ntop && reads_output(l->type, nd->in_place) && later_in_place(gr, nd, nd->top[0]))
-		gn->saved_out = take(c, (size_t)gn->count * sizeof(float));
+		gn->saved_out = take(c, (size_t)count * sizeof(float));
+}
+
+/* Fill node k's struct backend_layer: descriptors and the pointers it reads and
+ * writes.  x, dx and cs are the node's slices of the pointer arena. */
+static void describe_node(struct graph *gr, struct gnode *gn, const float **x, float **dx, int *cs)
+{
+	const struct net_node *nd = gn->nd;
+	const struct net_layer *l = &nd->l;
+	const struct net_graph *g = gr->g;
+	struct backend_layer *bl = &gn->bl;
+	const struct net_shape *s = l->nbottom ? &g->blob[nd->bottom[0]].shape : NULL;
+	const struct net_shape *t = l->ntop ? &g->blob[nd->top[0]].shape : NULL;
+	memset(bl, 0, sizeof *bl);
+	bl->l = l;
+	bl->nbottom = l->nbottom;
+	bl->in_place = nd->in_place;
+	bl->count = l->ntop ? blob_count(gr, nd->top[0]) : 0;
+	bl->rng = &gr->rng;
+	if (s) {
+		gn->in_count = blob_count(gr, nd->bottom[0]);
+		bl->n = s->ndim > 0 ? (int)s->dim[0] : 1;
+		bl->c = s->ndim > 1 ? (int)s->dim[1] : 1;
+		bl->inner = (int)(gn->in_count / ((int64_t)bl->n * bl->c));
+	}
+	for (int i = 0; i < l->nbottom; i++) {
+		x[i] = gr->blob[nd->bottom[i]];
+		dx[i] = gr->dblob[nd->bottom[i]];
+		cs[i] = g->blob[nd->bottom[i]].shape.ndim > 1 ? (int)g->blob[nd->bottom[i]].shape.dim[1] : 1;
+	}
+	if (gn->saved_in)
+		x[0] = gn->saved_in; /* the forward copies the input there first */
+	bl->x = x;
+	bl->dx = dx;
+	bl->cs = cs;
+	bl->y = l->ntop ? gr->blob[nd->top[0]] : NULL;
+	bl->bx = gn->saved_in ? gn->saved_in : nd->in_place ? bl->y : l->nbottom ? gr->blob[nd->bottom[0]] : NULL;
+	bl->by = gn->saved_out ? gn->saved_out : bl->y;
+	bl->dy = nd->in_place ? gr->tmp : l->ntop ? gr->dblob[nd->top[0]] : NULL;
+	for (int i = 0; i < nd->nparam && i < 3; i++) {
+		bl->w[i] = gn->w[i];
+		bl->dw[i] = nd->param[i].learned ? gn->dw[i] : NULL;
+	}
+	if (l->type == NET_CONCAT && t)
+		bl->concat_inner = (int)(bl->count / ((int64_t)bl->n * t->dim[1]));
 	switch (l->type) {
 	case NET_CONVOLUTION: {
-		struct conv_desc *d = &gn->d.conv;
 		const struct net_conv_param *p = &l->conv;
-		*d = (struct conv_desc){ .n = gn->n, .c_in = gn->c, .h_in = (int)s->dim[2], .w_in = (int)s->dim[3],
-					 .c_out = (int)t->dim[1], .h_out = (int)t->dim[2], .w_out = (int)t->dim[3],
-					 .kh = p->kh, .kw = p->kw, .sh = p->sh, .sw = p->sw, .ph = p->ph, .pw = p->pw,
-					 .dh = p->dh, .dw = p->dw, .group = p->group, .bias = p->bias_term };
+		bl->d.conv = (struct conv_desc){ .n = bl->n, .c_in = bl->c, .h_in = (int)s->dim[2], .w_in = (int)s->dim[3],
+						 .c_out = (int)t->dim[1], .h_out = (int)t->dim[2], .w_out = (int)t->dim[3],
+						 .kh = p->kh, .kw = p->kw, .sh = p->sh, .sw = p->sw, .ph = p->ph,
+						 .pw = p->pw, .dh = p->dh, .dw = p->dw, .group = p->group,
+						 .bias = p->bias_term };
 		break;
 	}
 	case NET_POOLING: {
-		struct pool_desc *d = &gn->d.pool;
 		const struct net_pool_param *p = &l->pool;
-		*d = (struct pool_desc){ .n = gn->n, .c = gn->c, .h_in = (int)s->dim[2], .w_in = (int)s->dim[3],
-					 .h_out = (int)t->dim[2], .w_out = (int)t->dim[3], .kh = p->kh, .kw = p->kw,
-					 .sh = p->sh, .sw = p->sw, .ph = p->ph, .pw = p->pw,
-					 .method = p->pool == NET_POOL_MAX ? POOL_MAX : POOL_AVE, .global = p->global };
-		if (p->pool == NET_POOL_MAX)
-			gn->argmax = take(c, (size_t)gn->count * sizeof(int32_t));
+		bl->d.pool = (struct pool_desc){ .n = bl->n, .c = bl->c, .h_in = (int)s->dim[2], .w_in = (int)s->dim[3],
+						 .h_out = (int)t->dim[2], .w_out = (int)t->dim[3], .kh = p->kh,
+						 .kw = p->kw, .sh = p->sh, .sw = p->sw, .ph = p->ph, .pw = p->pw,
+						 .method = p->pool == NET_POOL_MAX ? POOL_MAX : POOL_AVE,
+						 .global = p->global };
 		break;
 	}
 	case NET_INNER_PRODUCT:
-		gn->d.ip = (struct ip_desc){ .n = gn->n, .k = (int)(blob_count(gr, nd->bottom[0]) / gn->n),
-					     .m = l->ip.num_output, .bias = l->ip.bias_term };
-		break;
-	case NET_DROPOUT:
-		gn->mask = take(c, (size_t)gn->count);
+		bl->d.ip = (struct ip_desc){ .n = bl->n, .k = (int)(gn->in_count / bl->n), .m = l->ip.num_output,
+					     .bias = l->ip.bias_term };
 		break;
 	case NET_LRN:
-		gn->d.lrn = (struct lrn_desc){ .n = gn->n, .c = gn->c, .h = (int)s->dim[2], .w = (int)s->dim[3],
+		bl->d.lrn = (struct lrn_desc){ .n = bl->n, .c = bl->c, .h = (int)s->dim[2], .w = (int)s->dim[3],
 					       .size = l->lrn.local_size, .alpha = l->lrn.alpha, .beta = l->lrn.beta,
 					       .k = l->lrn.k };
-		gn->lrn_scale = take(c, (size_t)gn->count * sizeof(float));
 		break;
 	case NET_BATCH_NORM:
-		gn->d.bn = (struct bn_desc){ .n = gn->n, .c = gn->c,
-					     .h = s->ndim > 2 ? (int)s->dim[2] : 1,
-					     .w = (int)(gn->inner / (s->ndim > 2 ? s->dim[2] : 1)),
-					     .eps = l->bn.eps, .moving_average_fraction = l->bn.moving_average_fraction,
+		bl->d.bn = (struct bn_desc){ .n = bl->n, .c = bl->c, .h = s->ndim > 2 ? (int)s->dim[2] : 1,
+					     .w = (int)(bl->inner / (s->ndim > 2 ? s->dim[2] : 1)), .eps = l->bn.eps,
+					     .moving_average_fraction = l->bn.moving_average_fraction,
 					     .use_global_stats = l->bn.use_global_stats > 0 };
-		gn->bn_mean = take(c, (size_t)gn->c * sizeof(float));
-		gn->bn_invstd = take(c, (size_t)gn->c * sizeof(float));
 		break;
 	case NET_SCALE:
-		gn->d.scale = (struct scale_desc){ .n = gn->n, .c = gn->c, .inner = gn->inner, .bias = l->scale.bias_term };
-		break;
-	case NET_ELTWISE:
-		if (l->eltwise.op == NET_ELTWISE_MAX)
-			gn->argmax = take(c, (size_t)gn->count * sizeof(int32_t));
-		/* fall through */
-	case NET_CONCAT:
-		gn->ins = take(c, (size_t)l->nbottom * sizeof *gn->ins);
-		gn->dins = take(c, (size_t)l->nbottom * sizeof *gn->dins);
-		gn->cs = take(c, (size_t)l->nbottom * sizeof *gn->cs);
-		break;
-	case NET_SOFTMAX_LOSS:
-		gn->prob = take(c, (size_t)blob_count(gr, nd->bottom[0]) * sizeof(float));
+		bl->d.scale = (struct scale_desc){ .n = bl->n, .c = bl->c, .inner = bl->inner, .bias = l->scale.bias_term };
 		break;
 	default:
 		break;
 	}
 }
 
-int graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, struct dd_err *err)
+int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, struct graph **out,
+		 struct dd_err *err)
 {
 	*out = NULL;
 	struct graph *gr = calloc(1, sizeof *gr);
@@ -290,17 +309,26 @@ int graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, s
 		return dd_err_set(err, DD_ENOMEM, "out of memory for the network");
 	gr->g = g;
 	gr->rng = seed ^ 0x5DEECE66Dull;
+	if (!be) {
+		if (backend_ref_create(&gr->own_be, err))
+			goto fail;
+		be = gr->own_be;
+	}
+	gr->be = be;
 
-	/* the kernels cover every type but Input outside deploy; check first */
+	/* ask before anything is allocated */
 	for (int k = 0; k < g->nnode; k++)
-		if (g->node[k].l.type >= NET_LAYER_TYPE_COUNT) {
-			dd_err_set(err, DD_EINVAL, "layer '%s': no kernel for its type", g->node[k].l.name);
+		if (g->node[k].l.type >= NET_LAYER_TYPE_COUNT || !backend_supports(be, &g->node[k].l)) {
+			dd_err_set(err, DD_EINVAL, "layer '%s': the %s backend cannot run its type", g->node[k].l.name,
+				   backend_name(be));
 			goto fail;
 		}
 
+	int64_t nptr = 0;
 	for (int k = 0; k < g->nnode; k++) {
 		gr->nparams += g->node[k].nparams;
 		gr->nparam += g->node[k].nparam;
+		nptr += g->node[k].l.nbottom;
 	}
 	for (int b = 0; b < g->nblob; b++)
 		gr->nacts += g->blob[b].count;
@@ -309,26 +337,46 @@ int graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, s
 	gr->param = calloc((size_t)gr->nparam ? (size_t)gr->nparam : 1, sizeof *gr->param);
 	gr->blob = calloc((size_t)g->nblob ? (size_t)g->nblob : 1, sizeof *gr->blob);
 	gr->dblob = calloc((size_t)g->nblob ? (size_t)g->nblob : 1, sizeof *gr->dblob);
-	gr->params = calloc((size_t)gr->nparams + 1, sizeof(float));
-	gr->grads = calloc((size_t)gr->nparams + 1, sizeof(float));
-	gr->acts = calloc((size_t)gr->nacts + 1, sizeof(float));
-	gr->dacts = calloc((size_t)gr->nacts + 1, sizeof(float));
-	if (!gr->node || !gr->param || !gr->blob || !gr->dblob || !gr->params || !gr->grads || !gr->acts ||
-	    !gr->dacts) {
+	gr->ptrs = calloc((size_t)nptr + 1, 2 * sizeof(float *) + sizeof(int));
+	gr->params = backend_alloc(be, ((size_t)gr->nparams + 1) * sizeof(float));
+	gr->grads = backend_alloc(be, ((size_t)gr->nparams + 1) * sizeof(float));
+	gr->acts = backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
+	gr->dacts = backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
+	if (!gr->node || !gr->param || !gr->blob || !gr->dblob || !gr->ptrs || !gr->params || !gr->grads ||
+	    !gr->acts || !gr->dacts) {
 		dd_err_set(err, DD_ENOMEM, "out of memory for the network's %lld parameters and %lld activations",
 			   (long long)gr->nparams, (long long)gr->nacts);
 		goto fail;
 	}
 
-	/* blobs into acts / dacts */
+	/* blobs into acts / dacts.  A blob gets a gradient only when something learned
+	 * lies upstream of it (Caffe's need_backward): not the data, nor what
+	 * parameter-free layers make of it, so the first convolution computes no
+	 * gradient for its input. */
+	unsigned char *need = calloc((size_t)g->nblob + 1, 1);
+	if (!need) {
+		dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (int k = 0; k < g->nnode; k++) {
+		const struct net_node *nd = &g->node[k];
+		int nk = 0;
+		for (int i = 0; i < nd->nparam; i++)
+			nk |= nd->param[i].learned;
+		for (int i = 0; i < nd->l.nbottom; i++)
+			nk |= need[nd->bottom[i]];
+		if (nd->l.type == NET_DATA || nd->l.type == NET_INPUT)
+			nk = 0;
+		for (int i = 0; i < nd->l.ntop; i++)
+			need[nd->top[i]] |= (unsigned char)nk;
+	}
 	int64_t off = 0;
 	for (int b = 0; b < g->nblob; b++) {
-		int prod = g->blob[b].producer;
-		enum net_layer_type pt = g->node[prod].l.type;
 		gr->blob[b] = gr->acts + off;
-		gr->dblob[b] = pt == NET_DATA || pt == NET_INPUT ? NULL : gr->dacts + off;
+		gr->dblob[b] = need[b] ? gr->dacts + off : NULL;
 		off += g->blob[b].count;
 	}
+	free(need);
 
 	/* parameters into params / grads, filled */
 	uint64_t frng = seed;
@@ -349,8 +397,10 @@ int graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, s
 			gp->lr_mult = p->lr_mult;
 			gp->decay_mult = p->decay_mult;
 			gp->learned = p->learned;
-			gr->node[k].w[i] = gp->w;
-			gr->node[k].dw[i] = gp->dw;
+			if (i < 3) {
+				gr->node[k].w[i] = gp->w;
+				gr->node[k].dw[i] = gp->dw;
+			}
 			const struct net_filler *f = filler_of(&nd->l, i);
 			if (f)
 				fill(gp->w, p, f, &frng);
@@ -358,22 +408,36 @@ int graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, s
 		}
 	}
 
-	/* scratch: measure, allocate, carve */
+	/* saved copies and tmp: measure, allocate, carve */
 	struct carve c = { NULL, 0 };
 	int64_t tmp_max = 0;
 	for (int k = 0; k < g->nnode; k++)
-		plan_node(gr, &gr->node[k], &c, &tmp_max);
+		plan_saves(gr, &gr->node[k], &c, &tmp_max);
 	take(&c, (size_t)tmp_max * sizeof(float));
-	gr->scratch = calloc(c.off + 64, 1);
+	gr->scratch = backend_alloc(be, c.off + 64);
 	if (!gr->scratch) {
-		dd_err_set(err, DD_ENOMEM, "out of memory for the network's %zu bytes of layer state", c.off);
+		dd_err_set(err, DD_ENOMEM, "out of memory for the network's %zu bytes of saved values", c.off);
 		goto fail;
 	}
-	c = (struct carve){ gr->scratch, 0 };
+	c = (struct carve){ (unsigned char *)gr->scratch, 0 };
 	tmp_max = 0;
 	for (int k = 0; k < g->nnode; k++)
-		plan_node(gr, &gr->node[k], &c, &tmp_max);
+		plan_saves(gr, &gr->node[k], &c, &tmp_max);
 	gr->tmp = take(&c, (size_t)tmp_max * sizeof(float));
+
+	/* what each layer sees, and its backend state */
+	const float **xs = gr->ptrs;
+	float **dxs = (float **)(xs + nptr);
+	int *css = (int *)(dxs + nptr);
+	for (int k = 0; k < g->nnode; k++) {
+		struct gnode *gn = &gr->node[k];
+		describe_node(gr, gn, xs, dxs, css);
+		xs += gn->nd->l.nbottom;
+		dxs += gn->nd->l.nbottom;
+		css += gn->nd->l.nbottom;
+		if (backend_layer_init(be, &gn->bl, &gn->state, err))
+			goto fail;
+	}
 
 	*out = gr;
 	return DD_OK;
@@ -386,217 +450,67 @@ void graph_free(struct graph *gr)
 {
 	if (!gr)
 		return;
-	free(gr->scratch);
-	free(gr->dacts);
-	free(gr->acts);
-	free(gr->grads);
-	free(gr->params);
+	struct backend *be = gr->be;
+	for (int k = 0; gr->node && k < gr->g->nnode; k++)
+		if (gr->node[k].state)
+			backend_layer_fini(be, gr->node[k].state);
+	if (be) {
+		backend_release(be, gr->scratch);
+		backend_release(be, gr->dacts);
+		backend_release(be, gr->acts);
+		backend_release(be, gr->grads);
+		backend_release(be, gr->params);
+	}
+	free(gr->ptrs);
 	free(gr->dblob);
 	free(gr->blob);
 	free(gr->param);
 	free(gr->node);
+	backend_free(gr->own_be);
 	free(gr);
 }
 
 /* ---- forward ---- */
 
-static void node_forward(struct graph *gr, struct gnode *gn, int training)
+static int64_t now_ns(void)
 {
-	const struct net_node *nd = gn->nd;
-	const struct net_layer *l = &nd->l;
-	const float *in = l->nbottom ? gr->blob[nd->bottom[0]] : NULL;
-	float *out = l->ntop ? gr->blob[nd->top[0]] : NULL;
-	if (gn->saved_in) { /* the input will be gone by the backward: keep it */
-		memcpy(gn->saved_in, in, (size_t)gr->g->blob[nd->bottom[0]].count * sizeof(float));
-		in = gn->saved_in;
-	}
-	switch (l->type) {
-	case NET_DATA:
-	case NET_INPUT:
-		break;
-	case NET_CONVOLUTION:
-		conv_forward(out, in, gn->w[0], gn->d.conv.bias ? gn->w[1] : NULL, &gn->d.conv);
-		break;
-	case NET_POOLING:
-		pool_forward(out, gn->argmax, in, &gn->d.pool);
-		break;
-	case NET_INNER_PRODUCT:
-		ip_forward(out, in, gn->w[0], gn->d.ip.bias ? gn->w[1] : NULL, &gn->d.ip);
-		break;
-	case NET_RELU:
-		relu_forward(out, in, gn->count, l->relu.negative_slope);
-		break;
-	case NET_SIGMOID:
-		sigmoid_forward(out, in, gn->count);
-		break;
-	case NET_TANH:
-		tanh_forward(out, in, gn->count);
-		break;
-	case NET_POWER:
-		power_forward(out, in, gn->count, l->power.power, l->power.scale, l->power.shift);
-		break;
-	case NET_DROPOUT:
-		dropout_forward(out, gn->mask, in, gn->count, l->dropout.ratio, training, &gr->rng);
-		break;
-	case NET_LRN:
-		lrn_forward(out, gn->lrn_scale, in, &gn->d.lrn);
-		break;
-	case NET_BATCH_NORM:
-		bn_forward(out, gn->w[0], gn->w[1], gn->w[2], gn->bn_mean, gn->bn_invstd, in, &gn->d.bn, training);
-		break;
-	case NET_SCALE:
-		scale_forward(out, in, gn->w[0], gn->d.scale.bias ? gn->w[1] : NULL, &gn->d.scale);
-		break;
-	case NET_ELTWISE:
-		for (int i = 0; i < l->nbottom; i++)
-			gn->ins[i] = gr->blob[nd->bottom[i]];
-		eltwise_forward(out, gn->argmax, gn->ins, l->nbottom, gn->count, (enum eltwise_op)l->eltwise.op,
-				l->eltwise.op == NET_ELTWISE_SUM ? l->eltwise.coeff : NULL);
-		break;
-	case NET_CONCAT:
-		for (int i = 0; i < l->nbottom; i++) {
-			gn->ins[i] = gr->blob[nd->bottom[i]];
-			gn->cs[i] = (int)gr->g->blob[nd->bottom[i]].shape.dim[1];
-		}
-		concat_forward(out, gn->ins, gn->cs, l->nbottom, gn->n,
-			       (int)(gn->count / ((int64_t)gn->n * gr->g->blob[nd->top[0]].shape.dim[1])));
-		break;
-	case NET_FLATTEN:
-		if (out != in)
-			memcpy(out, in, (size_t)gn->count * sizeof(float));
-		break;
-	case NET_SOFTMAX:
-		softmax_forward(out, in, gn->n, gn->c, gn->inner);
-		break;
-	case NET_SOFTMAX_LOSS:
-		out[0] = softmax_loss_forward(gn->prob, in, gr->blob[nd->bottom[1]], gn->n, gn->c, gn->inner,
-					      l->loss.has_ignore_label ? l->loss.ignore_label : -1);
-		break;
-	case NET_ACCURACY:
-		out[0] = accuracy_forward(in, gr->blob[nd->bottom[1]], gn->n, gn->c, gn->inner, l->accuracy.top_k,
-					  l->accuracy.has_ignore_label ? l->accuracy.ignore_label : -1);
-		break;
-	default:
-		break;
-	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-float graph_forward(struct graph *gr, int training)
+int graph_forward(struct graph *gr, int training, float *loss_out, struct dd_err *err)
 {
 	gr->training = training;
 	float loss = 0;
 	for (int k = 0; k < gr->g->nnode; k++) {
 		struct gnode *gn = &gr->node[k];
-		node_forward(gr, gn, training);
+		const struct net_node *nd = gn->nd;
+		if (nd->l.type == NET_DATA || nd->l.type == NET_INPUT)
+			continue;
+		int64_t t0 = gr->profiling ? now_ns() : 0;
+		if (gn->saved_in) /* the input will be gone by the backward: keep it */
+			memcpy(gn->saved_in, gr->blob[nd->bottom[0]], (size_t)gn->in_count * sizeof(float));
+		int rc = backend_forward(gr->be, gn->state, &gn->bl, training, err);
+		if (rc)
+			return rc;
 		if (gn->saved_out) /* a later in-place layer overwrites it */
-			memcpy(gn->saved_out, gr->blob[gn->nd->top[0]], (size_t)gn->count * sizeof(float));
-		if (gn->nd->loss_weight != 0 && gn->nd->l.ntop)
-			loss += gn->nd->loss_weight * gr->blob[gn->nd->top[0]][0];
+			memcpy(gn->saved_out, gn->bl.y, (size_t)gn->bl.count * sizeof(float));
+		if (nd->loss_weight != 0 && nd->l.ntop)
+			loss += nd->loss_weight * gn->bl.y[0];
+		if (gr->profiling) {
+			gn->fwd_ns += now_ns() - t0;
+			gn->nfwd++;
+		}
 	}
-	return loss;
+	if (loss_out)
+		*loss_out = loss;
+	return DD_OK;
 }
 
 /* ---- backward ---- */
 
-/* A parameter gradient, or NULL when the solver does not want it. */
-static float *pgrad(const struct gnode *gn, int i)
-{
-	return gn->nd->param[i].learned ? gn->dw[i] : NULL;
-}
-
-static void node_backward(struct graph *gr, struct gnode *gn)
-{
-	const struct net_node *nd = gn->nd;
-	const struct net_layer *l = &nd->l;
-	if (l->type == NET_DATA || l->type == NET_INPUT || l->type == NET_ACCURACY)
-		return;
-	const float *in = l->nbottom ? gr->blob[nd->bottom[0]] : NULL;
-	float *din = l->nbottom ? gr->dblob[nd->bottom[0]] : NULL;
-	const float *out = gn->saved_out ? gn->saved_out : l->ntop ? gr->blob[nd->top[0]] : NULL;
-	if (gn->saved_in)
-		in = gn->saved_in;
-	const float *dout = l->ntop ? gr->dblob[nd->top[0]] : NULL;
-	if (!dout)
-		return;
-	if (nd->in_place) {
-		if (!din) /* the data itself, changed in place: nothing upstream wants it */
-			return;
-		memcpy(gr->tmp, dout, (size_t)gn->count * sizeof(float));
-		memset(din, 0, (size_t)gn->count * sizeof(float));
-		dout = gr->tmp;
-		/* the input is gone: Power, LRN, Scale (any that read it) saved it; an
-		 * in-place ReLU reads its output, which has the input's sign */
-		in = gn->saved_in ? gn->saved_in : out;
-	}
-	switch (l->type) {
-	case NET_CONVOLUTION:
-		conv_backward(din, pgrad(gn, 0), gn->d.conv.bias ? pgrad(gn, 1) : NULL, dout, in, gn->w[0],
-			      &gn->d.conv);
-		break;
-	case NET_POOLING:
-		pool_backward(din, dout, gn->argmax, &gn->d.pool);
-		break;
-	case NET_INNER_PRODUCT:
-		ip_backward(din, pgrad(gn, 0), gn->d.ip.bias ? pgrad(gn, 1) : NULL, dout, in, gn->w[0], &gn->d.ip);
-		break;
-	case NET_RELU:
-		relu_backward(din, dout, in, gn->count, l->relu.negative_slope);
-		break;
-	case NET_SIGMOID:
-		sigmoid_backward(din, dout, out, gn->count);
-		break;
-	case NET_TANH:
-		tanh_backward(din, dout, out, gn->count);
-		break;
-	case NET_POWER:
-		power_backward(din, dout, in, gn->count, l->power.power, l->power.scale, l->power.shift);
-		break;
-	case NET_DROPOUT:
-		dropout_backward(din, dout, gr->training ? gn->mask : NULL, gn->count, l->dropout.ratio);
-		break;
-	case NET_LRN:
-		lrn_backward(din, dout, out, in, gn->lrn_scale, &gn->d.lrn);
-		break;
-	case NET_BATCH_NORM:
-		bn_backward(din, dout, out, gn->bn_invstd, &gn->d.bn, gn->d.bn.use_global_stats || !gr->training);
-		break;
-	case NET_SCALE:
-		scale_backward(din, pgrad(gn, 0), gn->d.scale.bias ? pgrad(gn, 1) : NULL, dout, in, gn->w[0],
-			       &gn->d.scale);
-		break;
-	case NET_ELTWISE:
-		for (int i = 0; i < l->nbottom; i++) {
-			gn->ins[i] = gr->blob[nd->bottom[i]];
-			gn->dins[i] = gr->dblob[nd->bottom[i]];
-		}
-		eltwise_backward(gn->dins, dout, gn->ins, out, gn->argmax, l->nbottom, gn->count,
-				 (enum eltwise_op)l->eltwise.op, l->eltwise.op == NET_ELTWISE_SUM ? l->eltwise.coeff : NULL);
-		break;
-	case NET_CONCAT:
-		for (int i = 0; i < l->nbottom; i++)
-			gn->dins[i] = gr->dblob[nd->bottom[i]];
-		concat_backward(gn->dins, dout, gn->cs, l->nbottom, gn->n,
-				(int)(gn->count / ((int64_t)gn->n * gr->g->blob[nd->top[0]].shape.dim[1])));
-		break;
-	case NET_FLATTEN:
-		if (din)
-			for (int64_t i = 0; i < gn->count; i++)
-				din[i] += dout[i];
-		break;
-	case NET_SOFTMAX:
-		softmax_backward(din, dout, out, gn->n, gn->c, gn->inner);
-		break;
-	case NET_SOFTMAX_LOSS:
-		if (din)
-			softmax_loss_backward(din, gn->prob, gr->blob[nd->bottom[1]], gn->n, gn->c, gn->inner,
-					      l->loss.has_ignore_label ? l->loss.ignore_label : -1, dout[0]);
-		break;
-	default:
-		break;
-	}
-}
-
-void graph_backward(struct graph *gr)
+int graph_backward(struct graph *gr, struct dd_err *err)
 {
 	memset(gr->dacts, 0, (size_t)gr->nacts * sizeof(float));
 	for (int k = 0; k < gr->g->nnode; k++) {
@@ -604,9 +518,51 @@ void graph_backward(struct graph *gr)
 		if (nd->loss_weight != 0 && nd->l.ntop && gr->dblob[nd->top[0]])
 			gr->dblob[nd->top[0]][0] = nd->loss_weight;
 	}
-	for (int k = gr->g->nnode - 1; k >= 0; k--)
-		node_backward(gr, &gr->node[k]);
+	for (int k = gr->g->nnode - 1; k >= 0; k--) {
+		struct gnode *gn = &gr->node[k];
+		const struct net_node *nd = gn->nd;
+		const struct net_layer *l = &nd->l;
+		if (l->type == NET_DATA || l->type == NET_INPUT || l->type == NET_ACCURACY || !l->ntop ||
+		    !gr->dblob[nd->top[0]])
+			continue;
+		int64_t t0 = gr->profiling ? now_ns() : 0;
+		if (nd->in_place) {
+			float *din = gn->bl.dx[0];
+			if (!din) /* the data itself, changed in place: nothing upstream wants it */
+				continue;
+			memcpy(gr->tmp, gr->dblob[nd->top[0]], (size_t)gn->bl.count * sizeof(float));
+			memset(din, 0, (size_t)gn->bl.count * sizeof(float));
+		}
+		int rc = backend_backward(gr->be, gn->state, &gn->bl, gr->training, err);
+		if (rc)
+			return rc;
+		if (gr->profiling) {
+			gn->bwd_ns += now_ns() - t0;
+			gn->nbwd++;
+		}
+	}
+	return DD_OK;
 }
+
+void graph_set_profiling(struct graph *gr, int on)
+{
+	gr->profiling = on;
+	for (int k = 0; k < gr->g->nnode; k++)
+		gr->node[k].fwd_ns = gr->node[k].bwd_ns = gr->node[k].nfwd = gr->node[k].nbwd = 0;
+}
+
+int graph_layer_time(const struct graph *gr, int k, double *fwd_ms, double *bwd_ms)
+{
+	if (k < 0 || k >= gr->g->nnode)
+		return DD_EINVAL;
+	const struct gnode *gn = &gr->node[k];
+	*fwd_ms = gn->nfwd ? gn->fwd_ns / 1e6 / (double)gn->nfwd : 0;
+	*bwd_ms = gn->nbwd ? gn->bwd_ns / 1e6 / (double)gn->nbwd : 0;
+	return DD_OK;
+}
+
+struct backend *graph_backend(const struct graph *gr) { return gr->be; }
+uint64_t *graph_rng(struct graph *gr) { return &gr->rng; }
 
 void graph_zero_grads(struct graph *gr)
 {

@@ -6,19 +6,22 @@
  * every activation blob, one for the activation gradients, and one scratch arena for
  * what layers keep between forward and backward (pooling argmax, dropout masks, LRN
  * scale, batch-norm statistics, softmax probabilities).  Every tensor is a pointer
- * into its arena.  The kernels are the reference ones of ref.h.
+ * into its arena.  A backend (backend.h: the reference kernels, oneDNN) runs the
+ * layers and owns the memory and the per-layer state.
  *
  * The data layer's tops ("data" and, in train/val, "label") are inputs: the caller
  * fills them through graph_blob() before graph_forward().
  *
- * Ownership: a graph BORROWS the net_graph (and through it the struct net): free
- * the graph first (graph_free), then the net_graph, then the net. */
+ * Ownership: a graph BORROWS the net_graph (and through it the struct net) and the
+ * backend: free the graph first (graph_free), then the net_graph, then the net, and
+ * the backend after every graph on it. */
 #ifndef DD_GRAPH_H
 #define DD_GRAPH_H
 
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "backend.h"
 #include "net.h"
 
 struct graph;
@@ -35,20 +38,24 @@ struct graph_param {
 	int learned;        /* the solver updates it (BatchNorm statistics and lr_mult 0: no) */
 };
 
-/* Allocate the arenas and fill the parameters with their layers' fillers (Caffe's
- * constant, uniform, gaussian, xavier, msra), drawn from a PRNG seeded with seed.
- * DD_OK and *out, which the caller frees with graph_free(); DD_ENOMEM or
- * DD_EINVAL (a layer type without a kernel) with *out NULL. */
-int graph_create(const struct net_graph *g, uint64_t seed, struct graph **out, struct dd_err *err);
+/* Allocate the arenas on backend be (NULL: a reference backend of its own), fill the
+ * parameters with their layers' fillers (Caffe's constant, uniform, gaussian, xavier,
+ * msra), drawn from a PRNG seeded with seed, and build every layer's backend state.
+ * DD_OK and *out, which the caller frees with graph_free(); DD_ENOMEM, DD_EINVAL (a
+ * layer the backend cannot run, named) or the backend's error, with *out NULL. */
+int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, struct graph **out,
+		 struct dd_err *err);
 /* Accepts NULL. */
 void graph_free(struct graph *gr);
 
 /* Run every layer in order (training selects dropout's and batch norm's training
- * behaviour).  Returns the total loss: the sum over loss layers of loss_weight * loss. */
-float graph_forward(struct graph *gr, int training);
+ * behaviour).  *loss (may be NULL) gets the total loss: the sum over loss layers of
+ * loss_weight * loss.  DD_OK, or the backend's error naming the layer. */
+int graph_forward(struct graph *gr, int training, float *loss, struct dd_err *err);
 /* Zero the activation gradients, seed each loss top with its loss_weight and run the
- * layers backwards; parameter gradients are ADDED to (call graph_zero_grads first). */
-void graph_backward(struct graph *gr);
+ * layers backwards; parameter gradients are ADDED to (call graph_zero_grads first).
+ * DD_OK, or the backend's error naming the layer. */
+int graph_backward(struct graph *gr, struct dd_err *err);
 /* Zero the parameter gradients. */
 void graph_zero_grads(struct graph *gr);
 
@@ -68,6 +75,16 @@ const struct graph_param *graph_param(const struct graph *gr, int i);
 /* The arenas themselves (for a snapshot or a checksum): (graph_param_count) each. */
 float *graph_params(struct graph *gr);
 float *graph_grads(struct graph *gr);
+/* Time every layer's forward and backward from now on (on: 1), or stop; the
+ * counters restart either way. */
+void graph_set_profiling(struct graph *gr, int on);
+/* Mean milliseconds per call of node k's forward and backward while profiling
+ * (0 when it did not run); DD_EINVAL for k out of range. */
+int graph_layer_time(const struct graph *gr, int k, double *fwd_ms, double *bwd_ms);
+/* Dropout's PRNG state, for a snapshot to save and a resume to restore. */
+uint64_t *graph_rng(struct graph *gr);
+/* The backend it runs on (borrowed). */
+struct backend *graph_backend(const struct graph *gr);
 /* The instantiated network it runs (borrowed). */
 const struct net_graph *graph_net(const struct graph *gr);
 

@@ -1,12 +1,11 @@
-/* solver.c — Caffe's SGD and Adam updates and learning-rate policies.
+/* solver.c — Caffe's six solvers and its learning-rate policies (rules: solver.h).
  *
- * Caffe's order for one update (SGDSolver::ApplyUpdate): clip the gradients,
- * then per learned parameter blob add the L2 decay (diff += weight_decay *
- * decay_mult * w), then compute the update into the history and subtract it:
- *   SGD   v = momentum * v + lr * lr_mult * diff;       w -= v
- *   Adam  m = b1*m + (1-b1)*diff;  v = b2*v + (1-b2)*diff²;
- *         w -= lr * lr_mult * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps), t = iter+1
- * Invariant: hist[0] (and hist[1] for Adam) have the parameter arena's layout. */
+ * Each update loop follows the matching Caffe file (sgd_solver.cpp,
+ * nesterov_solver.cpp, adagrad_solver.cpp, rmsprop_solver.cpp, adadelta_solver.cpp,
+ * adam_solver.cpp) operation by operation in float, so that a Caffe run and ours
+ * round the same way where they can.
+ * Invariant: hist[0 .. solver_nhistory()) each hold graph_param_count + 1 floats in
+ * the parameter arena's layout (the + 1 keeps an empty graph's calloc non-NULL). */
 #include "solver.h"
 
 #include <math.h>
@@ -18,8 +17,31 @@
 struct solver {
 	struct solver_config c;
 	struct graph *gr;
-	float *hist[2]; /* (graph_param_count) each; [1] only for Adam */
+	float *hist[2]; /* (graph_param_count) each; [1] only for AdaDelta and Adam */
 };
+
+static const char *const type_names[] = { "sgd", "adam", "nesterov", "adagrad", "rmsprop", "adadelta" };
+
+const char *solver_type_name(enum solver_type t)
+{
+	return (unsigned)t < sizeof type_names / sizeof *type_names ? type_names[t] : "?";
+}
+
+int solver_type_parse(const char *s, enum solver_type *out, struct dd_err *err)
+{
+	for (unsigned i = 0; i < sizeof type_names / sizeof *type_names; i++)
+		if (s && !strcmp(s, type_names[i])) {
+			*out = (enum solver_type)i;
+			return DD_OK;
+		}
+	return dd_err_set(err, DD_EINVAL,
+			  "unknown solver '%s': use sgd, nesterov, adagrad, rmsprop, adadelta or adam", s ? s : "");
+}
+
+static int nhistory(enum solver_type t)
+{
+	return t == SOLVER_ADAM || t == SOLVER_ADADELTA ? 2 : 1;
+}
 
 static const char *const policy_names[] = { "fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid" };
 
@@ -83,21 +105,37 @@ int solver_create(const struct solver_config *c, struct graph *gr, struct solver
 		if (c->stepvalue[i] <= c->stepvalue[i - 1])
 			return dd_err_set(err, DD_EINVAL, "stepvalue %d (%d) must exceed the one before (%d)", i + 1,
 					  c->stepvalue[i], c->stepvalue[i - 1]);
-	if (c->momentum < 0 || c->momentum >= 1 || (c->type == SOLVER_ADAM && (c->momentum2 < 0 || c->momentum2 >= 1)))
-		return dd_err_set(err, DD_EINVAL, "momentum must be in [0, 1)");
+	if ((unsigned)c->type >= sizeof type_names / sizeof *type_names)
+		return dd_err_set(err, DD_EINVAL, "unknown solver type %d", (int)c->type);
+	if (!(c->momentum >= 0 && c->momentum < 1))
+		return dd_err_set(err, DD_EINVAL, "momentum %g must be in [0, 1)", c->momentum);
+	if (c->type == SOLVER_ADAM && !(c->momentum2 >= 0 && c->momentum2 < 1))
+		return dd_err_set(err, DD_EINVAL, "momentum2 %g must be in [0, 1)", c->momentum2);
+	if (!(c->delta >= 0))
+		return dd_err_set(err, DD_EINVAL, "delta %g must be 0 (the default 1e-8) or more", c->delta);
+	if (!(c->rms_decay >= 0 && c->rms_decay < 1))
+		return dd_err_set(err, DD_EINVAL, "rms_decay %g must be in (0, 1) (0: the default 0.99)", c->rms_decay);
+	if (c->iter_size < 0)
+		return dd_err_set(err, DD_EINVAL, "iter_size %d must be 1 or more (0: 1)", c->iter_size);
+	if (!(c->weight_decay >= 0))
+		return dd_err_set(err, DD_EINVAL, "weight_decay %g must be 0 or more", c->weight_decay);
 
 	struct solver *s = calloc(1, sizeof *s);
 	if (!s)
 		return dd_err_set(err, DD_ENOMEM, "out of memory for the solver");
 	s->c = *c;
-	if (s->c.type == SOLVER_ADAM && s->c.delta <= 0)
+	if (s->c.delta == 0)
 		s->c.delta = 1e-8;
+	if (s->c.rms_decay == 0)
+		s->c.rms_decay = 0.99;
+	if (s->c.iter_size == 0)
+		s->c.iter_size = 1;
 	s->gr = gr;
 	size_t n = (size_t)graph_param_count(gr) + 1;
 	s->hist[0] = calloc(n, sizeof(float));
 	if (!s->hist[0])
 		goto fail;
-	if (c->type == SOLVER_ADAM && !(s->hist[1] = calloc(n, sizeof(float))))
+	if (nhistory(c->type) == 2 && !(s->hist[1] = calloc(n, sizeof(float))))
 		goto fail;
 	*out = s;
 	return DD_OK;
@@ -115,9 +153,79 @@ void solver_free(struct solver *s)
 	free(s);
 }
 
+int solver_nhistory(const struct solver *s)
+{
+	return nhistory(s->c.type);
+}
+
 float *solver_history(struct solver *s, int which)
 {
-	return which == 0 || which == 1 ? s->hist[which] : NULL;
+	return which >= 0 && which < nhistory(s->c.type) ? s->hist[which] : NULL;
+}
+
+const struct solver_config *solver_config_of(const struct solver *s)
+{
+	return &s->c;
+}
+
+struct graph *solver_graph(const struct solver *s)
+{
+	return s->gr;
+}
+
+/* One blob's update (step 4 of solver.h) from its decayed gradient g, which it may
+ * overwrite.  h, h2: the blob's slices of the histories (h2 NULL unless two). */
+static void update_blob(const struct solver_config *c, float *w, float *g, float *h, float *h2, int64_t n,
+			float lr, double adam_correction)
+{
+	float mom = (float)c->momentum, delta = (float)c->delta;
+	switch (c->type) {
+	case SOLVER_SGD:
+		for (int64_t j = 0; j < n; j++) {
+			h[j] = mom * h[j] + lr * g[j];
+			w[j] -= h[j];
+		}
+		break;
+	case SOLVER_NESTEROV: /* step back from the old velocity, over-step with the new */
+		for (int64_t j = 0; j < n; j++) {
+			float prev = h[j];
+			h[j] = mom * h[j] + lr * g[j];
+			w[j] -= (1 + mom) * h[j] - mom * prev;
+		}
+		break;
+	case SOLVER_ADAGRAD:
+		for (int64_t j = 0; j < n; j++) {
+			h[j] += g[j] * g[j];
+			w[j] -= lr * (g[j] / (sqrtf(h[j]) + delta));
+		}
+		break;
+	case SOLVER_RMSPROP: {
+		float rho = (float)c->rms_decay;
+		for (int64_t j = 0; j < n; j++) {
+			h[j] = (1 - rho) * (g[j] * g[j]) + rho * h[j];
+			w[j] -= lr * (g[j] / (sqrtf(h[j]) + delta));
+		}
+		break;
+	}
+	case SOLVER_ADADELTA:
+		for (int64_t j = 0; j < n; j++) {
+			h[j] = (1 - mom) * (g[j] * g[j]) + mom * h[j];
+			float u = g[j] * sqrtf((h2[j] + delta) / (h[j] + delta));
+			h2[j] = (1 - mom) * (u * u) + mom * h2[j];
+			w[j] -= lr * u;
+		}
+		break;
+	case SOLVER_ADAM: {
+		float b1 = (float)c->momentum, b2 = (float)c->momentum2;
+		float step = (float)(lr * adam_correction);
+		for (int64_t j = 0; j < n; j++) {
+			h[j] = b1 * h[j] + (1 - b1) * g[j];
+			h2[j] = b2 * h2[j] + (1 - b2) * (g[j] * g[j]);
+			w[j] -= step * (h[j] / (sqrtf(h2[j]) + delta));
+		}
+		break;
+	}
+	}
 }
 
 double solver_step(struct solver *s, int iter)
@@ -128,7 +236,7 @@ double solver_step(struct solver *s, int iter)
 	float *base = graph_params(gr);
 	int np = graph_nparam(gr);
 
-	if (c->clip_gradients > 0) { /* Caffe's ClipGradients: over the learned blobs */
+	if (c->clip_gradients > 0) { /* Caffe's ClipGradients: over the learned blobs, before Normalize */
 		double sq = 0;
 		for (int i = 0; i < np; i++) {
 			const struct graph_param *p = graph_param(gr, i);
@@ -153,34 +261,22 @@ double solver_step(struct solver *s, int iter)
 		double t = iter + 1.0;
 		correction = sqrt(1.0 - pow(c->momentum2, t)) / (1.0 - pow(c->momentum, t));
 	}
+	float norm = c->iter_size > 1 ? 1.0f / (float)c->iter_size : 1.0f;
 	for (int i = 0; i < np; i++) {
 		const struct graph_param *p = graph_param(gr, i);
 		if (!p->learned)
 			continue;
 		float *w = p->w, *g = p->dw;
 		int64_t off = w - base;
+		if (norm != 1.0f) /* Caffe's Normalize */
+			for (int64_t j = 0; j < p->count; j++)
+				g[j] *= norm;
 		float decay = (float)(c->weight_decay * p->decay_mult);
-		float lr = (float)(rate * p->lr_mult);
-		if (decay != 0)
+		if (decay != 0) /* Caffe's Regularize, L2 */
 			for (int64_t j = 0; j < p->count; j++)
 				g[j] += decay * w[j];
-		if (c->type == SOLVER_SGD) {
-			float *v = s->hist[0] + off;
-			float mom = (float)c->momentum;
-			for (int64_t j = 0; j < p->count; j++) {
-				v[j] = mom * v[j] + lr * g[j];
-				w[j] -= v[j];
-			}
-		} else {
-			float *m = s->hist[0] + off, *v = s->hist[1] + off;
-			float b1 = (float)c->momentum, b2 = (float)c->momentum2, eps = (float)c->delta;
-			float step = (float)(lr * correction);
-			for (int64_t j = 0; j < p->count; j++) {
-				m[j] = b1 * m[j] + (1 - b1) * g[j];
-				v[j] = b2 * v[j] + (1 - b2) * g[j] * g[j];
-				w[j] -= step * m[j] / (sqrtf(v[j]) + eps);
-			}
-		}
+		update_blob(c, w, g, s->hist[0] + off, s->hist[1] ? s->hist[1] + off : NULL, p->count,
+			    (float)(rate * p->lr_mult), correction);
 	}
 	return rate;
 }

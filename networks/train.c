@@ -3,16 +3,20 @@
 #include "train.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "backend.h"
 #include "graph.h"
 #include "net.h"
+#include "snapshot.h"
 
 void train_opts_default(struct train_opts *o)
 {
@@ -89,70 +93,6 @@ static int copy_params(struct graph *dst, const struct graph *src, struct dd_err
 	return DD_OK;
 }
 
-int train_write_safetensors(struct graph *gr, const char *path, const char *const *metadata,
-			    struct dd_err *err)
-{
-	int n = graph_nparam(gr);
-	cJSON *hdr = cJSON_CreateObject();
-	if (!hdr)
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	cJSON *meta = cJSON_AddObjectToObject(hdr, "__metadata__");
-	for (int k = 0; metadata && metadata[k] && metadata[k + 1]; k += 2)
-		cJSON_AddStringToObject(meta, metadata[k], metadata[k + 1]);
-	uint64_t off = 0;
-	const char *prev = NULL;
-	int idx = 0;
-	for (int i = 0; i < n; i++) {
-		const struct graph_param *p = graph_param(gr, i);
-		idx = prev && strcmp(prev, p->layer) == 0 ? idx + 1 : 0;
-		prev = p->layer;
-		char name[512];
-		snprintf(name, sizeof name, "%s.%d", p->layer, idx);
-		cJSON *t = cJSON_AddObjectToObject(hdr, name);
-		cJSON_AddStringToObject(t, "dtype", "F32");
-		cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-		for (int d = 0; d < p->shape.ndim; d++)
-			cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape.dim[d]));
-		cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
-		uint64_t bytes = (uint64_t)p->count * 4;
-		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
-		off += bytes;
-	}
-	char *js = cJSON_PrintUnformatted(hdr);
-	cJSON_Delete(hdr);
-	if (!js)
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	size_t hl = strlen(js), padded = (hl + 7) & ~(size_t)7;
-	size_t total = 8 + padded + off;
-	uint8_t *buf = malloc(total);
-	if (!buf) {
-		free(js);
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	}
-	for (int b = 0; b < 8; b++)
-		buf[b] = (uint8_t)((uint64_t)padded >> (8 * b));
-	memcpy(buf + 8, js, hl);
-	memset(buf + 8 + hl, ' ', padded - hl);
-	free(js);
-	uint8_t *dp = buf + 8 + padded;
-	for (int i = 0; i < n; i++) {
-		const struct graph_param *p = graph_param(gr, i);
-		for (int64_t k = 0; k < p->count; k++) { /* little-endian F32 */
-			uint32_t u;
-			memcpy(&u, &p->w[k], 4);
-			dp[0] = (uint8_t)u;
-			dp[1] = (uint8_t)(u >> 8);
-			dp[2] = (uint8_t)(u >> 16);
-			dp[3] = (uint8_t)(u >> 24);
-			dp += 4;
-		}
-	}
-	int rc = fs_write_file_atomic(path, buf, total, err);
-	free(buf);
-	return rc;
-}
-
 static const struct net_node *data_node(const struct net_graph *g)
 {
 	for (int i = 0; i < g->nnode; i++)
@@ -161,154 +101,358 @@ static const struct net_node *data_node(const struct net_graph *g)
 	return NULL;
 }
 
-int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd_err *err)
-{
-	struct net *def = NULL;
-	struct net_graph *tg = NULL, *vg = NULL;
-	struct graph *tr = NULL, *va = NULL;
-	struct solver *sol = NULL;
-	struct feed *ftr = NULL, *fva = NULL;
-	float *vlab = NULL;
-	struct train_result dummy, *res = o->result ? o->result : &dummy;
-	memset(res, 0, sizeof *res);
-	res->val_loss = res->val_accuracy = res->val_accuracy_top5 = NAN;
-	res->train_loss = res->first_train_loss = NAN;
-	const char *netname = o->network_name ? o->network_name : "network";
-	int rc;
+/* One training's state, shared by the steps of train_run. */
+struct run {
+	const struct train_opts *o;
+	const struct train_hooks *h;
+	struct train_result *res;
+	const char *netname;
+	struct net_input in;
+	struct net *def;
+	struct net_graph *tg, *vg;
+	struct backend *be;
+	struct graph *tr, *va;
+	struct solver *sol;
+	struct feed *ftr, *fva;
+	float *tdata, *tlabel, *vdata, *vlabel, *scratch_labels;
+	const char *acc1, *acc5;
+	int tb, vb, iter_size;
+	int fc, fh, fw;
+	int64_t ipe, total, vit;  /* iterations per epoch, in all; val batches */
+};
 
-	if (!o->dataset_dir || !o->network_text || !o->out_dir)
-		return dd_err_set(err, DD_EINVAL, "a dataset, a network and an output folder are required");
-	struct net_input in = { 0 };
-	if ((rc = read_dataset_json(o->dataset_dir, &in, err)))
+/* "3" for a whole epoch, "2.5" or "1.4167" for a part of one. */
+static void epoch_label(char *buf, size_t len, int64_t it, int64_t ipe)
+{
+	if (it % ipe == 0)
+		snprintf(buf, len, "%lld", (long long)(it / ipe));
+	else {
+		snprintf(buf, len, "%.4f", (double)it / (double)ipe);
+		size_t n = strlen(buf);
+		while (n > 0 && buf[n - 1] == '0')
+			buf[--n] = 0;
+	}
+}
+
+/* The snapshot of iteration it: OUT/snapshot_epoch_<E>.safetensors with the weights
+ * and, beside it, .solverstate with the solver's history and where training stood
+ * (iteration, data position, dropout's PRNG), written after the weights, so a
+ * solverstate always has its weights. */
+static int write_snapshot(struct run *r, int64_t it, struct dd_err *err)
+{
+	const struct train_opts *o = r->o;
+	int rc = fs_mkdir_p(o->out_dir, err);
+	if (rc)
 		return rc;
-	if ((rc = net_parse(o->network_text, strlen(o->network_text), &def, err))) {
-		dd_err_prefix(err, "%s", netname);
+	char ep[32], s_it[32], s_cls[32], s_shape[64], s_fe[32], s_fp[32], s_rng[32], s_total[32], s_seed[32];
+	epoch_label(ep, sizeof ep, it, r->ipe);
+	char path[PATH_MAX], spath[PATH_MAX + 16];
+	snprintf(path, sizeof path, "%s/snapshot_epoch_%s.safetensors", o->out_dir, ep);
+	snprintf(spath, sizeof spath, "%s/snapshot_epoch_%s.solverstate", o->out_dir, ep);
+	snprintf(s_it, sizeof s_it, "%lld", (long long)it);
+	snprintf(s_cls, sizeof s_cls, "%d", r->in.classes);
+	snprintf(s_shape, sizeof s_shape, "%dx%dx%d", r->fc, r->fh, r->fw);
+	snprintf(s_total, sizeof s_total, "%lld", (long long)r->total);
+	snprintf(s_seed, sizeof s_seed, "%llu", (unsigned long long)o->seed);
+	int64_t fe, fp;
+	feed_position(r->ftr, &fe, &fp);
+	snprintf(s_fe, sizeof s_fe, "%lld", (long long)fe);
+	snprintf(s_fp, sizeof s_fp, "%lld", (long long)fp);
+	snprintf(s_rng, sizeof s_rng, "%llu", (unsigned long long)*graph_rng(r->tr));
+	const char *meta[] = { "format", "deepdesk", "network", r->netname, "epoch", ep, "iteration", s_it,
+			       "classes", s_cls, "input", s_shape, NULL };
+	if ((rc = snapshot_save_weights(r->tr, path, meta, err)))
+		return rc;
+	const char *smeta[] = { "format", "deepdesk", "iteration", s_it, "iterations", s_total,
+				"feed_epoch", s_fe, "feed_position", s_fp, "dropout_rng", s_rng,
+				"seed", s_seed, "backend", backend_name(r->be), NULL };
+	if ((rc = snapshot_save_solver(r->sol, spath, smeta, err)))
+		return rc;
+	snprintf(r->res->snapshot, sizeof r->res->snapshot, "%s", path);
+	logf_(r->h, "info", "snapshot %s (iteration %lld)", path, (long long)it);
+	return DD_OK;
+}
+
+static int meta_i64(const struct st_file *f, const char *key, int64_t *out, const char *path, struct dd_err *err)
+{
+	const char *v = st_meta(f, key);
+	char *end;
+	errno = 0;
+	long long x = v ? strtoll(v, &end, 10) : 0;
+	if (!v || errno || *end || x < 0)
+		return dd_err_set(err, DD_EINVAL, "%s: its \"%s\" is missing or not a count", path, key);
+	*out = x;
+	return DD_OK;
+}
+
+/* Continue from a snapshot: its weights, the solver history beside it, and where
+ * training stood.  *start gets the iteration to go on from. */
+static int restore(struct run *r, const char *weights, int64_t *start, struct dd_err *err)
+{
+	char spath[PATH_MAX];
+	size_t n = strlen(weights);
+	const char ext[] = ".safetensors";
+	if (n > sizeof ext - 1 && !strcmp(weights + n - (sizeof ext - 1), ext))
+		n -= sizeof ext - 1;
+	if (n + 16 > sizeof spath)
+		return dd_err_set(err, DD_EINVAL, "%s: the path is too long", weights);
+	snprintf(spath, sizeof spath, "%.*s.solverstate", (int)n, weights);
+	int rc = snapshot_load_weights(r->tr, weights, 0, NULL, 0, err);
+	if (rc)
+		return rc;
+	if ((rc = snapshot_load_solver(r->sol, spath, err)))
+		return rc == DD_ENOENT ? dd_err_set(err, DD_ENOENT, "%s: no solver state beside it (%s), so it "
+								    "can seed a fine-tuning but not a resume",
+						    weights, spath)
+				       : rc;
+	struct st_file *f = NULL;
+	if ((rc = st_open(spath, &f, err)))
+		return rc;
+	int64_t it, fe, fp;
+	if ((rc = meta_i64(f, "iteration", &it, spath, err)) || (rc = meta_i64(f, "feed_epoch", &fe, spath, err)) ||
+	    (rc = meta_i64(f, "feed_position", &fp, spath, err))) {
+		st_close(f);
 		return rc;
 	}
-	in.n = o->batch;
-	in.crop = o->crop;
-	if ((rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, err)) ||
-	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err))) {
-		dd_err_prefix(err, "%s", netname);
-		goto out;
+	const char *rs = st_meta(f, "dropout_rng");
+	*graph_rng(r->tr) = rs ? strtoull(rs, NULL, 10) : *graph_rng(r->tr);
+	st_close(f);
+	feed_seek(r->ftr, fe, fp);
+	*start = it;
+	return DD_OK;
+}
+
+/* Validation: the val graph gets the train graph's parameters and runs over the
+ * whole val set (the last batch wraps around, as Caffe's test_iter does). */
+static int validate(struct run *r, int64_t done, double lr, struct dd_err *err)
+{
+	int rc = copy_params(r->va, r->tr, err);
+	if (rc)
+		return rc;
+	feed_rewind(r->fva);
+	double vl = 0, a1 = 0, a5 = 0;
+	for (int64_t k = 0; k < r->vit; k++) {
+		float l;
+		if ((rc = feed_next(r->fva, r->vdata, r->vlabel ? r->vlabel : r->scratch_labels, r->vb, err)) ||
+		    (rc = graph_forward(r->va, 0, &l, err)))
+			return rc;
+		vl += l;
+		if (r->acc1)
+			a1 += graph_value(r->va, r->acc1);
+		if (r->acc5)
+			a5 += graph_value(r->va, r->acc5);
 	}
-	if ((rc = graph_create(tg, o->seed, &tr, err)) || (rc = graph_create(vg, o->seed, &va, err)))
-		goto out;
+	struct train_metric m = { .kind = "val", .iteration = done, .epoch = (double)done / (double)r->ipe,
+				  .lr = lr, .loss = vl / r->vit, .accuracy = r->acc1 ? a1 / r->vit : NAN,
+				  .accuracy_top5 = r->acc5 ? a5 / r->vit : NAN };
+	r->res->val_loss = m.loss;
+	r->res->val_accuracy = m.accuracy;
+	r->res->val_accuracy_top5 = m.accuracy_top5;
+	if (r->h && r->h->metric)
+		r->h->metric(r->h->ctx, &m);
+	return DD_OK;
+}
+
+/* Caffe's softmax loss clamps probabilities, so diverged (inf/NaN) weights can
+ * hide behind a finite loss: the weights are checked too. */
+static int check_finite(struct run *r, double loss, int64_t done, struct dd_err *err)
+{
+	int ok = isfinite(loss);
+	const float *pw = graph_params(r->tr);
+	for (int64_t k = 0, np = graph_param_count(r->tr); ok && k < np; k++)
+		ok = isfinite(pw[k]);
+	if (!ok)
+		return dd_err_set(err, DD_EINVAL, "the loss became NaN at epoch %.2f; try a lower learning rate",
+				  (double)done / (double)r->ipe);
+	return DD_OK;
+}
+
+/* Parse, instantiate, build the graphs, feeds and solver. */
+static int setup(struct run *r, struct dd_err *err)
+{
+	const struct train_opts *o = r->o;
+	int rc;
+	if ((rc = read_dataset_json(o->dataset_dir, &r->in, err)))
+		return rc;
+	if ((rc = net_parse(o->network_text, strlen(o->network_text), &r->def, err))) {
+		dd_err_prefix(err, "%s", r->netname);
+		return rc;
+	}
+	r->in.n = o->batch;
+	r->in.crop = o->crop;
+	if ((rc = net_instantiate(r->def, NET_STAGE_TRAIN, &r->in, &r->tg, err)) ||
+	    (rc = net_instantiate(r->def, NET_STAGE_VAL, &r->in, &r->vg, err))) {
+		dd_err_prefix(err, "%s", r->netname);
+		return rc;
+	}
+	if (o->threads > 0)
+		omp_set_num_threads(o->threads);
+	if ((rc = backend_create(o->backend, &r->be, err)) ||
+	    (rc = graph_create(r->tg, r->be, o->seed, &r->tr, err)) ||
+	    (rc = graph_create(r->vg, r->be, o->seed, &r->va, err)))
+		return rc;
+	r->tb = r->tg->in.n;
+	r->vb = r->vg->in.n;
 
 	/* the feeds, with the data layers' transform_param */
-	const struct net_node *tdn = data_node(tg), *vdn = data_node(vg);
-	if (!tdn || !vdn) {
-		rc = dd_err_set(err, DD_EINVAL, "%s has no Data layer for the train or val stage", netname);
-		goto out;
-	}
-	struct feed_opts fo = { .train = 1, .crop = tg->in.crop, .mirror = tdn->l.data.mirror,
-				.scale = tdn->l.data.scale, .mean = o->mean,
-				.mean_value = tdn->l.data.mean_value, .nmean_value = tdn->l.data.nmean_value,
-				.seed = o->seed };
-	if ((rc = feed_open(o->dataset_dir, "train", &fo, &ftr, err)))
-		goto out;
-	fo.train = 0;
-	fo.crop = vg->in.crop;
-	fo.mirror = 0;
-	fo.scale = vdn->l.data.scale;
-	fo.mean_value = vdn->l.data.mean_value;
-	fo.nmean_value = vdn->l.data.nmean_value;
-	if ((rc = feed_open(o->dataset_dir, "val", &fo, &fva, err)))
-		goto out;
+	const struct net_node *tdn = data_node(r->tg), *vdn = data_node(r->vg);
+	if (!tdn || !vdn)
+		return dd_err_set(err, DD_EINVAL, "%s has no Data layer for the train or val stage", r->netname);
+	struct feed_opts fo = { .train = 1, .crop = r->tg->in.crop, .mirror = tdn->l.data.mirror,
+				.scale = tdn->l.data.scale, .mean = o->mean, .mean_value = tdn->l.data.mean_value,
+				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb };
+	if ((rc = feed_open(o->dataset_dir, "train", &fo, &r->ftr, err)))
+		return rc;
+	fo = (struct feed_opts){ .train = 0, .crop = r->vg->in.crop, .scale = vdn->l.data.scale, .mean = o->mean,
+				 .mean_value = vdn->l.data.mean_value, .nmean_value = vdn->l.data.nmean_value,
+				 .seed = o->seed, .prefetch = r->vb };
+	if ((rc = feed_open(o->dataset_dir, "val", &fo, &r->fva, err)))
+		return rc;
 
-	struct net_shape ds, ls;
-	float *tdata = graph_blob(tr, "data", &ds), *tlabel = graph_blob(tr, "label", &ls);
-	float *vdata = graph_blob(va, "data", NULL), *vlabel = graph_blob(va, "label", NULL);
-	if (!tdata || !vdata) {
-		rc = dd_err_set(err, DD_EINVAL, "%s has no \"data\" blob", netname);
-		goto out;
-	}
-	int fc, fh, fw;
-	feed_shape(ftr, &fc, &fh, &fw);
-	if (ds.ndim != 4 || ds.dim[1] != fc || ds.dim[2] != fh || ds.dim[3] != fw) {
-		rc = dd_err_set(err, DD_EINTERNAL, "the data blob's shape does not match the fed images");
-		goto out;
-	}
-	int tb = tg->in.n, vb = vg->in.n;
+	struct net_shape ds;
+	r->tdata = graph_blob(r->tr, "data", &ds);
+	r->tlabel = graph_blob(r->tr, "label", NULL);
+	r->vdata = graph_blob(r->va, "data", NULL);
+	r->vlabel = graph_blob(r->va, "label", NULL);
+	if (!r->tdata || !r->vdata)
+		return dd_err_set(err, DD_EINVAL, "%s has no \"data\" blob", r->netname);
+	feed_shape(r->ftr, &r->fc, &r->fh, &r->fw);
+	if (ds.ndim != 4 || ds.dim[1] != r->fc || ds.dim[2] != r->fh || ds.dim[3] != r->fw)
+		return dd_err_set(err, DD_EINTERNAL, "the data blob's shape does not match the fed images");
+	int nb = r->tb > r->vb ? r->tb : r->vb;
+	if (!(r->scratch_labels = malloc((size_t)nb * sizeof(float))))
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
 
 	/* accuracy tops of the val graph */
-	const char *acc1 = NULL, *acc5 = NULL;
-	for (int i = 0; i < vg->nnode; i++) {
-		const struct net_node *nd = &vg->node[i];
+	for (int i = 0; i < r->vg->nnode; i++) {
+		const struct net_node *nd = &r->vg->node[i];
 		if (nd->l.type != NET_ACCURACY || nd->l.ntop < 1)
 			continue;
-		const char *top = vg->blob[nd->top[0]].name;
-		if (nd->l.accuracy.top_k == 1 && !acc1)
-			acc1 = top;
-		else if (nd->l.accuracy.top_k == 5 && !acc5)
-			acc5 = top;
+		const char *top = r->vg->blob[nd->top[0]].name;
+		if (nd->l.accuracy.top_k == 1 && !r->acc1)
+			r->acc1 = top;
+		else if (nd->l.accuracy.top_k == 5 && !r->acc5)
+			r->acc5 = top;
 	}
 
+	/* iterations: one consumes batch * iter_size images */
 	int epochs = o->epochs > 0 ? o->epochs : 30;
-	int64_t ntrain = feed_epoch_size(ftr), nval = feed_epoch_size(fva);
-	int64_t ipe = (ntrain + tb - 1) / tb, total = ipe * epochs;
-	int64_t vit = (nval + vb - 1) / vb;
+	r->iter_size = o->iter_size > 0 ? o->iter_size : 1;
+	int64_t ntrain = feed_epoch_size(r->ftr), nval = feed_epoch_size(r->fva);
+	int64_t per = (int64_t)r->tb * r->iter_size;
+	r->ipe = (ntrain + per - 1) / per;
+	r->total = r->ipe * epochs;
+	r->vit = (nval + r->vb - 1) / r->vb;
+	if (r->total > INT_MAX)
+		return dd_err_set(err, DD_EINVAL, "%lld iterations are too many", (long long)r->total);
+
+	/* the solver, DIGITS' way: step positions in percent of all iterations */
 	struct solver_config sc = { 0 };
 	sc.type = o->solver;
+	if (o->solver_name && (rc = solver_type_parse(o->solver_name, &sc.type, err)))
+		return rc;
 	sc.base_lr = o->base_lr > 0 ? o->base_lr : 0.01;
 	sc.policy = o->policy;
 	sc.gamma = o->gamma > 0 ? o->gamma : 0.1;
 	double sp = o->step_pct > 0 ? o->step_pct : 33;
-	sc.stepsize = (int)fmax(1, llround((double)total * sp / 100.0));
-	sc.power = 1;
-	sc.max_iter = (int)total;
+	sc.stepsize = (int)fmax(1, llround((double)r->total * sp / 100.0));
+	sc.power = o->power > 0 ? o->power : o->policy == LR_INV ? 0.75 : 1;
+	sc.max_iter = (int)r->total;
+	for (int i = 0; i < o->nmultistep && i < SOLVER_MAX_STEPS; i++)
+		sc.stepvalue[sc.nstepvalue++] = (int)llround((double)r->total * o->multistep_pct[i] / 100.0);
 	sc.momentum = o->momentum >= 0 ? o->momentum : 0.9;
-	sc.momentum2 = 0.999;
-	sc.delta = 1e-8;
+	sc.momentum2 = o->momentum2 > 0 ? o->momentum2 : 0.999;
+	sc.delta = o->delta;
+	sc.rms_decay = o->rms_decay;
 	sc.weight_decay = o->weight_decay;
-	if ((rc = solver_create(&sc, tr, &sol, err)))
+	sc.iter_size = r->iter_size;
+	if ((rc = solver_create(&sc, r->tr, &r->sol, err)))
+		return rc;
+	logf_(r->h, "info",
+	      "training %s on the %s backend: %lld train and %lld val images, batch %d%s, %lld iterations per "
+	      "epoch, %d epochs, %s lr %g",
+	      r->netname, backend_name(r->be), (long long)ntrain, (long long)nval, r->tb,
+	      r->iter_size > 1 ? " (accumulated)" : "", (long long)r->ipe, epochs, solver_type_name(sc.type), sc.base_lr);
+	return DD_OK;
+}
+
+static void teardown(struct run *r)
+{
+	free(r->scratch_labels);
+	solver_free(r->sol);
+	feed_close(r->ftr);
+	feed_close(r->fva);
+	graph_free(r->tr);
+	graph_free(r->va);
+	net_graph_free(r->tg);
+	net_graph_free(r->vg);
+	net_free(r->def);
+	backend_free(r->be);
+}
+
+int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd_err *err)
+{
+	struct train_result dummy;
+	struct run r = { .o = o, .h = h, .res = o->result ? o->result : &dummy };
+	struct train_result *res = r.res;
+	memset(res, 0, sizeof *res);
+	res->val_loss = res->val_accuracy = res->val_accuracy_top5 = NAN;
+	res->train_loss = res->first_train_loss = NAN;
+	r.netname = o->network_name ? o->network_name : "network";
+	if (!o->dataset_dir || !o->network_text || !o->out_dir)
+		return dd_err_set(err, DD_EINVAL, "a dataset, a network and an output folder are required");
+	int rc = setup(&r, err);
+	if (rc)
 		goto out;
-	int rpe = o->reports_per_epoch > 0 ? o->reports_per_epoch : 8;
-	int64_t every = ipe / rpe > 0 ? ipe / rpe : 1;
-	vlab = malloc((size_t)vb * sizeof(float));
-	if (!vlab) {
-		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
-		goto out;
+
+	int64_t it = 0;
+	if (o->resume) {
+		if ((rc = restore(&r, o->resume, &it, err)))
+			goto out;
+		logf_(h, "info", "resumed from %s at iteration %lld (epoch %.2f)", o->resume, (long long)it,
+		      (double)it / (double)r.ipe);
+	} else if (o->finetune) {
+		char report[1024];
+		if ((rc = snapshot_load_weights(r.tr, o->finetune, 1, report, sizeof report, err)))
+			goto out;
+		logf_(h, "info", "fine-tuning from %s%s%s", o->finetune, report[0] ? "; " : "", report);
 	}
-	logf_(h, "info", "training %s: %lld train and %lld val images, batch %d, %lld iterations per epoch, %d epochs",
-	      netname, (long long)ntrain, (long long)nval, tb, (long long)ipe, epochs);
+	int rpe = o->reports_per_epoch > 0 ? o->reports_per_epoch : 8;
+	int64_t every = r.ipe / rpe > 0 ? r.ipe / rpe : 1;
+	int64_t val_every = (int64_t)fmax(1, llround((o->val_interval > 0 ? o->val_interval : 1) * (double)r.ipe));
+	int64_t snap_every = (int64_t)fmax(1, llround((o->snapshot_interval > 0 ? o->snapshot_interval : 1) * (double)r.ipe));
 
 	double lsum = 0;
 	int lcount = 0;
 	int64_t t0 = fs_mono_ms(), img_since = 0;
-	int64_t it = 0;
-	for (; it < total; it++) {
-		if ((rc = feed_next(ftr, tdata, tlabel ? tlabel : vlab, tb, err)))
-			goto out;
-		graph_zero_grads(tr);
-		float loss = graph_forward(tr, 1);
-		if (!isfinite(loss)) {
-			rc = dd_err_set(err, DD_EINVAL, "the loss became NaN at epoch %.2f; try a lower learning rate",
-					(double)(it + 1) / (double)ipe);
-			goto out;
+	for (; it < r.total; it++) {
+		graph_zero_grads(r.tr);
+		double loss = 0;
+		for (int k = 0; k < r.iter_size; k++) {
+			float l;
+			if ((rc = feed_next(r.ftr, r.tdata, r.tlabel ? r.tlabel : r.scratch_labels, r.tb, err)) ||
+			    (rc = graph_forward(r.tr, 1, &l, err)))
+				goto out;
+			if (!isfinite(l)) {
+				rc = check_finite(&r, l, it + 1, err);
+				goto out;
+			}
+			if ((rc = graph_backward(r.tr, err)))
+				goto out;
+			loss += l / r.iter_size;
 		}
-		graph_backward(tr);
-		double lr = solver_step(sol, (int)it);
+		double lr = solver_step(r.sol, (int)it);
 		lsum += loss;
 		lcount++;
-		img_since += tb;
+		img_since += (int64_t)r.tb * r.iter_size;
 		int64_t done = it + 1;
 		int stop = h && h->should_stop && h->should_stop(h->ctx);
-		if (done % every == 0 || done % ipe == 0 || done == total || stop) {
-			/* Caffe's softmax loss clamps probabilities, so diverged (inf/NaN)
-			 * weights can hide behind a finite loss: check the weights too. */
-			const float *pw = graph_params(tr);
-			int64_t np = graph_param_count(tr);
-			for (int64_t k = 0; k < np; k++)
-				if (!isfinite(pw[k])) {
-					rc = dd_err_set(err, DD_EINVAL,
-							"the loss became NaN at epoch %.2f; try a lower learning rate",
-							(double)done / (double)ipe);
-					goto out;
-				}
+		if (done % every == 0 || done % r.ipe == 0 || done == r.total || stop) {
+			if ((rc = check_finite(&r, lsum / lcount, done, err)))
+				goto out;
 			int64_t t1 = fs_mono_ms();
 			struct train_metric m = { .kind = "train", .iteration = done,
-						  .epoch = (double)done / (double)ipe, .lr = lr,
+						  .epoch = (double)done / (double)r.ipe, .lr = lr,
 						  .loss = lsum / lcount, .accuracy = NAN, .accuracy_top5 = NAN,
 						  .images_per_s = t1 > t0 ? img_since * 1000.0 / (double)(t1 - t0) : 0 };
 			if (isnan(res->first_train_loss))
@@ -321,30 +465,14 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 			img_since = 0;
 			t0 = fs_mono_ms();
 		}
-		if (done % ipe == 0 || done == total) {
-			/* validation */
-			if ((rc = copy_params(va, tr, err)))
+		if (done % val_every == 0 || done == r.total) {
+			if ((rc = validate(&r, done, lr, err)))
 				goto out;
-			feed_rewind(fva);
-			double vl = 0, a1 = 0, a5 = 0;
-			for (int64_t k = 0; k < vit; k++) {
-				if ((rc = feed_next(fva, vdata, vlabel ? vlabel : vlab, vb, err)))
-					goto out;
-				vl += graph_forward(va, 0);
-				if (acc1)
-					a1 += graph_value(va, acc1);
-				if (acc5)
-					a5 += graph_value(va, acc5);
-			}
-			struct train_metric m = { .kind = "val", .iteration = done,
-						  .epoch = (double)done / (double)ipe, .lr = lr,
-						  .loss = vl / vit, .accuracy = acc1 ? a1 / vit : NAN,
-						  .accuracy_top5 = acc5 ? a5 / vit : NAN };
-			res->val_loss = m.loss;
-			res->val_accuracy = m.accuracy;
-			res->val_accuracy_top5 = m.accuracy_top5;
-			if (h && h->metric)
-				h->metric(h->ctx, &m);
+			t0 = fs_mono_ms();
+		}
+		if (done % snap_every == 0 || done == r.total || stop) {
+			if ((rc = write_snapshot(&r, done, err)))
+				goto out;
 			t0 = fs_mono_ms();
 		}
 		if (stop) {
@@ -354,34 +482,8 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 		}
 	}
 	res->iterations = it;
-	res->epochs = (double)it / (double)ipe;
-
-	/* snapshot */
-	if ((rc = fs_mkdir_p(o->out_dir, err)))
-		goto out;
-	int ep = (int)((it + ipe - 1) / ipe);
-	snprintf(res->snapshot, sizeof res->snapshot, "%s/snapshot_epoch_%d.safetensors", o->out_dir, ep);
-	char s_ep[32], s_it[32], s_cls[32], s_shape[64];
-	snprintf(s_ep, sizeof s_ep, "%d", ep);
-	snprintf(s_it, sizeof s_it, "%lld", (long long)it);
-	snprintf(s_cls, sizeof s_cls, "%d", in.classes);
-	snprintf(s_shape, sizeof s_shape, "%dx%dx%d", fc, fh, fw);
-	const char *meta[] = { "format", "deepdesk", "network", netname, "epoch", s_ep,
-			       "iteration", s_it, "classes", s_cls, "input", s_shape, NULL };
-	if ((rc = train_write_safetensors(tr, res->snapshot, meta, err))) {
-		res->snapshot[0] = 0;
-		goto out;
-	}
-	logf_(h, "info", "snapshot %s", res->snapshot);
+	res->epochs = (double)it / (double)r.ipe;
 out:
-	free(vlab);
-	solver_free(sol);
-	feed_close(ftr);
-	feed_close(fva);
-	graph_free(tr);
-	graph_free(va);
-	net_graph_free(tg);
-	net_graph_free(vg);
-	net_free(def);
+	teardown(&r);
 	return rc;
 }

@@ -1,21 +1,33 @@
 /* train.h — train a network on a dataset, as a DIGITS classification job does.
  *
  * train_run parses the network text, instantiates its train and val stages for the
- * dataset (image shape from DIR/dataset.json, class count from its labels), feeds
- * them from DIR/train_db and DIR/val_db (networks/feed.h, with the train data
- * layer's transform_param: crop, mirror, scale, mean), and runs the solver:
+ * dataset (image shape from DIR/dataset.json, class count from its labels), builds
+ * both on one backend (backend.h), feeds them from DIR/train_db and DIR/val_db
+ * (feed.h, prefetched, with the data layers' transform_param: crop, mirror, scale,
+ * mean) and runs the solver (solver.h):
  *
- *   iterations per epoch = ceil(train records / batch);
+ *   one iteration = iter_size forward/backward passes of `batch` images, then one
+ *   solver step; iterations per epoch = ceil(train records / (batch * iter_size));
  *   about every 1/8 epoch a "train" metric (mean loss since the last one, the rate,
  *   the epoch as a fraction, images/s);
- *   after every epoch a "val" metric: loss and top-1 accuracy (and top-5 when the
- *   net has an Accuracy layer with top_k 5) over ceil(val records / batch) batches,
- *   as Caffe's test_iter does (the last batch wraps around to the first records);
- *   the val graph is a second graph whose parameters are copied from the train
- *   graph before each validation;
- *   a snapshot at the end, and when hooks->should_stop asks to stop (checked after
- *   every iteration): OUT/snapshot_epoch_<E>.safetensors (E the epochs completed,
- *   rounded up), each parameter blob as "<layer>.<i>" (F32, its shape).
+ *   every val_interval epochs and at the end a "val" metric: loss and top-1 accuracy
+ *   (and top-5 when the net has an Accuracy layer with top_k 5) over
+ *   ceil(val records / batch) batches, the last wrapping around to the first records
+ *   as Caffe's test_iter does; the val graph gets the train graph's parameters first;
+ *   every snapshot_interval epochs, at the end, and when hooks->should_stop asks to
+ *   stop (checked after every iteration) a snapshot (snapshot.h):
+ *     OUT/snapshot_epoch_<E>.safetensors   the weights, "<layer>.<i>"
+ *     OUT/snapshot_epoch_<E>.solverstate   the solver's history and where training
+ *                                          stood: iteration, data position, dropout's
+ *                                          PRNG
+ *   E is the epoch, "3", or "1.4167" for a snapshot inside one.
+ *
+ * Resume (opts.resume = a .safetensors with its .solverstate beside it) restores all
+ * of that and continues to opts.epochs: the same run, stopped and resumed, gives the
+ * same weights bit for bit on the reference backend and with a fixed thread count on
+ * oneDNN (tests/unit/test_train.c).  Fine-tuning (opts.finetune) loads the blobs
+ * that match by name and shape and keeps the rest freshly initialised, then trains
+ * from iteration 0.
  *
  * A loss that becomes NaN or infinite stops training with DD_EINVAL: "the loss
  * became NaN at epoch E; try a lower learning rate". */
@@ -43,19 +55,38 @@ struct train_opts {
 	const char *network_text;  /* prototxt */
 	const char *network_name;  /* for messages and the snapshot's metadata (may be NULL) */
 	const char *out_dir;       /* created if needed; snapshots go here */
+	const char *backend;       /* "cpu" (oneDNN) or "ref"; NULL: "cpu" */
 	int epochs;                /* 0: 30 (DIGITS' default) */
 	int batch;                 /* 0: the data layers' batch_size, else 16 */
+	int iter_size;             /* batch accumulation: passes per update; 0: 1 */
 	int crop;                  /* 0: the data layer's crop_size */
+	const char *solver_name;   /* "sgd", "nesterov", "adagrad", "rmsprop", "adadelta",
+				    * "adam"; NULL: `solver` below */
 	enum solver_type solver;   /* SGD */
 	double base_lr;            /* 0: 0.01 */
-	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1) */
+	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1, AdaDelta's decay) */
+	double momentum2;          /* 0: 0.999 (Adam's beta2) */
+	double delta;              /* 0: the solver's default (1e-8) */
+	double rms_decay;          /* 0: 0.99 (RMSProp) */
 	double weight_decay;       /* as given (DIGITS: 0.0005 for its networks) */
 	enum lr_policy policy;     /* LR_STEP or LR_FIXED (others use gamma/stepsize as given) */
-	double step_pct;           /* step: stepsize = this percent of all iterations; 0: 33 */
+	double step_pct;           /* step: stepsize = this percent of all iterations; 0: 33;
+				    * sigmoid: the centre */
+	double multistep_pct[SOLVER_MAX_STEPS]; /* multistep: positions in percent */
+	int nmultistep;
 	double gamma;              /* 0: 0.1 */
+	double power;              /* inv, poly; 0: 1 (poly) / 0.75 (inv) */
 	enum feed_mean mean;       /* FEED_MEAN_IMAGE is DIGITS' default */
 	uint64_t seed;             /* weights, shuffling and crops */
 	int reports_per_epoch;     /* 0: 8 */
+	double val_interval;       /* epochs between validations; 0: 1 */
+	double snapshot_interval;  /* epochs between snapshots; 0: 1 */
+	const char *resume;        /* continue exactly from this snapshot (its .solverstate
+				    * beside it); epochs is then the new total */
+	const char *finetune;      /* start from another model's weights; changed layers
+				    * are re-initialised */
+	int deterministic;         /* same seed + build + threads: the same curves */
+	int threads;               /* 0: all cores */
 	struct train_result *result; /* filled when non-NULL */
 };
 
@@ -83,11 +114,5 @@ void train_opts_default(struct train_opts *o);
 /* Train.  DD_OK (also when stopped by should_stop; result->stopped says so), or an
  * error with a sentence (bad network, dataset, NaN loss, disk). */
 int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd_err *err);
-
-/* Write gr's parameters to path in the safetensors format.  metadata: pairs of
- * strings (key, value, ..., NULL), may be NULL. */
-struct graph;
-int train_write_safetensors(struct graph *gr, const char *path, const char *const *metadata,
-			    struct dd_err *err);
 
 #endif

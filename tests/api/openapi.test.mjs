@@ -236,6 +236,16 @@ describe('openapi', () => {
       ['PUT', '/api/v1/jobs', '/api/v1/jobs'],
       ['POST', '/api/v1/info', '/api/v1/info'],
       ['DELETE', '/api/v1/jobs/{id}/events', `/api/v1/jobs/${job.id}/events`],
+      ['GET', '/api/v1/models', '/api/v1/models?limit=0'],
+      ['POST', '/api/v1/models', '/api/v1/models', '{'],
+      ['POST', '/api/v1/models', '/api/v1/models', { name: 'm', dataset: 999999, network: { standard: 'lenet' } }],
+      ['POST', '/api/v1/models', '/api/v1/models', { name: 'm', dataset: job.id, network: { standard: 'lenet' } }],
+      ['GET', '/api/v1/models/{id}', `/api/v1/models/${job.id}`],
+      ['GET', '/api/v1/models/{id}', '/api/v1/models/999999'],
+      ['POST', '/api/v1/models/{id}/resume', '/api/v1/models/999999/resume'],
+      ['POST', '/api/v1/models/{id}/resume', `/api/v1/models/${job.id}/resume`, { epochs: 3 }],
+      ['GET', '/api/v1/models/{id}/snapshots/{n}', '/api/v1/models/999999/snapshots/1'],
+      ['DELETE', '/api/v1/models', '/api/v1/models'],
     ];
     for (const [method, template, path, body] of cases) {
       const r = await server.api(method, path, body);

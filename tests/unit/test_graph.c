@@ -4,12 +4,38 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../../networks/backend.h"
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
 #include "../../networks/solver.h"
 #include "check.h"
+
+/* The backend under test: DD_BACKEND (ref, cpu), or the reference. */
+static struct backend *test_be;
+
+/* A forward that must succeed; its loss. */
+static float fwd(struct graph *gr, int training)
+{
+	struct dd_err err = { 0 };
+	float loss = NAN;
+	if (graph_forward(gr, training, &loss, &err) != DD_OK) {
+		fprintf(stderr, "  forward: %s\n", err.msg);
+		CHECK(0);
+	}
+	return loss;
+}
+
+static void bwd(struct graph *gr)
+{
+	struct dd_err err = { 0 };
+	if (graph_backward(gr, &err) != DD_OK) {
+		fprintf(stderr, "  backward: %s\n", err.msg);
+		CHECK(0);
+	}
+}
 
 /* A parsed and instantiated network with its graph; all NULL on failure. */
 struct fixture {
@@ -24,7 +50,7 @@ static int setup(struct fixture *f, const char *text, const struct net_input *in
 	memset(f, 0, sizeof *f);
 	if (net_parse(text, strlen(text), &f->def, &err) != DD_OK ||
 	    net_instantiate(f->def, NET_STAGE_TRAIN, in, &f->g, &err) != DD_OK ||
-	    graph_create(f->g, seed, &f->gr, &err) != DD_OK) {
+	    graph_create(f->g, test_be, seed, &f->gr, &err) != DD_OK) {
 		fprintf(stderr, "  setup: %s\n", err.msg);
 		return -1;
 	}
@@ -70,9 +96,9 @@ static int grad_check(struct graph *gr, const char *what, float h, int *nbad)
 		for (int64_t j = 0; j < gp->count; j++) {
 			float w0 = gp->w[j];
 			gp->w[j] = w0 + h;
-			double lp = graph_forward(gr, 1);
+			double lp = fwd(gr, 1);
 			gp->w[j] = w0 - h;
-			double lm = graph_forward(gr, 1);
+			double lm = fwd(gr, 1);
 			gp->w[j] = w0;
 			double num = (lp - lm) / (2.0 * h), ana = gp->dw[j];
 			double scale = fmax(fmax(fabs(num), fabs(ana)), 1e-2);
@@ -116,10 +142,10 @@ static void test_gradient_check(void)
 	label[1] = 3;
 
 	graph_zero_grads(f.gr);
-	float loss = graph_forward(f.gr, 1);
+	float loss = fwd(f.gr, 1);
 	CHECK(isfinite(loss) && loss > 0);
 	CHECK(fabsf(graph_value(f.gr, "loss") - loss) < 1e-6f);
-	graph_backward(f.gr);
+	bwd(f.gr);
 
 	int bad = 0, checked = grad_check(f.gr, "tiny", 1e-3f, &bad);
 	CHECK_EQ_INT(checked, 82);
@@ -165,10 +191,10 @@ static void test_gradient_check_wide(void)
 	for (int i = 0; i < 3; i++)
 		label[i] = (float)i;
 	graph_zero_grads(f.gr);
-	float loss = graph_forward(f.gr, 1);
+	float loss = fwd(f.gr, 1);
 	CHECK(isfinite(loss));
 	CHECK(fabsf(loss - 2 * graph_value(f.gr, "loss")) < 1e-5f);
-	graph_backward(f.gr);
+	bwd(f.gr);
 	int bad = 0, checked = grad_check(f.gr, "wide", 1e-2f, &bad);
 	/* c1 18+2, c2 18+2, sc 6+6, fc 3*6*2*2... all learned; bn's 13 statistics are not */
 	CHECK(checked > 0);
@@ -208,7 +234,7 @@ static void evaluate(struct graph *gr, const float *x, const float *y, int n, in
 	for (int b = 0; b < n / batch; b++) {
 		memcpy(data, x + (size_t)b * batch * 36, (size_t)batch * 36 * sizeof(float));
 		memcpy(label, y + (size_t)b * batch, (size_t)batch * sizeof(float));
-		*loss += graph_forward(gr, 0);
+		*loss += fwd(gr, 0);
 		*acc += graph_value(gr, "accuracy");
 	}
 	*loss /= n / batch;
@@ -244,9 +270,9 @@ static void test_training(void)
 		memcpy(data, x + (size_t)b * B * 36, sizeof(float) * B * 36);
 		memcpy(label, y + (size_t)b * B, sizeof(float) * B);
 		graph_zero_grads(f.gr);
-		float l = graph_forward(f.gr, 1);
+		float l = fwd(f.gr, 1);
 		CHECK(isfinite(l));
-		graph_backward(f.gr);
+		bwd(f.gr);
 		solver_step(s, it);
 	}
 	evaluate(f.gr, x, y, N, B, &loss1, &acc1);
@@ -286,8 +312,8 @@ static void test_training_adam(void)
 		memcpy(data, x + (size_t)b * B * 36, sizeof(float) * B * 36);
 		memcpy(label, y + (size_t)b * B, sizeof(float) * B);
 		graph_zero_grads(f.gr);
-		graph_forward(f.gr, 1);
-		graph_backward(f.gr);
+		fwd(f.gr, 1);
+		bwd(f.gr);
 		solver_step(s, it);
 	}
 	evaluate(f.gr, x, y, N, B, &loss1, &acc1);
@@ -350,8 +376,8 @@ static void test_lenet(void)
 	for (int i = 0; i < 4; i++)
 		label[i] = (float)i;
 	graph_zero_grads(f.gr);
-	float loss = graph_forward(f.gr, 1);
-	graph_backward(f.gr);
+	float loss = fwd(f.gr, 1);
+	bwd(f.gr);
 	printf("  lenet: loss %.4f\n", loss);
 	CHECK(isfinite(loss) && loss > 0);
 	double sq = 0;
@@ -416,6 +442,13 @@ static void test_lr_policies(void)
 
 int main(void)
 {
+	struct dd_err err = { 0 };
+	const char *bname = getenv("DD_BACKEND") ? getenv("DD_BACKEND") : "ref";
+	if (backend_create(bname, &test_be, &err) != DD_OK) {
+		fprintf(stderr, "backend %s: %s\n", bname, err.msg);
+		return 1;
+	}
+	printf("backend: %s\n", backend_name(test_be));
 	RUN(test_gradient_check);
 	RUN(test_gradient_check_wide);
 	RUN(test_sgd_update);
@@ -423,5 +456,6 @@ int main(void)
 	RUN(test_training_adam);
 	RUN(test_lenet);
 	RUN(test_lr_policies);
+	backend_free(test_be);
 	return check_summary();
 }

@@ -1123,6 +1123,45 @@ static void test_cli(void)
 	rmdir(dir);
 }
 
+/* `net time`: a short run in each mode; the figures themselves are the bench's. */
+static void test_cli_time(void)
+{
+	static struct captured c;
+	CLI(&c, "time", "lenet", "--batch", "2", "--iters", "2", "--warmup", "1", "--backend", "ref");
+	CHECK_EQ_INT(c.rc, 0);
+	CHECK_CONTAINS(c.out, "LeNet, train stage, batch 2, 1x28x28, 10 classes, backend ref");
+	CHECK_CONTAINS(c.out, "forward + backward + SGD update");
+	CHECK_CONTAINS(c.out, "images/s");
+	CHECK_CONTAINS(c.out, "conv2            Convolution");
+	CHECK_STR(c.err, "");
+
+	CLI(&c, "time", "lenet", "--stage", "deploy", "--batch", "3", "--iters", "1", "--json");
+	CHECK_EQ_INT(c.rc, 0);
+	cJSON *j = cJSON_Parse(c.out);
+	CHECK(j != NULL);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "stage")), "deploy");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "mode")), "forward");
+	CHECK_EQ_INT(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "batch")), 3);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "images_per_s")) > 0);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "backward_ms")) == 0);
+	CHECK(cJSON_GetObjectItem(j, "loss") == NULL);
+	const cJSON *layers = cJSON_GetObjectItem(j, "layers");
+	CHECK_EQ_INT(cJSON_GetArraySize(layers), 9); /* deploy LeNet: its Input is not timed */
+	cJSON_Delete(j);
+
+	CLI(&c, "time", "lenet", "--backend", "tpu");
+	CHECK_EQ_INT(c.rc, 2);
+	CHECK_CONTAINS(c.err, "unknown backend 'tpu'");
+	CLI(&c, "time", "lenet", "--stage", "val");
+	CHECK_EQ_INT(c.rc, 2);
+	CHECK_CONTAINS(c.err, "--stage: train or deploy");
+	CLI(&c, "time", "lenet", "--iters", "0");
+	CHECK_EQ_INT(c.rc, 2);
+	CLI(&c, "time", "nonet");
+	CHECK_EQ_INT(c.rc, 1);
+	CHECK_CONTAINS(c.err, "nonet: no such file, nor a standard network");
+}
+
 int main(void)
 {
 	RUN(test_lenet);
@@ -1138,5 +1177,6 @@ int main(void)
 	RUN(test_declared_inputs);
 	RUN(test_reports);
 	RUN(test_cli);
+	RUN(test_cli_time);
 	return check_summary();
 }

@@ -79,6 +79,12 @@ static void test_state_names_and_moves(void)
 	CHECK(!job_state_can_move(JOB_DONE, JOB_ABORTED));
 	CHECK(!job_state_can_move(JOB_ERROR, JOB_RUNNING));
 	CHECK(!job_state_can_move(JOB_QUEUED, JOB_DONE));
+	/* a job that ended can be queued again (a resume), and only queued */
+	for (int i = JOB_DONE; i <= JOB_INTERRUPTED; i++) {
+		CHECK(job_state_can_move((enum job_state)i, JOB_QUEUED));
+		CHECK(!job_state_can_move((enum job_state)i, JOB_RUNNING));
+	}
+	CHECK(!job_state_can_move(JOB_RUNNING, JOB_QUEUED));
 	CHECK(job_state_final(JOB_INTERRUPTED) && !job_state_final(JOB_RUNNING));
 }
 

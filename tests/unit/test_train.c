@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../common/fsutil.h"
 #include "../../datasets/create.h"
 #include "../../datasets/image.h"
 #include "../../networks/feed.h"
+#include "../../networks/snapshot.h"
 #include "../../networks/train.h"
 #include "check.h"
 
@@ -261,8 +263,159 @@ static void test_stop(void)
 	CHECK_EQ_INT(r.iterations, 5);
 	struct stat st;
 	char path[700];
-	snprintf(path, sizeof path, "%s/snapshot_epoch_1.safetensors", out);
+	snprintf(path, sizeof path, "%s/snapshot_epoch_0.4167.safetensors", out); /* 5 of 12 */
 	CHECK(stat(path, &st) == 0);
+	snprintf(path, sizeof path, "%s/snapshot_epoch_0.4167.solverstate", out);
+	CHECK(stat(path, &st) == 0);
+}
+
+/* The small net with dropout, so a resume must restore its PRNG too. */
+static char *net_with_dropout(void)
+{
+	static char text[4096];
+	const char *at = strstr(small_net, "layer { name: \"fc\"");
+	snprintf(text, sizeof text, "%.*slayer { name: \"drop\" type: \"Dropout\" bottom: \"pool1\" top: \"pool1\" "
+		 "dropout_param { dropout_ratio: 0.3 } }\n%s", (int)(at - small_net), small_net, at);
+	return text;
+}
+
+/* 1 if two snapshots hold the same tensors, bit for bit. */
+static int same_weights(const char *a, const char *b)
+{
+	struct dd_err err = { 0 };
+	struct st_file *fa = NULL, *fb = NULL;
+	int same = st_open(a, &fa, &err) == DD_OK && st_open(b, &fb, &err) == DD_OK && st_count(fa) == st_count(fb);
+	if (!same)
+		fprintf(stderr, "  %s\n", err.msg);
+	for (int i = 0; same && i < st_count(fa); i++) {
+		struct st_tensor ta, tb;
+		st_get(fa, i, &ta);
+		same = st_find(fb, ta.name, &tb) == DD_OK && ta.ndim == tb.ndim;
+		int64_t n = 1;
+		for (int d = 0; same && d < ta.ndim; d++)
+			n *= ta.shape[d];
+		same = same && memcmp(ta.data, tb.data, (size_t)n * sizeof(float)) == 0;
+		if (!same)
+			fprintf(stderr, "  %s differs\n", ta.name);
+	}
+	st_close(fa);
+	st_close(fb);
+	return same;
+}
+
+static void resume_opts(struct train_opts *o, struct train_result *r, const char *out, const char *backend)
+{
+	train_opts_default(o);
+	o->dataset_dir = dsdir;
+	o->network_text = net_with_dropout();
+	o->out_dir = out;
+	o->epochs = 4;
+	o->crop = 14; /* random crops and mirrors from the feed's counters */
+	o->seed = 7;
+	o->backend = backend;
+	o->result = r;
+}
+
+/* N epochs straight == stopped mid-epoch + resumed, and == N/2 then extended to N. */
+static void check_resume(const char *backend)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	struct train_result r;
+	char a[600], b[600], c[600], pa[700], pb[700], pc[700], mid[700];
+	snprintf(a, sizeof a, "%s/%s-straight", tmp, backend);
+	snprintf(b, sizeof b, "%s/%s-stopped", tmp, backend);
+	snprintf(c, sizeof c, "%s/%s-extended", tmp, backend);
+	resume_opts(&o, &r, a, backend);
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_OK);
+	snprintf(pa, sizeof pa, "%s/snapshot_epoch_4.safetensors", a);
+	CHECK_STR(r.snapshot, pa);
+
+	/* stopped after 17 iterations (epoch 1.4167), resumed */
+	resume_opts(&o, &r, b, backend);
+	stop_after = 17;
+	struct train_hooks h = { .should_stop = should_stop };
+	CHECK_EQ_INT(train_run(&o, &h, &err), DD_OK);
+	CHECK(r.stopped);
+	snprintf(mid, sizeof mid, "%s/snapshot_epoch_1.4167.safetensors", b);
+	CHECK_STR(r.snapshot, mid);
+	resume_opts(&o, &r, b, backend);
+	o.resume = mid;
+	int rc = train_run(&o, NULL, &err);
+	if (rc)
+		fprintf(stderr, "  resume: %s\n", err.msg);
+	CHECK_EQ_INT(rc, DD_OK);
+	CHECK_EQ_INT(r.iterations, 48);
+	snprintf(pb, sizeof pb, "%s/snapshot_epoch_4.safetensors", b);
+	CHECK(same_weights(pa, pb));
+
+	/* 2 epochs, then extended to 4: with a fixed rate the schedule is the same */
+	resume_opts(&o, &r, c, backend);
+	o.policy = LR_FIXED;
+	o.epochs = 2;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_OK);
+	snprintf(mid, sizeof mid, "%s/snapshot_epoch_2.safetensors", c);
+	resume_opts(&o, &r, c, backend);
+	o.policy = LR_FIXED;
+	o.resume = mid;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_OK);
+	snprintf(pc, sizeof pc, "%s/snapshot_epoch_4.safetensors", c);
+	char d[600], pd[700];
+	snprintf(d, sizeof d, "%s/%s-fixed", tmp, backend);
+	resume_opts(&o, &r, d, backend);
+	o.policy = LR_FIXED;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_OK);
+	snprintf(pd, sizeof pd, "%s/snapshot_epoch_4.safetensors", d);
+	CHECK(same_weights(pc, pd));
+
+	/* a weights file without its solver state cannot resume */
+	snprintf(mid, sizeof mid, "%s/snapshot_epoch_2.solverstate", c);
+	CHECK(unlink(mid) == 0);
+	snprintf(mid, sizeof mid, "%s/snapshot_epoch_2.safetensors", c);
+	resume_opts(&o, &r, c, backend);
+	o.resume = mid;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_ENOENT);
+	CHECK_CONTAINS(err.msg, "no solver state");
+}
+
+static void test_resume_ref(void) { check_resume("ref"); }
+static void test_resume_cpu(void) { check_resume("cpu"); }
+
+/* Fine-tuning: conv1 of another width is initialised afresh, fc too (its input
+ * changed); loading must then still train. */
+static void test_finetune(void)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	struct train_result r;
+	char out[600], src[700];
+	snprintf(out, sizeof out, "%s/finetune", tmp);
+	snprintf(src, sizeof src, "%s/ref-straight/snapshot_epoch_4.safetensors", tmp);
+	static char text[4096];
+	snprintf(text, sizeof text, "%s", small_net);
+	char *p = strstr(text, "num_output: 8");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	p[12] = '6';
+	train_opts_default(&o);
+	o.dataset_dir = dsdir;
+	o.network_text = text;
+	o.out_dir = out;
+	o.epochs = 1;
+	o.backend = "ref";
+	o.crop = 14; /* as the source was trained */
+	o.finetune = src;
+	o.result = &r;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_OK);
+	/* the same net: everything loads, and training goes on from there */
+	o.network_text = small_net;
+	o.epochs = 1;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_OK);
+	printf("  fine-tuned from a trained net: first loss %.4f\n", r.first_train_loss);
+	CHECK(r.first_train_loss < 0.5); /* it starts trained */
+	o.finetune = "/nonexistent.safetensors";
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_ENOENT);
 }
 
 int main(void)
@@ -275,6 +428,9 @@ int main(void)
 	RUN(test_train);
 	RUN(test_errors);
 	RUN(test_stop);
+	RUN(test_resume_ref);
+	RUN(test_resume_cpu);
+	RUN(test_finetune);
 	fs_rm_rf(tmp, NULL);
 	return check_summary();
 }

@@ -366,15 +366,23 @@ export function mountJob(root, { id, navigate, dataset = false }) {
         break;
       }
       case 'metric': {
-        if (!ev.name) break;
-        let m = metrics.get(ev.name);
-        if (!m) metrics.set(ev.name, (m = { series: [] }));
-        m.value = ev.value;
-        m.step = ev.step;
-        if (typeof ev.value === 'number') {
-          m.series.push(ev.value);
-          if (m.series.length > SPARK_POINTS) m.series.shift();
+        // {name, value, step}, or a model's {kind: train|val, loss, accuracy, lr, epoch, …}
+        const pairs = ev.name ? [[ev.name, ev.value, ev.step]]
+          : ev.kind ? ['loss', 'accuracy', 'accuracy_top5', 'lr']
+            .filter((k) => typeof ev[k] === 'number' && !(k === 'lr' && ev.kind !== 'train'))
+            .map((k) => [`${ev.kind} ${k}`, ev[k], typeof ev.epoch === 'number' ? +ev.epoch.toFixed(2) : undefined])
+            : [];
+        for (const [name, value, step] of pairs) {
+          let m = metrics.get(name);
+          if (!m) metrics.set(name, (m = { series: [] }));
+          m.value = value;
+          m.step = step;
+          if (typeof value === 'number') {
+            m.series.push(value);
+            if (m.series.length > SPARK_POINTS) m.series.shift();
+          }
         }
+        if (!pairs.length) break;
         metricsDirty = true;
         schedule();
         break;

@@ -1,0 +1,472 @@
+/* api_models.c — /api/v1/models: start training jobs (kind "model", jobs/kind_train.c),
+ * list and read them with their snapshots and last metrics, resume or extend one,
+ * and download a snapshot.
+ *
+ * Creating a model checks here what needs other jobs — the dataset is a finished
+ * image classification dataset, a previous or fine-tuned model exists and has
+ * what is asked of it — and the network against the dataset's image shape, so that
+ * a bad network is refused at once with the layer and LINE:COL, not minutes later
+ * by a worker.  The dataset (and a previous or fine-tuned model) become the job's
+ * parents, so they cannot be deleted while the model exists. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/fsutil.h"
+#include "../jobs/events.h"
+#include "../jobs/job.h"
+#include "../jobs/kind_train.h"
+#include "../jobs/sched.h"
+#include "../networks/net.h"
+#include "api.h"
+#include "server.h"
+#include "store.h"
+
+static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+/* Job id's row, which must be of kind; 0 or the status of the error sent, which
+ * names field ("dataset", "network.previous"). */
+static int job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
+{
+	struct dd_err err = { 0 };
+	int rc = store_job_row(id, row, &err);
+	if (rc == DD_ENOENT)
+		return http_error(r->c, 400, "invalid", "%s: there is no job %lld", field, (long long)id);
+	if (rc)
+		return http_error_dd(r->c, &err);
+	if (strcmp(row->kind, kind) != 0)
+		return http_error(r->c, 400, "invalid", "%s: job %lld is a %s job, not a %s", field, (long long)id,
+				  row->kind, kind);
+	return 0;
+}
+
+static int64_t id_of(const cJSON *v) { return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0; }
+
+/* Whether model folder dir has a snapshot at epoch (0: any). */
+static int has_snapshot(const char *dir, int epoch)
+{
+	int *eps = NULL, n = 0, found = 0;
+	if (model_snapshots(dir, &eps, &n, NULL) != DD_OK)
+		return 0;
+	for (int i = 0; i < n; i++)
+		found |= epoch == 0 || eps[i] == epoch;
+	free(eps);
+	return found;
+}
+
+/* The checks that need other jobs, and the network against the dataset; fills
+ * parents.  0 or the status of the error sent. */
+static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np)
+{
+	struct job_row row;
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	int rc;
+	*np = 0;
+	int64_t ds = id_of(get(params, "dataset"));
+	if ((rc = job_of_kind(r, ds, "dataset", "dataset", &row)))
+		return rc;
+	if (row.state != JOB_DONE)
+		return http_error(r->c, 409, "conflict", "dataset: job %lld is %s; a model needs a finished dataset",
+				  (long long)ds, job_state_name(row.state));
+	char ds_dir[PATH_MAX];
+	sched_job_dir(ds, ds_dir, sizeof ds_dir);
+	snprintf(path, sizeof path, "%s/train_db", ds_dir);
+	char json[PATH_MAX + 32];
+	snprintf(json, sizeof json, "%s/dataset.json", ds_dir);
+	if (access(path, R_OK) != 0 || access(json, R_OK) != 0)
+		return http_error(r->c, 400, "invalid",
+				  "dataset: job %lld is not an image classification dataset (no dataset.json or train_db)",
+				  (long long)ds);
+	parents[(*np)++] = ds;
+
+	const cJSON *net = get(params, "network");
+	const char *text = NULL;
+	char *prev_text = NULL;
+	if (cJSON_IsString(get(net, "standard")))
+		text = net_standard_text(get(net, "standard")->valuestring);
+	else if (cJSON_IsString(get(net, "prototxt")))
+		text = get(net, "prototxt")->valuestring;
+	else {
+		int64_t prev = id_of(get(net, "previous"));
+		if ((rc = job_of_kind(r, prev, "model", "network.previous", &row)))
+			return rc;
+		sched_job_dir(prev, dir, sizeof dir);
+		snprintf(path, sizeof path, "%s/network.prototxt", dir);
+		if (fs_read_file(path, 4u << 20, &prev_text, NULL, NULL) != DD_OK)
+			return http_error(r->c, 409, "conflict", "network.previous: model %lld has not written its network yet",
+					  (long long)prev);
+		text = prev_text;
+		parents[(*np)++] = prev;
+	}
+	const cJSON *ft = get(params, "finetune");
+	if (ft) {
+		int64_t m = id_of(get(ft, "model"));
+		int ep = (int)id_of(get(ft, "snapshot"));
+		if ((rc = job_of_kind(r, m, "model", "finetune.model", &row))) {
+			free(prev_text);
+			return rc;
+		}
+		sched_job_dir(m, dir, sizeof dir);
+		if (!has_snapshot(dir, ep)) {
+			free(prev_text);
+			return ep ? http_error(r->c, 409, "conflict", "finetune.snapshot: model %lld has no snapshot at epoch %d",
+					       (long long)m, ep) :
+				    http_error(r->c, 409, "conflict", "finetune.model: model %lld has no snapshot yet",
+					       (long long)m);
+		}
+		if (*np < 2 || parents[1] != m)
+			parents[(*np)++] = m;
+	}
+	struct dd_err err = { 0 };
+	rc = model_check_network(text, ds_dir, (int)id_of(get(params, "batch_size")),
+				 (int)id_of(get(params, "crop_size")), NULL, NULL, &err);
+	free(prev_text);
+	if (rc == DD_EINVAL || rc == DD_ENOENT)
+		return http_error(r->c, 400, "invalid", "network: %s", err.msg);
+	if (rc)
+		return http_error_dd(r->c, &err);
+	return 0;
+}
+
+/* {"job": detail} as POST /api/v1/datasets answers. */
+static int reply_job(struct req *r, int status, int64_t id)
+{
+	struct dd_err err = { 0 };
+	cJSON *job = NULL;
+	if (store_job_json(id, 1, &job, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	cJSON *out = cJSON_CreateObject();
+	cJSON_AddItemToObject(out, "job", job);
+	return http_json(r->c, status, out);
+}
+
+int api_models_create(struct req *r)
+{
+	static const char *const fields[] = { "name",	   "group",	  "dataset",	       "network",
+					      "solver",	   "epochs",	  "batch_size",	       "crop_size",
+					      "mean",	   "seed",	  "val_interval",      "snapshot_interval",
+					      "backend",   "finetune",	  NULL };
+	cJSON *body = NULL;
+	int rc = http_read_json(r->c, &body);
+	if (rc)
+		return rc;
+	struct dd_err err = { 0 };
+	int64_t parents[3], id;
+	int np = 0;
+	cJSON *name = get(body, "name");
+	if (get(body, "resume")) {
+		rc = http_error(r->c, 400, "invalid", "resume: a new model starts from scratch; resume one with POST /api/v1/models/{id}/resume");
+		goto out;
+	}
+	if ((rc = http_only_fields(r->c, body, fields, "")))
+		goto out;
+	if (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 200) {
+		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to 200 characters");
+		goto out;
+	}
+	cJSON *detached = cJSON_DetachItemFromObjectCaseSensitive(body, "name");
+	const struct job_kind *kind = job_kind_find("model");
+	if (kind->validate(body, &err) != DD_OK) {
+		rc = http_error_dd(r->c, &err);
+		cJSON_Delete(detached);
+		goto out;
+	}
+	if ((rc = check_related(r, body, parents, &np))) {
+		cJSON_Delete(detached);
+		goto out;
+	}
+	rc = sched_submit("model", detached->valuestring, server_user(r), body, 0, parents, np, &id, &err);
+	cJSON_Delete(detached);
+	if (rc != DD_OK) {
+		rc = http_error_dd(r->c, &err);
+		goto out;
+	}
+	rc = reply_job(r, 202, id);
+out:
+	cJSON_Delete(body);
+	return rc;
+}
+
+/* ---- reading ---- */
+
+struct scan {
+	cJSON *train, *val, *result; /* the last of each */
+};
+
+static void scan_event(void *vctx, int64_t seq, cJSON *ev)
+{
+	(void)seq;
+	struct scan *s = vctx;
+	const char *type = cJSON_GetStringValue(get(ev, "type"));
+	if (!type)
+		return;
+	cJSON **slot = NULL;
+	if (strcmp(type, "metric") == 0) {
+		const char *kind = cJSON_GetStringValue(get(ev, "kind"));
+		slot = kind && !strcmp(kind, "train") ? &s->train : kind && !strcmp(kind, "val") ? &s->val : NULL;
+	} else if (strcmp(type, "result") == 0) {
+		slot = &s->result;
+	}
+	if (!slot)
+		return;
+	cJSON_Delete(*slot);
+	*slot = cJSON_Duplicate(ev, 1);
+	static const char *const drop[] = { "type", "t", "eta_s", NULL };
+	for (int i = 0; *slot && drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(*slot, drop[i]);
+}
+
+/* Add to job (a store_job_json object of kind model) what a model page shows:
+ * dataset, network, settings, snapshots and the last metrics. */
+static void add_model_fields(cJSON *job, int detail)
+{
+	int64_t id = id_of(get(job, "id"));
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	sched_job_dir(id, dir, sizeof dir);
+	cJSON *params = NULL, *settings = NULL;
+	snprintf(path, sizeof path, "%s/settings.json", dir);
+	char *text = NULL;
+	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK)
+		settings = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(settings)) {
+		cJSON_Delete(settings);
+		settings = NULL;
+	}
+	if (!settings) {
+		/* not started yet: the params are the settings so far (job.json has them) */
+		snprintf(path, sizeof path, "%s/job.json", dir);
+		text = NULL;
+		if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK) {
+			cJSON *j = cJSON_Parse(text);
+			params = cJSON_DetachItemFromObjectCaseSensitive(j, "params");
+			cJSON_Delete(j);
+		}
+		free(text);
+	}
+	const cJSON *src = settings ? settings : params;
+	cJSON *ds = get(src, "dataset");
+	if (cJSON_IsNumber(ds))
+		cJSON_AddNumberToObject(job, "dataset", ds->valuedouble);
+	else
+		cJSON_AddNullToObject(job, "dataset");
+	const cJSON *net = get(src, "network");
+	char netname[96] = "";
+	if (cJSON_IsString(get(src, "network_name")))
+		snprintf(netname, sizeof netname, "%s", get(src, "network_name")->valuestring);
+	else if (cJSON_IsString(get(net, "standard")))
+		snprintf(netname, sizeof netname, "%s", get(net, "standard")->valuestring);
+	else if (get(net, "prototxt"))
+		snprintf(netname, sizeof netname, "custom");
+	else if (cJSON_IsNumber(get(net, "previous")))
+		snprintf(netname, sizeof netname, "model %lld's network", (long long)id_of(get(net, "previous")));
+	if (netname[0])
+		cJSON_AddStringToObject(job, "network", netname);
+	else
+		cJSON_AddNullToObject(job, "network");
+	cJSON *epochs = get(src, "epochs");
+	if (cJSON_IsNumber(epochs))
+		cJSON_AddNumberToObject(job, "epochs", epochs->valuedouble);
+	else
+		cJSON_AddNullToObject(job, "epochs");
+
+	int *eps = NULL, n = 0;
+	model_snapshots(dir, &eps, &n, NULL);
+	if (detail) {
+		cJSON *arr = cJSON_AddArrayToObject(job, "snapshots");
+		for (int i = 0; i < n; i++) {
+			struct stat st;
+			model_snapshot_path(dir, eps[i], path, sizeof path);
+			if (stat(path, &st) != 0)
+				continue;
+			cJSON *s = cJSON_CreateObject();
+			cJSON_AddNumberToObject(s, "epoch", eps[i]);
+			cJSON_AddNumberToObject(s, "bytes", (double)st.st_size);
+			char url[128];
+			snprintf(url, sizeof url, "/api/v1/models/%lld/snapshots/%d", (long long)id, eps[i]);
+			cJSON_AddStringToObject(s, "url", url);
+			cJSON_AddItemToArray(arr, s);
+		}
+		if (settings) {
+			cJSON_AddItemToObject(job, "settings", settings);
+			settings = NULL;
+		} else if (params) {
+			cJSON_AddItemToObject(job, "settings", params);
+			params = NULL;
+		} else {
+			cJSON_AddNullToObject(job, "settings");
+		}
+	} else {
+		cJSON_AddNumberToObject(job, "snapshots", n);
+	}
+	free(eps);
+
+	struct scan s = { 0 };
+	struct events_tail t = { .offset = 0, .seq = 0 };
+	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	events_tail_poll(&t, scan_event, &s, NULL);
+	cJSON *last = cJSON_AddObjectToObject(job, "last");
+	cJSON_AddItemToObject(last, "train", s.train ? s.train : cJSON_CreateNull());
+	cJSON_AddItemToObject(last, "val", s.val ? s.val : cJSON_CreateNull());
+	if (detail)
+		cJSON_AddItemToObject(job, "result", s.result ? s.result : cJSON_CreateNull());
+	else
+		cJSON_Delete(s.result);
+	cJSON_Delete(settings);
+	cJSON_Delete(params);
+}
+
+int api_models_list(struct req *r)
+{
+	struct dd_err err = { 0 };
+	cJSON *jobs = NULL;
+	int total = 0;
+	long long limit, offset;
+	int rc;
+	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
+	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
+		return rc;
+	if (store_job_list("model", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	cJSON *j;
+	cJSON_ArrayForEach(j, jobs)
+	{
+		add_model_fields(j, 0);
+	}
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "models", jobs);
+	cJSON_AddNumberToObject(body, "total", total);
+	return http_json(r->c, 200, body);
+}
+
+/* The model job r->id's row; 0 or the status of the 404 sent. */
+static int model_row(struct req *r, struct job_row *row)
+{
+	struct dd_err err = { 0 };
+	if (store_job_row(r->id, row, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	if (strcmp(row->kind, "model") != 0)
+		return http_error(r->c, 404, "not_found", "job %lld is not a model", (long long)r->id);
+	return 0;
+}
+
+int api_model_get(struct req *r)
+{
+	struct job_row row;
+	int rc = model_row(r, &row);
+	if (rc)
+		return rc;
+	struct dd_err err = { 0 };
+	cJSON *job = NULL;
+	if (store_job_json(r->id, 1, &job, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	add_model_fields(job, 1);
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "model", job);
+	return http_json(r->c, 200, body);
+}
+
+/* POST /api/v1/models/{id}/resume {"epochs"?: NEW_TOTAL, "snapshot"?: EPOCH}: the same
+ * job back in the queue, to go on from a snapshot (the latest by default). */
+int api_model_resume(struct req *r)
+{
+	static const char *const fields[] = { "epochs", "snapshot", NULL };
+	struct job_row row;
+	int rc = model_row(r, &row);
+	if (rc)
+		return rc;
+	cJSON *body = NULL, *job = NULL;
+	/* the body is optional: no body (or an empty one) resumes as it was */
+	int has_body = r->ri->content_length > 0 ||
+		       (r->ri->content_length < 0 && mg_get_header(r->c, "Transfer-Encoding"));
+	if (has_body && (rc = http_read_json(r->c, &body)))
+		return rc;
+	if (!body)
+		body = cJSON_CreateObject();
+	struct dd_err err = { 0 };
+	if ((rc = http_only_fields(r->c, body, fields, "")))
+		goto out;
+	if (row.state == JOB_QUEUED || row.state == JOB_RUNNING) {
+		rc = http_error(r->c, 409, "conflict", "model %lld is %s; it can be resumed once it has ended",
+				(long long)r->id, job_state_name(row.state));
+		goto out;
+	}
+	cJSON *ep = get(body, "epochs"), *sn = get(body, "snapshot");
+	if (ep && (!cJSON_IsNumber(ep) || ep->valuedouble != floor(ep->valuedouble) || ep->valuedouble < 1 ||
+		   ep->valuedouble > 10000)) {
+		rc = http_error(r->c, 400, "invalid", "epochs: must be an integer from 1 to 10000 (the new total)");
+		goto out;
+	}
+	if (sn && (!cJSON_IsNumber(sn) || sn->valuedouble != floor(sn->valuedouble) || sn->valuedouble < 0 ||
+		   sn->valuedouble > 10000)) {
+		rc = http_error(r->c, 400, "invalid", "snapshot: must be the epoch of one of the model's snapshots");
+		goto out;
+	}
+	char dir[PATH_MAX];
+	sched_job_dir(r->id, dir, sizeof dir);
+	int *eps = NULL, n = 0, from = 0;
+	model_snapshots(dir, &eps, &n, NULL);
+	for (int i = 0; i < n; i++)
+		if (!sn || eps[i] == (int)sn->valuedouble)
+			from = eps[i];
+	free(eps);
+	if (!from) {
+		rc = sn ? http_error(r->c, 400, "invalid", "snapshot: model %lld has no snapshot at epoch %d",
+				     (long long)r->id, (int)sn->valuedouble) :
+			  http_error(r->c, 409, "conflict", "model %lld has no snapshot to resume from; clone it to train again",
+				     (long long)r->id);
+		goto out;
+	}
+	if ((rc = store_job_json(r->id, 1, &job, &err)) != DD_OK) {
+		rc = http_error_dd(r->c, &err);
+		goto out;
+	}
+	cJSON *params = get(job, "params");
+	int total = ep ? (int)ep->valuedouble : (int)id_of(get(params, "epochs"));
+	if (total <= from) {
+		rc = http_error(r->c, 400, "invalid",
+				"epochs: the snapshot is at epoch %d and the model trains %d epochs in all; give a larger total",
+				from, total);
+		goto out;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(params, "epochs");
+	cJSON_AddNumberToObject(params, "epochs", total);
+	cJSON_DeleteItemFromObjectCaseSensitive(params, "resume");
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(params, "resume"), "snapshot", from);
+	if (sched_requeue(r->id, params, &err) != DD_OK) {
+		rc = http_error_dd(r->c, &err);
+		goto out;
+	}
+	rc = reply_job(r, 202, r->id);
+out:
+	cJSON_Delete(job);
+	cJSON_Delete(body);
+	return rc;
+}
+
+/* GET /api/v1/models/{id}/snapshots/{n}: the weights, streamed from the file. */
+int api_model_snapshot(struct req *r)
+{
+	struct job_row row;
+	int rc = model_row(r, &row);
+	if (rc)
+		return rc;
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+	sched_job_dir(r->id, dir, sizeof dir);
+	model_snapshot_path(dir, (int)r->n, path, sizeof path);
+	struct stat st;
+	if (r->n > 100000 || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %lld", (long long)r->id,
+				  (long long)r->n);
+	char headers[256];
+	snprintf(headers, sizeof headers,
+		 "Content-Disposition: attachment; filename=\"model%lld_epoch%lld.safetensors\"\r\n",
+		 (long long)r->id, (long long)r->n);
+	mg_send_mime_file2(r->c, path, "application/octet-stream", headers);
+	return 200;
+}

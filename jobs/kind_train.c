@@ -1,0 +1,685 @@
+/* kind_train.c — the "model" job kind: a worker that trains a network on a finished
+ * dataset job with networks/train (the code `deepdesk train` runs), in its job folder.
+ *
+ * params = {
+ *   "dataset": DATASET_JOB_ID,
+ *   "network": {"standard": "lenet"|"alexnet"|"googlenet"|"resnet_small"}
+ *            | {"prototxt": TEXT} | {"previous": MODEL_JOB_ID},
+ *   "solver": {"type": "sgd"|"nesterov"|"adagrad"|"rmsprop"|"adadelta"|"adam",
+ *              "base_lr", "momentum", "momentum2", "delta", "rms_decay",
+ *              "weight_decay", "iter_size",
+ *              "lr_policy": {"policy": "fixed"|"step"|"multistep"|"exp"|"inv"|"poly"|"sigmoid",
+ *                            "step_pct"?, "multistep_pct"?, "gamma"?, "power"?}},
+ *   "epochs", "batch_size"?, "crop_size"?, "mean": "none"|"image"|"pixel", "seed",
+ *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref",
+ *   "finetune"?: {"model": MODEL_JOB_ID, "snapshot"?: EPOCH},
+ *   "resume"?: {"snapshot"?: EPOCH},
+ *   "group"?: "…"
+ * }
+ * validate() refuses unknown fields and fills in every default (DIGITS' own: 30
+ * epochs, SGD at 0.01 with momentum 0.9 and weight decay 0.0005, the step policy
+ * at 33% with gamma 0.1, mean image, a snapshot and a validation every epoch), so
+ * the params a job keeps are the settings it ran with.  batch_size and crop_size
+ * absent mean "the network's data layer's"; the API fills them in once it has
+ * checked the network against the dataset.  What needs other jobs (the dataset is
+ * done, the previous model exists) is checked by the API (app/api_models.c) and
+ * again by the worker, which reads those jobs' folders beside its own. */
+#define _GNU_SOURCE
+#include "kind_train.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/fsutil.h"
+#include "../networks/net.h"
+#include "../networks/train.h"
+#include "job.h"
+#include "worker.h"
+
+#define MAX_PROTOTXT (4u << 20)
+#define MAX_ID 9007199254740991.0
+
+/* ---- snapshots ---- */
+
+void model_snapshot_path(const char *dir, int epoch, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/snapshot_epoch_%d.safetensors", dir, epoch);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+int model_snapshots(const char *dir, int **epochs, int *n, struct dd_err *err)
+{
+	*epochs = NULL;
+	*n = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return DD_OK; /* no folder yet: no snapshots */
+	int cap = 0;
+	struct dirent *e;
+	int rc = DD_OK;
+	while ((e = readdir(d))) {
+		int ep, used = 0;
+		if (sscanf(e->d_name, "snapshot_epoch_%d.safetensors%n", &ep, &used) != 1 ||
+		    used != (int)strlen(e->d_name) || ep < 0)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			int *g = realloc(*epochs, (size_t)cap * sizeof *g);
+			if (!g) {
+				rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+				break;
+			}
+			*epochs = g;
+		}
+		(*epochs)[(*n)++] = ep;
+	}
+	closedir(d);
+	if (rc) {
+		free(*epochs);
+		*epochs = NULL;
+		*n = 0;
+		return rc;
+	}
+	if (*n)
+		qsort(*epochs, (size_t)*n, sizeof **epochs, cmp_int);
+	return DD_OK;
+}
+
+/* ---- the network against the dataset ---- */
+
+int model_check_network(const char *text, const char *ds_dir, int batch, int crop,
+			struct net_input *train, struct net_input *val, struct dd_err *err)
+{
+	char path[PATH_MAX + 16], *buf = NULL;
+	snprintf(path, sizeof path, "%s/dataset.json", ds_dir);
+	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
+	if (rc)
+		return rc;
+	cJSON *j = cJSON_Parse(buf);
+	free(buf);
+	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(opt, "width");
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(opt, "height");
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(opt, "channels");
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(j, "labels");
+	if (!cJSON_IsNumber(w) || !cJSON_IsNumber(h) || !cJSON_IsNumber(c) || !cJSON_IsArray(labels)) {
+		cJSON_Delete(j);
+		return dd_err_set(err, DD_EINVAL, "%s lacks options.width/height/channels or labels", path);
+	}
+	struct net_input in = { .n = batch, .c = c->valueint, .h = h->valueint, .w = w->valueint,
+				.crop = crop, .classes = cJSON_GetArraySize(labels) };
+	cJSON_Delete(j);
+	struct net *def = NULL;
+	struct net_graph *tg = NULL, *vg = NULL;
+	if ((rc = net_parse(text, strlen(text), &def, err)) ||
+	    (rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, err)) ||
+	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)))
+		goto out;
+	if (train)
+		*train = tg->in;
+	if (val)
+		*val = vg->in;
+out:
+	net_graph_free(tg);
+	net_graph_free(vg);
+	net_free(def);
+	return rc;
+}
+
+/* ---- validation ---- */
+
+static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static int only_fields(const cJSON *obj, const char *const *allowed, const char *where, struct dd_err *err)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, obj)
+	{
+		int known = 0;
+		for (int i = 0; allowed[i] && !known; i++)
+			known = strcmp(it->string, allowed[i]) == 0;
+		if (!known)
+			return dd_err_set(err, DD_EINVAL, "%s%.64s: unknown field", where, it->string);
+	}
+	return DD_OK;
+}
+
+enum { NUM_REAL = 0, NUM_INT = 1, NUM_ABOVE = 2 /* lo itself is not allowed */ };
+
+/* obj.key: absent -> dflt is written (when fill); else a finite number in range. */
+static int num(cJSON *obj, const char *where, const char *key, double lo, double hi, int flags,
+	       int fill, double dflt, struct dd_err *err)
+{
+	cJSON *v = get(obj, key);
+	if (!v) {
+		if (fill)
+			cJSON_AddNumberToObject(obj, key, dflt);
+		return DD_OK;
+	}
+	double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+	int ok = isfinite(x) && x <= hi && ((flags & NUM_ABOVE) ? x > lo : x >= lo) &&
+		 (!(flags & NUM_INT) || x == floor(x));
+	if (!ok)
+		return dd_err_set(err, DD_EINVAL, "%s%s: must be %s %s %g and at most %g", where, key,
+				  (flags & NUM_INT) ? "an integer" : "a number",
+				  (flags & NUM_ABOVE) ? "above" : "from", lo, hi);
+	return DD_OK;
+}
+
+static int is_id(const cJSON *v)
+{
+	return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= MAX_ID &&
+	       v->valuedouble == floor(v->valuedouble);
+}
+
+/* obj.key: a string from names[]; absent -> names[0] is written. */
+static int choice(cJSON *obj, const char *where, const char *key, const char *const *names,
+		  struct dd_err *err)
+{
+	cJSON *v = get(obj, key);
+	if (!v) {
+		cJSON_AddStringToObject(obj, key, names[0]);
+		return DD_OK;
+	}
+	for (int i = 0; cJSON_IsString(v) && names[i]; i++)
+		if (strcmp(v->valuestring, names[i]) == 0)
+			return DD_OK;
+	char list[256] = "";
+	for (int i = 0; names[i]; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+	return dd_err_set(err, DD_EINVAL, "%s%s: must be one of %s", where, key, list);
+}
+
+static const char *const solver_types[] = { "sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", NULL };
+static const char *const means[] = { "image", "none", "pixel", NULL };
+static const char *const backends[] = { "cpu", "ref", NULL };
+
+/* The learning-rate policies, the fields each uses, and DIGITS' defaults for them. */
+static const struct policy {
+	const char *name;
+	double step_pct, gamma, power; /* NAN: not used */
+	int multistep;
+} policies[] = {
+	{ "step", 33, 0.1, NAN, 0 },   { "fixed", NAN, NAN, NAN, 0 },  { "multistep", NAN, 0.5, NAN, 1 },
+	{ "exp", NAN, 0.95, NAN, 0 },  { "inv", NAN, 0.1, 0.5, 0 },    { "poly", NAN, NAN, 3, 0 },
+	{ "sigmoid", 50, 0.1, NAN, 0 }, { NULL, 0, 0, 0, 0 },
+};
+
+static int check_policy(cJSON *solver, struct dd_err *err)
+{
+	static const char *const fields[] = { "policy", "step_pct", "multistep_pct", "gamma", "power", NULL };
+	cJSON *lp = get(solver, "lr_policy");
+	if (!lp)
+		lp = cJSON_AddObjectToObject(solver, "lr_policy");
+	else if (cJSON_IsString(lp)) { /* "step" is short for {"policy":"step"} */
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "policy", lp->valuestring);
+		cJSON_ReplaceItemInObjectCaseSensitive(solver, "lr_policy", o);
+		lp = o;
+	}
+	if (!cJSON_IsObject(lp))
+		return dd_err_set(err, DD_EINVAL, "solver.lr_policy: must be an object {\"policy\": …}");
+	int rc;
+	if ((rc = only_fields(lp, fields, "solver.lr_policy.", err)))
+		return rc;
+	static const char *const names[] = { "step", "fixed", "multistep", "exp", "inv", "poly", "sigmoid", NULL };
+	if ((rc = choice(lp, "solver.lr_policy.", "policy", names, err)))
+		return rc;
+	const char *name = get(lp, "policy")->valuestring;
+	const struct policy *p = policies;
+	while (strcmp(p->name, name) != 0)
+		p++;
+	static const char *const used_by[] = { "step_pct", "gamma", "power" };
+	const double dflt[] = { p->step_pct, p->gamma, p->power };
+	for (int i = 0; i < 3; i++) {
+		if (isnan(dflt[i]) && get(lp, used_by[i]))
+			return dd_err_set(err, DD_EINVAL, "solver.lr_policy.%s: the %s policy does not use it",
+					  used_by[i], name);
+	}
+	if (!p->multistep && get(lp, "multistep_pct"))
+		return dd_err_set(err, DD_EINVAL, "solver.lr_policy.multistep_pct: the %s policy does not use it", name);
+	if (!isnan(p->step_pct) &&
+	    (rc = num(lp, "solver.lr_policy.", "step_pct", 0, 100, NUM_ABOVE, 1, p->step_pct, err)))
+		return rc;
+	if (!isnan(p->gamma) && (rc = num(lp, "solver.lr_policy.", "gamma", 0, 1000, NUM_ABOVE, 1, p->gamma, err)))
+		return rc;
+	if (!isnan(p->power) && (rc = num(lp, "solver.lr_policy.", "power", 0, 1000, NUM_ABOVE, 1, p->power, err)))
+		return rc;
+	if (p->multistep) {
+		cJSON *ms = get(lp, "multistep_pct");
+		if (!ms) {
+			ms = cJSON_AddArrayToObject(lp, "multistep_pct");
+			cJSON_AddItemToArray(ms, cJSON_CreateNumber(50));
+			cJSON_AddItemToArray(ms, cJSON_CreateNumber(85));
+		}
+		int n = cJSON_GetArraySize(ms);
+		if (!cJSON_IsArray(ms) || n < 1 || n > SOLVER_MAX_STEPS)
+			return dd_err_set(err, DD_EINVAL,
+					  "solver.lr_policy.multistep_pct: must be an array of 1 to %d percentages",
+					  SOLVER_MAX_STEPS);
+		double prev = 0;
+		for (int i = 0; i < n; i++) {
+			cJSON *v = cJSON_GetArrayItem(ms, i);
+			if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= prev ||
+			    v->valuedouble > 100)
+				return dd_err_set(err, DD_EINVAL,
+						  "solver.lr_policy.multistep_pct[%d]: must be a percentage above the one before it and at most 100",
+						  i);
+			prev = v->valuedouble;
+		}
+	}
+	return DD_OK;
+}
+
+static int check_solver(cJSON *params, struct dd_err *err)
+{
+	static const char *const fields[] = { "type",	   "base_lr",	   "momentum",  "momentum2", "delta",
+					      "rms_decay", "weight_decay", "iter_size", "lr_policy", NULL };
+	cJSON *s = get(params, "solver");
+	if (!s)
+		s = cJSON_AddObjectToObject(params, "solver");
+	if (!cJSON_IsObject(s))
+		return dd_err_set(err, DD_EINVAL, "solver: must be an object");
+	int rc;
+	if ((rc = only_fields(s, fields, "solver.", err)) || (rc = choice(s, "solver.", "type", solver_types, err)) ||
+	    (rc = num(s, "solver.", "base_lr", 0, 1000, NUM_ABOVE, 1, 0.01, err)) ||
+	    (rc = num(s, "solver.", "momentum", 0, 0.999999, NUM_REAL, 1, 0.9, err)) ||
+	    (rc = num(s, "solver.", "momentum2", 0, 0.999999, NUM_REAL, 1, 0.999, err)) ||
+	    (rc = num(s, "solver.", "delta", 0, 1, NUM_ABOVE, 1, 1e-8, err)) ||
+	    (rc = num(s, "solver.", "rms_decay", 0, 0.999999, NUM_REAL, 1, 0.99, err)) ||
+	    (rc = num(s, "solver.", "weight_decay", 0, 1, NUM_REAL, 1, 0.0005, err)) ||
+	    (rc = num(s, "solver.", "iter_size", 1, 1024, NUM_INT, 1, 1, err)))
+		return rc;
+	return check_policy(s, err);
+}
+
+static int check_network(cJSON *params, struct dd_err *err)
+{
+	static const char *const fields[] = { "standard", "prototxt", "previous", NULL };
+	cJSON *n = get(params, "network");
+	int rc;
+	if (cJSON_IsObject(n) && (rc = only_fields(n, fields, "network.", err)))
+		return rc;
+	if (!cJSON_IsObject(n) || cJSON_GetArraySize(n) != 1)
+		return dd_err_set(err, DD_EINVAL,
+				  "network: required, one of {\"standard\": NAME}, {\"prototxt\": TEXT} or {\"previous\": MODEL_JOB_ID}");
+	cJSON *v;
+	if ((v = get(n, "standard"))) {
+		if (!cJSON_IsString(v) || !net_standard_find(v->valuestring)) {
+			char list[256] = "";
+			for (const struct net_standard *s = net_standards; s->name; s++)
+				snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+					 s == net_standards ? "" : ", ", s->name);
+			return dd_err_set(err, DD_EINVAL, "network.standard: must be one of %s", list);
+		}
+		return DD_OK;
+	}
+	if ((v = get(n, "prototxt"))) {
+		if (!cJSON_IsString(v) || !*v->valuestring || strlen(v->valuestring) > MAX_PROTOTXT)
+			return dd_err_set(err, DD_EINVAL, "network.prototxt: must be the text of a network (at most %u bytes)",
+					  MAX_PROTOTXT);
+		struct net *def = NULL;
+		rc = net_parse(v->valuestring, strlen(v->valuestring), &def, err);
+		net_free(def);
+		if (rc) {
+			dd_err_prefix(err, "network.prototxt");
+			return DD_EINVAL;
+		}
+		return DD_OK;
+	}
+	if (!is_id(get(n, "previous")))
+		return dd_err_set(err, DD_EINVAL, "network.previous: must be a model job id");
+	return DD_OK;
+}
+
+static int validate(cJSON *params, struct dd_err *err)
+{
+	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
+					   "batch_size", "crop_size", "mean",	    "seed",
+					   "val_interval", "snapshot_interval", "backend", "finetune",
+					   "resume",   "group",	      NULL };
+	int rc;
+	if ((rc = only_fields(params, top, "", err)))
+		return rc;
+	if (!is_id(get(params, "dataset")))
+		return dd_err_set(err, DD_EINVAL, "dataset: required, the id of a finished dataset job");
+	if ((rc = check_network(params, err)) || (rc = check_solver(params, err)) ||
+	    (rc = num(params, "", "epochs", 1, 10000, NUM_INT, 1, 30, err)) ||
+	    (rc = num(params, "", "batch_size", 1, 4096, NUM_INT, 0, 0, err)) ||
+	    (rc = num(params, "", "crop_size", 1, 4096, NUM_INT, 0, 0, err)) ||
+	    (rc = choice(params, "", "mean", means, err)) ||
+	    (rc = num(params, "", "seed", 0, MAX_ID, NUM_INT, 1, 0, err)) ||
+	    (rc = num(params, "", "val_interval", 0, 10000, NUM_ABOVE, 1, 1, err)) ||
+	    (rc = num(params, "", "snapshot_interval", 0, 10000, NUM_ABOVE, 1, 1, err)) ||
+	    (rc = choice(params, "", "backend", backends, err)))
+		return rc;
+	cJSON *ft = get(params, "finetune");
+	if (ft) {
+		static const char *const f[] = { "model", "snapshot", NULL };
+		if (!cJSON_IsObject(ft))
+			return dd_err_set(err, DD_EINVAL, "finetune: must be {\"model\": MODEL_JOB_ID, \"snapshot\"?: EPOCH}");
+		if ((rc = only_fields(ft, f, "finetune.", err)))
+			return rc;
+		if (!is_id(get(ft, "model")))
+			return dd_err_set(err, DD_EINVAL, "finetune.model: required, a model job id");
+		if ((rc = num(ft, "finetune.", "snapshot", 0, 10000, NUM_INT, 0, 0, err)))
+			return rc;
+	}
+	cJSON *re = get(params, "resume");
+	if (re) {
+		static const char *const f[] = { "snapshot", NULL };
+		if (!cJSON_IsObject(re))
+			return dd_err_set(err, DD_EINVAL, "resume: must be {\"snapshot\"?: EPOCH}");
+		if ((rc = only_fields(re, f, "resume.", err)) ||
+		    (rc = num(re, "resume.", "snapshot", 0, 10000, NUM_INT, 0, 0, err)))
+			return rc;
+	}
+	cJSON *g = get(params, "group");
+	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
+		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
+	return DD_OK;
+}
+
+/* ---- the worker ---- */
+
+struct run_ctx {
+	struct worker *w;
+	int64_t t0;
+	double epoch0, epochs; /* where this run started, and the total */
+};
+
+static void add_num(cJSON *o, const char *k, double v)
+{
+	if (isfinite(v))
+		cJSON_AddNumberToObject(o, k, v);
+}
+
+static void on_metric(void *vctx, const struct train_metric *m)
+{
+	struct run_ctx *c = vctx;
+	double el = (double)(fs_mono_ms() - c->t0) / 1000.0;
+	double done = m->epoch - c->epoch0;
+	double eta = done > 0 ? el / done * fmax(0, c->epochs - m->epoch) : -1;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "metric");
+	cJSON_AddStringToObject(ev, "kind", m->kind);
+	cJSON_AddNumberToObject(ev, "iteration", (double)m->iteration);
+	add_num(ev, "epoch", m->epoch);
+	add_num(ev, "lr", m->lr);
+	add_num(ev, "loss", m->loss);
+	add_num(ev, "accuracy", m->accuracy);
+	add_num(ev, "accuracy_top5", m->accuracy_top5);
+	if (strcmp(m->kind, "train") == 0)
+		add_num(ev, "images_per_s", m->images_per_s);
+	if (eta >= 0)
+		cJSON_AddNumberToObject(ev, "eta_s", eta);
+	worker_event(c->w, ev);
+	worker_progress(c->w, fmin(1, fmax(0, m->epoch / c->epochs)), eta);
+}
+
+static void on_log(void *vctx, const char *level, const char *msg)
+{
+	struct run_ctx *c = vctx;
+	worker_log(c->w, level, "%s", msg);
+}
+
+static int on_stop(void *vctx)
+{
+	struct run_ctx *c = vctx;
+	return worker_should_stop(c->w);
+}
+
+static int param_int(const cJSON *o, const char *k, int dflt)
+{
+	const cJSON *v = get(o, k);
+	return cJSON_IsNumber(v) ? (int)v->valuedouble : dflt;
+}
+
+static double param_num(const cJSON *o, const char *k, double dflt)
+{
+	const cJSON *v = get(o, k);
+	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* The snapshot of model folder dir at epoch (0: the latest) into path. */
+static int pick_snapshot(const char *dir, int epoch, const char *what, char *path, size_t len,
+			 int *picked, struct dd_err *err)
+{
+	int *eps = NULL, n = 0, rc = model_snapshots(dir, &eps, &n, err);
+	if (rc)
+		return rc;
+	int found = 0;
+	for (int i = 0; i < n; i++)
+		if (epoch == 0 ? 1 : eps[i] == epoch)
+			found = eps[i];
+	free(eps);
+	if (!found)
+		return epoch ? dd_err_set(err, DD_ENOENT, "%s: there is no snapshot at epoch %d", what, epoch) :
+			       dd_err_set(err, DD_ENOENT, "%s: there is no snapshot yet", what);
+	model_snapshot_path(dir, found, path, len);
+	*picked = found;
+	return DD_OK;
+}
+
+static int copy_file(const char *from, const char *to, struct dd_err *err)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int rc = fs_read_file(from, 64u << 20, &data, &len, err);
+	if (rc == DD_OK)
+		rc = fs_write_file_atomic(to, data, len, err);
+	free(data);
+	return rc;
+}
+
+static int run(struct worker *w, struct dd_err *err)
+{
+	const cJSON *p = w->params;
+	char jobs[PATH_MAX], ds[PATH_MAX], path[PATH_MAX + 64];
+	char *prev_text = NULL;
+	int rc;
+	snprintf(jobs, sizeof jobs, "%s", w->dir);
+	char *slash = strrchr(jobs, '/');
+	if (!slash)
+		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
+	*slash = 0;
+	long long ds_id = (long long)param_num(p, "dataset", 0);
+	snprintf(ds, sizeof ds, "%s/%lld", jobs, ds_id);
+	snprintf(path, sizeof path, "%s/dataset.json", ds);
+	char train_db[PATH_MAX + 16];
+	snprintf(train_db, sizeof train_db, "%s/train_db", ds);
+	if (access(path, R_OK) != 0 || access(train_db, R_OK) != 0)
+		return dd_err_set(err, DD_EINVAL,
+				  "dataset: job %lld is not a finished image classification dataset (no dataset.json or train_db)",
+				  ds_id);
+
+	/* the network */
+	const cJSON *net = get(p, "network");
+	const char *text = NULL;
+	char netname[64];
+	if (cJSON_IsString(get(net, "standard"))) {
+		snprintf(netname, sizeof netname, "%s", get(net, "standard")->valuestring);
+		text = net_standard_text(netname);
+	} else if (cJSON_IsString(get(net, "prototxt"))) {
+		snprintf(netname, sizeof netname, "custom");
+		text = get(net, "prototxt")->valuestring;
+	} else {
+		long long prev = (long long)param_num(net, "previous", 0);
+		snprintf(netname, sizeof netname, "model %lld's network", prev);
+		snprintf(path, sizeof path, "%s/%lld/network.prototxt", jobs, prev);
+		if ((rc = fs_read_file(path, MAX_PROTOTXT, &prev_text, NULL, err))) {
+			dd_err_prefix(err, "network.previous: model %lld", prev);
+			return rc;
+		}
+		text = prev_text;
+	}
+	if (!text) {
+		free(prev_text);
+		return dd_err_set(err, DD_EINVAL, "network: nothing to train");
+	}
+	snprintf(path, sizeof path, "%s/network.prototxt", w->dir);
+	if ((rc = fs_write_file_atomic(path, text, strlen(text), err)))
+		goto out;
+	char from[PATH_MAX + 16];
+	snprintf(from, sizeof from, "%s/labels.txt", ds);
+	snprintf(path, sizeof path, "%s/labels.txt", w->dir);
+	if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
+		goto out;
+
+	/* the options */
+	struct train_opts o;
+	struct train_result res;
+	train_opts_default(&o);
+	o.dataset_dir = ds;
+	o.network_text = text;
+	o.network_name = netname;
+	o.out_dir = w->dir;
+	o.result = &res;
+	o.backend = cJSON_GetStringValue(get(p, "backend"));
+	o.epochs = param_int(p, "epochs", 30);
+	o.batch = param_int(p, "batch_size", 0);
+	o.crop = param_int(p, "crop_size", 0);
+	const cJSON *s = get(p, "solver");
+	o.solver_name = cJSON_GetStringValue(get(s, "type"));
+	o.solver = o.solver_name && strcmp(o.solver_name, "adam") == 0 ? SOLVER_ADAM : SOLVER_SGD;
+	o.base_lr = param_num(s, "base_lr", 0.01);
+	o.momentum = param_num(s, "momentum", 0.9);
+	o.momentum2 = param_num(s, "momentum2", 0.999);
+	o.delta = param_num(s, "delta", 1e-8);
+	o.rms_decay = param_num(s, "rms_decay", 0.99);
+	o.weight_decay = param_num(s, "weight_decay", 0.0005);
+	o.iter_size = param_int(s, "iter_size", 1);
+	const cJSON *lp = get(s, "lr_policy");
+	const char *pol = cJSON_GetStringValue(get(lp, "policy"));
+	if ((rc = lr_policy_parse(pol ? pol : "step", &o.policy, err))) {
+		dd_err_prefix(err, "solver.lr_policy.policy");
+		goto out;
+	}
+	o.step_pct = param_num(lp, "step_pct", 0);
+	o.gamma = param_num(lp, "gamma", 0);
+	o.power = param_num(lp, "power", 0);
+	const cJSON *ms = get(lp, "multistep_pct"), *m;
+	cJSON_ArrayForEach(m, ms)
+	{
+		if (o.nmultistep < SOLVER_MAX_STEPS)
+			o.multistep_pct[o.nmultistep++] = m->valuedouble;
+	}
+	const char *mean = cJSON_GetStringValue(get(p, "mean"));
+	o.mean = mean && strcmp(mean, "none") == 0 ? FEED_MEAN_NONE :
+		 mean && strcmp(mean, "pixel") == 0 ? FEED_MEAN_PIXEL : FEED_MEAN_IMAGE;
+	o.seed = (uint64_t)param_num(p, "seed", 0);
+	o.val_interval = param_num(p, "val_interval", 1);
+	o.snapshot_interval = param_num(p, "snapshot_interval", 1);
+
+	struct run_ctx c = { w, fs_mono_ms(), 0, o.epochs };
+	char resume[PATH_MAX + 64], finetune[PATH_MAX + 64];
+	const cJSON *re = get(p, "resume");
+	if (re) {
+		int ep = 0;
+		if ((rc = pick_snapshot(w->dir, param_int(re, "snapshot", 0), "resume", resume, sizeof resume, &ep, err)))
+			goto out;
+		o.resume = resume;
+		c.epoch0 = ep;
+		worker_log(w, "info", "resuming from the snapshot at epoch %d, to %d epochs in all", ep, o.epochs);
+	}
+	const cJSON *ft = get(p, "finetune");
+	if (ft) {
+		char mdir[PATH_MAX];
+		long long mid = (long long)param_num(ft, "model", 0);
+		snprintf(mdir, sizeof mdir, "%s/%lld", jobs, mid);
+		int ep = 0;
+		char what[64];
+		snprintf(what, sizeof what, "finetune: model %lld", mid);
+		if ((rc = pick_snapshot(mdir, param_int(ft, "snapshot", 0), what, finetune, sizeof finetune, &ep, err)))
+			goto out;
+		o.finetune = finetune;
+		worker_log(w, "info", "fine-tuning from model %lld's snapshot at epoch %d", mid, ep);
+	}
+
+	/* settings.json: the params as run, with what the worker resolved */
+	cJSON *settings = cJSON_Duplicate(p, 1);
+	if (!settings) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto out;
+	}
+	cJSON_AddStringToObject(settings, "network_name", netname);
+	struct net_input tin, vin;
+	if ((rc = model_check_network(text, ds, o.batch, o.crop, &tin, &vin, err)) == DD_OK) {
+		/* what "the network's" batch and crop came to */
+		cJSON_DeleteItemFromObjectCaseSensitive(settings, "batch_size");
+		cJSON_DeleteItemFromObjectCaseSensitive(settings, "crop_size");
+		cJSON_AddNumberToObject(settings, "batch_size", tin.n);
+		cJSON_AddNumberToObject(settings, "val_batch_size", vin.n);
+		if (tin.crop > 0)
+			cJSON_AddNumberToObject(settings, "crop_size", tin.crop);
+		else
+			cJSON_AddNullToObject(settings, "crop_size");
+		cJSON *shape = cJSON_AddArrayToObject(settings, "input");
+		cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.c));
+		cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.h));
+		cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.w));
+		cJSON_AddNumberToObject(settings, "classes", tin.classes);
+	} else {
+		cJSON_Delete(settings);
+		dd_err_prefix(err, "network");
+		goto out;
+	}
+	char *st = cJSON_Print(settings);
+	cJSON_Delete(settings);
+	snprintf(path, sizeof path, "%s/settings.json", w->dir);
+	rc = st ? fs_write_file_atomic(path, st, strlen(st), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
+	free(st);
+	if (rc)
+		goto out;
+
+	struct train_hooks h = { &c, on_metric, on_log, on_stop };
+	if ((rc = train_run(&o, &h, err)))
+		goto out;
+
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "result");
+	cJSON_AddNumberToObject(ev, "iterations", (double)res.iterations);
+	add_num(ev, "epochs", res.epochs);
+	add_num(ev, "train_loss", res.train_loss);
+	add_num(ev, "val_loss", res.val_loss);
+	add_num(ev, "val_accuracy", res.val_accuracy);
+	add_num(ev, "val_accuracy_top5", res.val_accuracy_top5);
+	const char *base = strrchr(res.snapshot, '/');
+	cJSON_AddStringToObject(ev, "snapshot", base ? base + 1 : res.snapshot);
+	cJSON_AddBoolToObject(ev, "stopped", res.stopped);
+	worker_event(w, ev);
+	worker_log(w, "info", "%s after %lld iterations (%.2f epochs); weights in %s",
+		   res.stopped ? "stopped" : "trained", (long long)res.iterations, res.epochs,
+		   base ? base + 1 : res.snapshot);
+out:
+	free(prev_text);
+	return rc;
+}
+
+/* A clone trains from scratch: it does not resume the original's snapshot. */
+static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
+{
+	(void)orig_dir;
+	(void)err;
+	cJSON_DeleteItemFromObjectCaseSensitive(params, "resume");
+	return DD_OK;
+}
+
+const struct job_kind model_job_kind = {
+	.name = "model",
+	.title = "Image classification model",
+	.validate = validate,
+	.run = run,
+	.default_cpu_slots = 1,
+	.clone_params = clone_params,
+};
