@@ -310,9 +310,11 @@ static int conv_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct back
 	/* oneDNN's blocked layouts (format any; reorders to and from the plain arenas)
 	 * beat its plain-layout gemm path where the input has few channels (a first
 	 * layer reads nchw directly) or the channels per group fill its 16-wide blocks;
-	 * elsewhere the padded blocks and reorders cost more (1 thread, AVX-512:
-	 * LeNet conv1 1.8 vs 2.9 ms forward+backward, AlexNet conv1 137 vs 209 ms,
-	 * conv2 372 vs 587, conv3 262 vs 429; but LeNet conv2 (20 -> 50) 12.6 vs 10.8). */
+	 * elsewhere the padded blocks and reorders cost more.  Measured forward +
+	 * backward, blocked vs plain, AVX-512, 1 thread: LeNet conv1 1.8 vs 2.9 ms,
+	 * AlexNet conv1 137 vs 209, conv2 372 vs 587, conv3 262 vs 429, but LeNet conv2
+	 * (20 -> 50) 12.6 vs 10.8; 2 threads, primitives alone: AlexNet conv1 68 vs
+	 * 187, LeNet conv2 6.7 vs 5.1. */
 	int cin = d->c_in / gr, cout = d->c_out / gr;
 	dnnl_memory_desc_t asrc = src, awei = wei, adst = dst;
 	if (cin < 16 || (cin % 16 == 0 && cout % 16 == 0)) {
