@@ -17,8 +17,10 @@
  * plain (nchw, oihw/goihw, x, nc), the arenas' layout, and most primitives work on
  * them in place.  A convolution may instead run in oneDNN's blocked layouts
  * (conv_init says when): each primitive argument whose layout differs from its
- * slot's gets a struct stage, a buffer of the layer's own and a reorder built once,
- * run before the primitive (inputs) or after it (outputs).
+ * slot's gets a struct stage, a buffer and a reorder built once, run before the
+ * primitive (inputs) or after it (outputs).  A staged buffer lives only while its
+ * primitive runs, so all of them are carved from one backend-wide arena (struct
+ * cpu_ctx's stage), sized to the largest primitive's need.
  *
  * oneDNN's backward primitives overwrite their outputs, while a backward here ADDS
  * (backend_impl.h).  So each gradient is computed into the backend's shared
@@ -49,6 +51,8 @@ struct cpu_ctx {
 	dnnl_stream_t stream;   /* on engine */
 	float *tmp;             /* (tmp_count) gradients before they are added */
 	size_t tmp_count;
+	void *stage;            /* (stage_bytes) staged arguments of the running primitive */
+	size_t stage_bytes;
 };
 
 /* The memory objects of a layer, one per role; a slot's buffer is set per call,
@@ -76,7 +80,8 @@ enum slot {
  * blocked layouts): its own buffer and the reorder from the slot (an input) or to
  * it (an output). */
 struct stage {
-	dnnl_memory_t mem;      /* oneDNN-allocated, in the primitive's layout */
+	dnnl_memory_t mem;      /* in the primitive's layout, at off in cpu_ctx's stage */
+	size_t off;
 	dnnl_primitive_t reorder;
 	dnnl_exec_arg_t args[2]; /* DNNL_ARG_FROM, DNNL_ARG_TO */
 };
@@ -86,6 +91,7 @@ struct stage {
 struct prim {
 	dnnl_primitive_t p;     /* NULL: not built */
 	int nargs, npre, npost;
+	size_t stage_bytes;     /* its stages together */
 	dnnl_exec_arg_t args[MAX_ARGS];
 	struct stage pre[MAX_ARGS], post[MAX_ARGS];
 };
@@ -200,7 +206,9 @@ static dnnl_status_t prim_arg_staged(struct cpu_ctx *cx, struct prim *pr, struct
 		return dnnl_success;
 	}
 	struct stage *sg = output ? &pr->post[pr->npost++] : &pr->pre[pr->npre++];
-	s = dnnl_memory_create(&sg->mem, want, cx->engine, DNNL_MEMORY_ALLOCATE);
+	sg->off = pr->stage_bytes;
+	pr->stage_bytes += (dnnl_memory_desc_get_size(want) + 63) & ~(size_t)63;
+	s = dnnl_memory_create(&sg->mem, want, cx->engine, DNNL_MEMORY_NONE);
 	if (s != dnnl_success) {
 		sg->mem = NULL;
 		return s;
@@ -225,6 +233,26 @@ static dnnl_status_t ws_make(struct cpu_ctx *cx, struct cpu_layer *st, const_dnn
 	const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
 	*has = md && dnnl_memory_desc_get_size(md) > 0;
 	return *has ? slot_make(cx, st, S_WS, md, 1) : dnnl_success;
+}
+
+/* Grow the shared stage arena to the staged arguments of st's primitives: DD_OK or
+ * DD_ENOMEM.  Its contents need not survive. */
+static int stage_need(struct cpu_ctx *cx, const struct cpu_layer *st)
+{
+	size_t bytes = 0;
+	const struct prim *prims[] = { &st->fwd, &st->fwd_global, &st->bwd_data, &st->bwd_w };
+	for (int i = 0; i < 4; i++)
+		if (prims[i]->stage_bytes > bytes)
+			bytes = prims[i]->stage_bytes;
+	if (bytes <= cx->stage_bytes)
+		return DD_OK;
+	void *p = aligned_alloc(64, bytes);
+	if (!p)
+		return DD_ENOMEM;
+	free(cx->stage);
+	cx->stage = p;
+	cx->stage_bytes = bytes;
+	return DD_OK;
 }
 
 /* Grow the shared gradient temporary to count floats: DD_OK or DD_ENOMEM. */
@@ -711,8 +739,10 @@ static int cpu_layer_init(struct backend *be, const struct backend_layer *bl, vo
 	case NET_SOFTMAX: rc = softmax_init(cx, st, bl, err); break;
 	default: rc = eltwise_init(cx, st, bl, err); break;
 	}
-	if (rc == DD_OK && tmp_need(cx, st->n_src + st->n_wei + st->n_bias) != DD_OK)
-		rc = dd_err_set(err, DD_ENOMEM, "layer '%s': out of memory for its gradient buffer", bl->l->name);
+	if (rc == DD_OK && (tmp_need(cx, st->n_src + st->n_wei + st->n_bias) != DD_OK ||
+			    stage_need(cx, st) != DD_OK))
+		rc = dd_err_set(err, DD_ENOMEM, "layer '%s': out of memory for its gradient and staging buffers",
+				bl->l->name);
 done:
 	if (rc != DD_OK) {
 		cpu_layer_fini(be, st);
@@ -731,6 +761,10 @@ static dnnl_status_t bind(struct cpu_layer *st, enum slot k, const void *p)
 static dnnl_status_t exec(struct cpu_ctx *cx, const struct prim *pr)
 {
 	dnnl_status_t s = dnnl_success;
+	for (int i = 0; i < pr->npre + pr->npost && s == dnnl_success; i++) {
+		const struct stage *sg = i < pr->npre ? &pr->pre[i] : &pr->post[i - pr->npre];
+		s = dnnl_memory_set_data_handle(sg->mem, (char *)cx->stage + sg->off);
+	}
 	for (int i = 0; i < pr->npre && s == dnnl_success; i++)
 		s = dnnl_primitive_execute(pr->pre[i].reorder, cx->stream, 2, pr->pre[i].args);
 	if (s == dnnl_success)
@@ -946,6 +980,7 @@ static void cpu_destroy(struct backend *be)
 		return;
 	struct cpu_ctx *cx = be->ctx;
 	if (cx) {
+		free(cx->stage);
 		free(cx->tmp);
 		if (cx->stream)
 			dnnl_stream_destroy(cx->stream);
