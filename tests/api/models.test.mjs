@@ -3,15 +3,17 @@
 // validation error named; abort mid-epoch ends with a fractional snapshot that
 // is listed, resumable and resumed exactly; resume continues the same job and
 // its curves; the list, one model and a snapshot download match the OpenAPI
-// schemas.
+// schemas; `deepdesk train` writes the folder a model job writes.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, writeFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, allEvents, getJob,
-  killTrackedPids, trackPid, assertContiguous,
+  killTrackedPids, trackPid, assertContiguous, BIN,
 } from './helpers.mjs';
 
 /** A w×h P6 PPM: a colour with a little noise, so the classes are learnable. */
@@ -391,5 +393,46 @@ describe('models', () => {
     assert.equal((await server.api('POST', `/api/v1/jobs/${c.body.job.id}/abort`)).status, 202);
     await waitState(server, c.body.job.id, ['aborted', 'done', 'error']);
     assert.ok((await getJob(server, c.body.job.id)).kind === 'model');
+  });
+  test('deepdesk train writes the folder a model job writes: events, network, settings, snapshots', async () => {
+    const ds = join(server.dataDir, 'jobs', String(dsId));
+    const out = join(work, 'cli-out');
+    const net = join(work, 'tiny.prototxt');
+    writeFileSync(net, TINY);
+    const { stderr } = await promisify(execFile)(BIN, ['train', '--dataset', ds, '--network', net, '--out', out,
+      '--epochs', '2', '--lr', '0.05', '--threads', '1'], { timeout: 60000 });
+    // not a terminal: one plain line per metric, as before
+    assert.ok(stderr.split('\n').some((l) => /^epoch +\d+\.\d\d  iter +\d+  loss \d/.test(l)), stderr);
+    assert.ok(stderr.split('\n').some((l) => /^epoch +2\.00  val loss \d+\.\d+  accuracy /.test(l)), stderr);
+    assert.ok(!stderr.includes('\r'), 'no progress bar off a terminal');
+
+    const events = readFileSync(join(out, 'events.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    events.forEach((e, i) => assertSchema(doc, 'Event', { ...e, seq: i + 1 }));
+    assert.deepEqual(events.filter((e) => e.type === 'status').map((e) => e.state), ['running', 'done']);
+    const train = events.filter((e) => e.type === 'metric' && e.kind === 'train');
+    const val = events.filter((e) => e.type === 'metric' && e.kind === 'val');
+    assert.ok(train.length >= 2);
+    assert.deepEqual(val.map((m) => m.epoch), [1, 2]);
+    assert.ok(events.some((e) => e.type === 'progress'));
+    // the same events, field for field, as the server's job wrote for the same run
+    const job = (await allEvents(server, doneId)).filter((e) => e.type === 'metric');
+    const keys = (e) => Object.keys(e).filter((k) => k !== 'seq' && k !== 't').sort().join();
+    assert.equal(keys(train[0]), keys(job.find((e) => e.kind === 'train')));
+    assert.equal(keys(val[0]), keys(job.find((e) => e.kind === 'val')));
+    const result = events.find((e) => e.type === 'result');
+    assert.equal(result.snapshot, 'snapshot_epoch_2.safetensors');
+    assert.equal(result.stopped, false);
+
+    assert.equal(readFileSync(join(out, 'network.prototxt'), 'utf8'), TINY);
+    const settings = JSON.parse(readFileSync(join(out, 'settings.json'), 'utf8'));
+    assert.equal(settings.network_name, 'custom');
+    assert.equal(settings.batch_size, 4);
+    assert.deepEqual(settings.input, [3, 8, 8]);
+    assert.equal(settings.classes, 3);
+    assert.equal(settings.epochs, 2);
+    assert.equal(settings.solver.base_lr, 0.05);
+    assert.equal(settings.solver.lr_policy.policy, 'step');
+    for (const f of ['labels.txt', 'snapshot_epoch_1.safetensors', 'snapshot_epoch_2.safetensors', 'snapshot_epoch_2.solverstate'])
+      assert.ok(existsSync(join(out, f)), f);
   });
 });
