@@ -107,7 +107,7 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/models", api_models_create },
 	{ "GET", "/api/v1/models/{id}", api_model_get },
 	{ "POST", "/api/v1/models/{id}/resume", api_model_resume },
-	{ "GET", "/api/v1/models/{id}/snapshots/{n}", api_model_snapshot },
+	{ "GET", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot },
 	{ NULL, NULL, NULL },
 };
 

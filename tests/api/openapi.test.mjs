@@ -244,7 +244,8 @@ describe('openapi', () => {
       ['GET', '/api/v1/models/{id}', '/api/v1/models/999999'],
       ['POST', '/api/v1/models/{id}/resume', '/api/v1/models/999999/resume'],
       ['POST', '/api/v1/models/{id}/resume', `/api/v1/models/${job.id}/resume`, { epochs: 3 }],
-      ['GET', '/api/v1/models/{id}/snapshots/{n}', '/api/v1/models/999999/snapshots/1'],
+      ['GET', '/api/v1/models/{id}/snapshots/{name}', '/api/v1/models/999999/snapshots/1'],
+      ['GET', '/api/v1/models/{id}/snapshots/{name}', `/api/v1/models/${job.id}/snapshots/1.5`],
       ['DELETE', '/api/v1/models', '/api/v1/models'],
     ];
     for (const [method, template, path, body] of cases) {
