@@ -773,6 +773,10 @@ static int run(struct worker *w, struct dd_err *err)
 	o.out_dir = w->dir;
 	o.result = &res;
 	o.backend = cJSON_GetStringValue(get(p, "backend"));
+	/* as many threads as the CPU slots the job holds: two trainings never share a
+	 * core (oneDNN's OpenMP threads collapse when oversubscribed) */
+	const cJSON *slots = get(get(w->job, "resources"), "cpu_slots");
+	o.threads = cJSON_IsNumber(slots) && slots->valuedouble >= 1 ? (int)slots->valuedouble : 0;
 	o.epochs = param_int(p, "epochs", 30);
 	o.batch = param_int(p, "batch_size", 0);
 	o.crop = param_int(p, "crop_size", 0);
@@ -868,6 +872,6 @@ const struct job_kind model_job_kind = {
 	.title = "Image classification model",
 	.validate = validate,
 	.run = run,
-	.default_cpu_slots = 1,
+	.default_cpu_slots = -1, /* every slot: a CPU training uses every core */
 	.clone_params = clone_params,
 };
