@@ -20,7 +20,10 @@
  * Graphviz (libgvc, libcgraph) is not thread-safe — its parser, string pool and
  * layout keep global state — and CivetWeb runs handlers on many threads, so every
  * call into it holds gv_lock, and one context, made on first use, lives as long as
- * the process.  The SVG is copied out before the lock is released and sent after. */
+ * the process.  The SVG is copied out before the lock is released and sent after.
+ * Labels are plain (lines joined by \n), not HTML-like: in 2.42 the HTML label parser
+ * and the Pango markup a <B> needs leak on every layout (valgrind: ~4 KiB a drawing);
+ * with plain labels what remains is fontconfig's one-time set-up. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -458,10 +461,12 @@ out:
 static pthread_mutex_t gv_lock = PTHREAD_MUTEX_INITIALIZER;
 static GVC_t *gv_ctx; /* under gv_lock; made on first use, kept for the process */
 
-/* Append s to buf (at *k, size n) escaped for a Graphviz HTML label: & < > " ' as
- * entities, control characters and bytes that are not UTF-8 as '?', at most max
- * characters (then "..."). */
-static void html_escape(char *buf, size_t n, size_t *k, const char *s, size_t max)
+/* Append s to buf (at *k, size n) escaped for a Graphviz label: a backslash doubled
+ * (Graphviz reads \N, \n, \l, ... in labels), control characters and bytes that are
+ * not UTF-8 as '?', at most max characters (then "...").  The SVG renderer escapes
+ * what XML needs.  (Plain labels, not HTML-like ones: Graphviz 2.42's HTML label
+ * parser and its Pango markup for <B> leak on every layout.) */
+static void label_escape(char *buf, size_t n, size_t *k, const char *s, size_t max)
 {
 	size_t chars = 0;
 	const unsigned char *p = (const unsigned char *)s;
@@ -471,19 +476,9 @@ static void html_escape(char *buf, size_t n, size_t *k, const char *s, size_t ma
 			*k += 3;
 			break;
 		}
-		const char *ent = NULL;
-		switch (*p) {
-		case '&': ent = "&amp;"; break;
-		case '<': ent = "&lt;"; break;
-		case '>': ent = "&gt;"; break;
-		case '"': ent = "&quot;"; break;
-		case '\'': ent = "&#39;"; break;
-		default: break;
-		}
-		if (ent) {
-			size_t l = strlen(ent);
-			memcpy(buf + *k, ent, l);
-			*k += l;
+		if (*p == '\\') {
+			buf[(*k)++] = '\\';
+			buf[(*k)++] = '\\';
 			p++;
 		} else if (*p < 0x20 || *p == 0x7f) {
 			buf[(*k)++] = '?';
@@ -548,36 +543,27 @@ static void shape_text(const struct net_shape *s, char *buf, size_t n)
 		appendf(buf, n, &k, "%s%lld", d ? "x" : "", (long long)s->dim[d]);
 }
 
-/* The HTML label of node nd: name, type, the shape of each top, the parameters. */
+/* The label of node nd, one line each: name, type, the shape of each top, the
+ * parameters. */
 static void node_label(const struct net_graph *g, const struct net_node *nd, char *buf, size_t n)
 {
 	char name[256], sh[96];
 	size_t k = 0;
 	node_name(nd, name, sizeof name);
-	appendf(buf, n, &k, "<B>");
-	html_escape(buf, n, &k, name, 48);
-	appendf(buf, n, &k, "</B><BR/>%s", net_layer_type_name(nd->l.type));
+	label_escape(buf, n, &k, name, 48);
+	appendf(buf, n, &k, "\\n%s", net_layer_type_name(nd->l.type));
 	for (int t = 0; t < nd->l.ntop && t < 8; t++) {
 		const struct net_blob *b = &g->blob[nd->top[t]];
 		shape_text(&b->shape, sh, sizeof sh);
-		appendf(buf, n, &k, "<BR/><FONT POINT-SIZE=\"9\">");
+		appendf(buf, n, &k, "\\n");
 		if (nd->l.ntop > 1) {
-			html_escape(buf, n, &k, b->name, 32);
+			label_escape(buf, n, &k, b->name, 32);
 			appendf(buf, n, &k, ": ");
 		}
-		appendf(buf, n, &k, "%s</FONT>", sh);
+		appendf(buf, n, &k, "%s", sh);
 	}
 	if (nd->nparams > 0)
-		appendf(buf, n, &k, "<BR/><FONT POINT-SIZE=\"9\" COLOR=\"#555555\">%lld params</FONT>",
-			(long long)nd->nparams);
-}
-
-/* Set an HTML-like attribute (a label) on obj of graph G. */
-static void set_html(Agraph_t *G, void *obj, char *attr, char *html)
-{
-	char *h = agstrdup_html(G, html);
-	agsafeset(obj, attr, h, "");
-	agstrfree(G, h);
+		appendf(buf, n, &k, "\\n%lld params", (long long)nd->nparams);
 }
 
 /* Draw g as SVG with dot: layers as boxes, blobs as edges from the layer that last
@@ -643,7 +629,7 @@ static int draw_svg(const struct net_graph *g, char **svg, size_t *svg_len, stru
 			goto unlock;
 		}
 		node_label(g, nd, label, 4096);
-		set_html(G, an[k], "label", label);
+		agsafeset(an[k], "label", label, "\\N");
 		agsafeset(an[k], "fillcolor", (char *)type_colour(nd->l.type), "#c5d6f2");
 		for (int i = 0; i < nd->l.nbottom; i++) {
 			int b = nd->bottom[i];
@@ -655,8 +641,8 @@ static int draw_svg(const struct net_graph *g, char **svg, size_t *svg_len, stru
 			const struct net_node *maker = &g->node[g->blob[b].producer];
 			if (!maker->l.name || strcmp(maker->l.name, g->blob[b].name) != 0) {
 				size_t at = 0;
-				html_escape(label, 4096, &at, g->blob[b].name, 32);
-				set_html(G, e, "label", label);
+				label_escape(label, 4096, &at, g->blob[b].name, 32);
+				agsafeset(e, "label", label, "");
 			}
 		}
 		for (int t = 0; t < nd->l.ntop; t++)
