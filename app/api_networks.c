@@ -562,8 +562,17 @@ static void node_label(const struct net_graph *g, const struct net_node *nd, cha
 		}
 		appendf(buf, n, &k, "%s", sh);
 	}
-	if (nd->nparams > 0)
-		appendf(buf, n, &k, "\\n%lld params", (long long)nd->nparams);
+	if (nd->nparams > 0) {
+		char digits[32], grouped[48];
+		int len = snprintf(digits, sizeof digits, "%lld", (long long)nd->nparams), j = 0;
+		for (int i = 0; i < len; i++) { /* 400500 -> 400,500 */
+			if (i && (len - i) % 3 == 0)
+				grouped[j++] = ',';
+			grouped[j++] = digits[i];
+		}
+		grouped[j] = 0;
+		appendf(buf, n, &k, "\\n%s params", grouped);
+	}
 }
 
 /* Draw g as SVG with dot: layers as boxes, blobs as edges from the layer that last
