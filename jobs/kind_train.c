@@ -204,10 +204,12 @@ int model_check_network(const char *text, const char *ds_dir, int batch, int cro
 				.crop = crop, .classes = cJSON_GetArraySize(labels) };
 	cJSON_Delete(j);
 	struct net *def = NULL;
-	struct net_graph *tg = NULL, *vg = NULL;
+	struct net_graph *tg = NULL, *vg = NULL, *dg = NULL;
+	/* deploy too: a model must be usable for inference once trained */
 	if ((rc = net_parse(text, strlen(text), &def, err)) ||
 	    (rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, err)) ||
-	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)))
+	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)) ||
+	    (rc = net_instantiate(def, NET_STAGE_DEPLOY, &in, &dg, err)))
 		goto out;
 	if (train)
 		*train = tg->in;
@@ -216,6 +218,7 @@ int model_check_network(const char *text, const char *ds_dir, int batch, int cro
 out:
 	net_graph_free(tg);
 	net_graph_free(vg);
+	net_graph_free(dg);
 	net_free(def);
 	return rc;
 }

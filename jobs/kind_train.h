@@ -60,7 +60,7 @@ int64_t model_snapshot_iteration(const char *path);
 /* ---- the network against the dataset ---- */
 
 /* Check a network against the dataset in ds_dir: parse text and instantiate its
- * train and val stages for the dataset's image shape and classes, with batch and
+ * train, val and deploy stages for the dataset's image shape and classes, with batch and
  * crop (0: the network's data layers').  DD_OK and, when non-NULL, *train and *val
  * as resolved (batch, crop, image shape, classes); else err says what is wrong,
  * naming the layer and its LINE:COL. */

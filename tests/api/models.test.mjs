@@ -39,6 +39,7 @@ layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
   inner_product_param { weight_filler { type: "xavier" } } }
 layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "softmax" type: "Softmax" bottom: "ip" top: "softmax" include { stage: "deploy" } }
 `;
 
 describe('models', () => {
