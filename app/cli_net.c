@@ -50,6 +50,8 @@ const char cli_net_usage[] =
 	"  --stage STAGE   train (default: forward + backward + update) or deploy (forward)\n"
 	"  --iters N       timed iterations (default 20)\n"
 	"  --warmup N      untimed iterations first (default 2)\n"
+	"  --max-seconds S stop the timed iterations once S seconds have passed (at least one\n"
+	"                  runs; the output's iteration count says how many did)\n"
 	"  --backend NAME  ref, cpu or auto (default auto: the fastest this build has)\n"
 	"  --no-update     train stage without the solver update (forward + backward only)\n"
 	"  --seed N        weights and data (default 1)\n";
@@ -333,7 +335,7 @@ static int by_time(const void *a, const void *b)
 static int net_time(int argc, char **argv)
 {
 	enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_ITERS, O_WARMUP, O_BACKEND, O_NO_UPDATE,
-	       O_SEED };
+	       O_SEED, O_MAX_SECONDS };
 	static const struct option longopts[] = {
 		{ "stage", required_argument, NULL, O_STAGE },
 		{ "input", required_argument, NULL, O_INPUT },
@@ -346,12 +348,14 @@ static int net_time(int argc, char **argv)
 		{ "backend", required_argument, NULL, O_BACKEND },
 		{ "no-update", no_argument, NULL, O_NO_UPDATE },
 		{ "seed", required_argument, NULL, O_SEED },
+		{ "max-seconds", required_argument, NULL, O_MAX_SECONDS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
 	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c;
 	const char *backend = "auto";
+	double max_ms = 0; /* 0: no limit */
 	enum net_stage stage = NET_STAGE_TRAIN;
 	struct dd_err err = { 0, "" };
 	optind = 0;
@@ -391,6 +395,17 @@ static int net_time(int argc, char **argv)
 			break;
 		case O_BACKEND: backend = optarg; break;
 		case O_NO_UPDATE: update = 0; break;
+		case O_MAX_SECONDS: {
+			char *end;
+			double v = strtod(optarg, &end);
+			if (end == optarg || *end || !(v > 0 && v <= 86400)) {
+				fprintf(stderr, "deepdesk: --max-seconds: a number of seconds above 0, got \"%s\"\n",
+					optarg);
+				return 2;
+			}
+			max_ms = v * 1e3;
+			break;
+		}
 		case O_SEED:
 			if (cli_int("--seed", optarg, 0, 0x7fffffff, &seed))
 				return 2;
@@ -453,7 +468,10 @@ static int net_time(int argc, char **argv)
 	 * meanwhile (two clock reads per layer and pass: noise next to any layer) */
 	double fwd = 0, bwd = 0, upd = 0, t_start = 0;
 	float loss = 0;
+	int ran = 0;
 	for (int it = 0; it < warmup + iters; it++) {
+		if (it > warmup && max_ms > 0 && now_ms() - t_start >= max_ms)
+			break;
 		if (it == warmup) {
 			graph_set_profiling(gr, 1);
 			fwd = bwd = upd = 0;
@@ -478,7 +496,9 @@ static int net_time(int argc, char **argv)
 		fwd += b - a;
 		bwd += d - b;
 		upd += e - d;
+		ran += it >= warmup;
 	}
+	iters = ran;
 	double total = (now_ms() - t_start) / iters;
 	fwd /= iters;
 	bwd = train ? bwd / iters : 0;

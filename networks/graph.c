@@ -339,11 +339,13 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 	gr->dblob = calloc((size_t)g->nblob ? (size_t)g->nblob : 1, sizeof *gr->dblob);
 	gr->ptrs = calloc((size_t)nptr + 1, 2 * sizeof(float *) + sizeof(int));
 	gr->params = backend_alloc(be, ((size_t)gr->nparams + 1) * sizeof(float));
-	gr->grads = backend_alloc(be, ((size_t)gr->nparams + 1) * sizeof(float));
+	/* a deploy network only infers: no gradients at all */
+	int infer = g->stage == NET_STAGE_DEPLOY;
+	gr->grads = infer ? NULL : backend_alloc(be, ((size_t)gr->nparams + 1) * sizeof(float));
 	gr->acts = backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
-	gr->dacts = backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
-	if (!gr->node || !gr->param || !gr->blob || !gr->dblob || !gr->ptrs || !gr->params || !gr->grads ||
-	    !gr->acts || !gr->dacts) {
+	gr->dacts = infer ? NULL : backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
+	if (!gr->node || !gr->param || !gr->blob || !gr->dblob || !gr->ptrs || !gr->params ||
+	    (!infer && (!gr->grads || !gr->dacts)) || !gr->acts) {
 		dd_err_set(err, DD_ENOMEM, "out of memory for the network's %lld parameters and %lld activations",
 			   (long long)gr->nparams, (long long)gr->nacts);
 		goto fail;
@@ -365,7 +367,7 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 			nk |= nd->param[i].learned;
 		for (int i = 0; i < nd->l.nbottom; i++)
 			nk |= need[nd->bottom[i]];
-		if (nd->l.type == NET_DATA || nd->l.type == NET_INPUT)
+		if (nd->l.type == NET_DATA || nd->l.type == NET_INPUT || infer)
 			nk = 0;
 		for (int i = 0; i < nd->l.ntop; i++)
 			need[nd->top[i]] |= (unsigned char)nk;
@@ -391,7 +393,7 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 			gp->layer = nd->l.name;
 			gp->role = p->role;
 			gp->w = gr->params + off;
-			gp->dw = gr->grads + off;
+			gp->dw = gr->grads ? gr->grads + off : NULL;
 			gp->shape = p->shape;
 			gp->count = p->count;
 			gp->lr_mult = p->lr_mult;
@@ -512,6 +514,8 @@ int graph_forward(struct graph *gr, int training, float *loss_out, struct dd_err
 
 int graph_backward(struct graph *gr, struct dd_err *err)
 {
+	if (!gr->dacts)
+		return dd_err_set(err, DD_EINVAL, "a deploy network only runs forward");
 	memset(gr->dacts, 0, (size_t)gr->nacts * sizeof(float));
 	for (int k = 0; k < gr->g->nnode; k++) {
 		const struct net_node *nd = gr->node[k].nd;
@@ -566,7 +570,8 @@ uint64_t *graph_rng(struct graph *gr) { return &gr->rng; }
 
 void graph_zero_grads(struct graph *gr)
 {
-	memset(gr->grads, 0, (size_t)gr->nparams * sizeof(float));
+	if (gr->grads)
+		memset(gr->grads, 0, (size_t)gr->nparams * sizeof(float));
 }
 
 /* ---- lookups ---- */

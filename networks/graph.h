@@ -12,6 +12,9 @@
  * The data layer's tops ("data" and, in train/val, "label") are inputs: the caller
  * fills them through graph_blob() before graph_forward().
  *
+ * A graph of the deploy stage only infers: it has no gradient arenas (graph_grads
+ * and every dw are NULL, graph_backward refuses).
+ *
  * Ownership: a graph BORROWS the net_graph (and through it the struct net) and the
  * backend: free the graph first (graph_free), then the net_graph, then the net, and
  * the backend after every graph on it. */

@@ -378,6 +378,36 @@ static void check_resume(const char *backend)
 	CHECK_CONTAINS(err.msg, "no solver state");
 }
 
+/* Deterministic mode: the same seed, backend and thread count give the same curve
+ * and the same weights. */
+static double curve[2][64];
+static int ncurve[2], which;
+static void record(void *ctx, const struct train_metric *m)
+{
+	if (ncurve[which] < 64)
+		curve[which][ncurve[which]++] = m->loss;
+}
+
+static void test_deterministic(void)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	struct train_result r;
+	char out[2][600], snap[2][700];
+	struct train_hooks h = { .metric = record };
+	for (which = 0; which < 2; which++) {
+		snprintf(out[which], sizeof out[which], "%s/determinism-%d", tmp, which);
+		resume_opts(&o, &r, out[which], "cpu");
+		o.epochs = 2;
+		o.threads = 2;
+		CHECK_EQ_INT(train_run(&o, &h, &err), DD_OK);
+		snprintf(snap[which], sizeof snap[which], "%s", r.snapshot);
+	}
+	CHECK(ncurve[0] > 8 && ncurve[0] == ncurve[1]);
+	CHECK(memcmp(curve[0], curve[1], (size_t)ncurve[0] * sizeof(double)) == 0);
+	CHECK(same_weights(snap[0], snap[1]));
+}
+
 static void test_resume_ref(void) { check_resume("ref"); }
 static void test_resume_cpu(void) { check_resume("cpu"); }
 
@@ -428,6 +458,7 @@ int main(void)
 	RUN(test_train);
 	RUN(test_errors);
 	RUN(test_stop);
+	RUN(test_deterministic);
 	RUN(test_resume_ref);
 	RUN(test_resume_cpu);
 	RUN(test_finetune);
