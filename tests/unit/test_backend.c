@@ -482,6 +482,8 @@ static void test_lrn(void)
 		{ 2, 7, 5, 6, 5, 1.0f, 0.75f, 1.0f },  /* alpha large enough to tell /size from not */
 		{ 2, 4, 3, 3, 3, 0.5f, 0.6f, 2.0f },
 		{ 1, 2, 4, 5, 5, 2.0f, 0.75f, 1.0f },  /* window wider than the channels */
+		{ 2, 32, 5, 7, 5, 1.0f, 0.75f, 1.0f }, /* 16-channel blocks (oneDNN's JIT backward) */
+		{ 2, 16, 3, 3, 3, 0.5f, 0.75f, 2.0f },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		for (int in_place = 0; in_place < 2; in_place++) {
