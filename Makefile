@@ -13,15 +13,15 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
-LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgomp -lpthread -lm
+LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lgomp -lpthread -lm
 BUILD   := build
 Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
-             libjs-codemirror libdnnl-dev dataset-fashion-mnist
-TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil \
+             libjs-codemirror libdnnl-dev libgraphviz-dev dataset-fashion-mnist
+TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
              python3-numpy python3-torch
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------

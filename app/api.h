@@ -31,5 +31,10 @@ int api_models_list(struct req *r);
 int api_model_get(struct req *r);
 int api_model_resume(struct req *r);
 int api_model_snapshot(struct req *r);
+int api_job_resources(struct req *r);
+int api_networks_list(struct req *r);
+int api_networks_check(struct req *r);
+int api_networks_visualize(struct req *r);
+int api_lr_preview(struct req *r);
 
 #endif

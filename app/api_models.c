@@ -47,15 +47,15 @@ static int job_of_kind(struct req *r, int64_t id, const char *kind, const char *
 
 static int64_t id_of(const cJSON *v) { return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0; }
 
-/* Whether model folder dir has a snapshot at epoch (0: any). */
-static int has_snapshot(const char *dir, int epoch)
+/* Whether model folder dir has a snapshot at epoch (< 0: any). */
+static int has_snapshot(const char *dir, double epoch)
 {
-	int *eps = NULL, n = 0, found = 0;
-	if (model_snapshots(dir, &eps, &n, NULL) != DD_OK)
+	struct model_snapshot *snaps = NULL;
+	int n = 0;
+	if (model_snapshots(dir, &snaps, &n, NULL) != DD_OK)
 		return 0;
-	for (int i = 0; i < n; i++)
-		found |= epoch == 0 || eps[i] == epoch;
-	free(eps);
+	int found = model_snapshot_find(snaps, n, epoch) >= 0;
+	free(snaps);
 	return found;
 }
 
@@ -106,7 +106,8 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 	const cJSON *ft = get(params, "finetune");
 	if (ft) {
 		int64_t m = id_of(get(ft, "model"));
-		int ep = (int)id_of(get(ft, "snapshot"));
+		const cJSON *fs = get(ft, "snapshot"); /* a number: validate() turned a label into one */
+		double ep = cJSON_IsNumber(fs) ? fs->valuedouble : -1;
 		if ((rc = job_of_kind(r, m, "model", "finetune.model", &row))) {
 			free(prev_text);
 			return rc;
@@ -114,8 +115,8 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 		sched_job_dir(m, dir, sizeof dir);
 		if (!has_snapshot(dir, ep)) {
 			free(prev_text);
-			return ep ? http_error(r->c, 409, "conflict", "finetune.snapshot: model %lld has no snapshot at epoch %d",
-					       (long long)m, ep) :
+			return ep >= 0 ? http_error(r->c, 409, "conflict", "finetune.snapshot: model %lld has no snapshot at epoch %g",
+						    (long long)m, ep) :
 				    http_error(r->c, 409, "conflict", "finetune.model: model %lld has no snapshot yet",
 					       (long long)m);
 		}
@@ -275,21 +276,28 @@ static void add_model_fields(cJSON *job, int detail)
 	else
 		cJSON_AddNullToObject(job, "epochs");
 
-	int *eps = NULL, n = 0;
-	model_snapshots(dir, &eps, &n, NULL);
+	struct model_snapshot *snaps = NULL;
+	int n = 0;
+	model_snapshots(dir, &snaps, &n, NULL);
 	if (detail) {
 		cJSON *arr = cJSON_AddArrayToObject(job, "snapshots");
 		for (int i = 0; i < n; i++) {
 			struct stat st;
-			model_snapshot_path(dir, eps[i], path, sizeof path);
+			model_snapshot_path(dir, snaps[i].label, "safetensors", path, sizeof path);
 			if (stat(path, &st) != 0)
 				continue;
 			cJSON *s = cJSON_CreateObject();
-			cJSON_AddNumberToObject(s, "epoch", eps[i]);
+			cJSON_AddNumberToObject(s, "epoch", snaps[i].epoch);
+			cJSON_AddStringToObject(s, "label", snaps[i].label);
+			int64_t it = model_snapshot_iteration(path); /* reads the header only */
+			if (it >= 0)
+				cJSON_AddNumberToObject(s, "iteration", (double)it);
 			cJSON_AddNumberToObject(s, "bytes", (double)st.st_size);
 			char url[128];
-			snprintf(url, sizeof url, "/api/v1/models/%lld/snapshots/%d", (long long)id, eps[i]);
+			snprintf(url, sizeof url, "/api/v1/models/%lld/snapshots/%s", (long long)id, snaps[i].label);
 			cJSON_AddStringToObject(s, "url", url);
+			model_snapshot_path(dir, snaps[i].label, "solverstate", path, sizeof path);
+			cJSON_AddBoolToObject(s, "resumable", access(path, R_OK) == 0);
 			cJSON_AddItemToArray(arr, s);
 		}
 		if (settings) {
@@ -304,7 +312,7 @@ static void add_model_fields(cJSON *job, int detail)
 	} else {
 		cJSON_AddNumberToObject(job, "snapshots", n);
 	}
-	free(eps);
+	free(snaps);
 
 	struct scan s = { 0 };
 	struct events_tail t = { .offset = 0, .seq = 0 };
@@ -372,7 +380,9 @@ int api_model_get(struct req *r)
 }
 
 /* POST /api/v1/models/{id}/resume {"epochs"?: NEW_TOTAL, "snapshot"?: EPOCH}: the same
- * job back in the queue, to go on from a snapshot (the latest by default). */
+ * job back in the queue, to go on from a snapshot (the latest by default).  EPOCH is
+ * a snapshot's epoch, fractional for one taken inside an epoch (1.4167), or its
+ * label ("1.4167"); the snapshot needs its .solverstate. */
 int api_model_resume(struct req *r)
 {
 	static const char *const fields[] = { "epochs", "snapshot", NULL };
@@ -381,6 +391,7 @@ int api_model_resume(struct req *r)
 	if (rc)
 		return rc;
 	cJSON *body = NULL, *job = NULL;
+	struct model_snapshot *snaps = NULL;
 	/* the body is optional: no body (or an empty one) resumes as it was */
 	int has_body = r->ri->content_length > 0 ||
 		       (r->ri->content_length < 0 && mg_get_header(r->c, "Transfer-Encoding"));
@@ -402,24 +413,38 @@ int api_model_resume(struct req *r)
 		rc = http_error(r->c, 400, "invalid", "epochs: must be an integer from 1 to 10000 (the new total)");
 		goto out;
 	}
-	if (sn && (!cJSON_IsNumber(sn) || sn->valuedouble != floor(sn->valuedouble) || sn->valuedouble < 0 ||
-		   sn->valuedouble > 10000)) {
-		rc = http_error(r->c, 400, "invalid", "snapshot: must be the epoch of one of the model's snapshots");
+	double want = -1; /* the latest */
+	int sn_ok = !sn;
+	if (cJSON_IsNumber(sn) && isfinite(sn->valuedouble) && sn->valuedouble >= 0 && sn->valuedouble <= 10000) {
+		want = sn->valuedouble;
+		sn_ok = 1;
+	} else if (cJSON_IsString(sn)) {
+		sn_ok = model_snapshot_label_ok(sn->valuestring, &want);
+	}
+	if (!sn_ok) {
+		rc = http_error(r->c, 400, "invalid",
+				"snapshot: must be the epoch of one of the model's snapshots (a number like 3 or 1.4167, or its label)");
 		goto out;
 	}
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], path[PATH_MAX + 64];
 	sched_job_dir(r->id, dir, sizeof dir);
-	int *eps = NULL, n = 0, from = 0;
-	model_snapshots(dir, &eps, &n, NULL);
-	for (int i = 0; i < n; i++)
-		if (!sn || eps[i] == (int)sn->valuedouble)
-			from = eps[i];
-	free(eps);
-	if (!from) {
-		rc = sn ? http_error(r->c, 400, "invalid", "snapshot: model %lld has no snapshot at epoch %d",
-				     (long long)r->id, (int)sn->valuedouble) :
+	int n = 0;
+	model_snapshots(dir, &snaps, &n, NULL);
+	int i = model_snapshot_find(snaps, n, want);
+	if (i < 0) {
+		rc = sn ? http_error(r->c, 400, "invalid", "snapshot: model %lld has no snapshot at epoch %g",
+				     (long long)r->id, want) :
 			  http_error(r->c, 409, "conflict", "model %lld has no snapshot to resume from; clone it to train again",
 				     (long long)r->id);
+		goto out;
+	}
+	const struct model_snapshot *from = &snaps[i];
+	model_snapshot_path(dir, from->label, "solverstate", path, sizeof path);
+	if (access(path, R_OK) != 0) {
+		rc = http_error(r->c, 409, "conflict",
+				"model %lld's snapshot at epoch %s has no .solverstate beside it, so it cannot be resumed; "
+				"fine-tune a new model from it instead",
+				(long long)r->id, from->label);
 		goto out;
 	}
 	if ((rc = store_job_json(r->id, 1, &job, &err)) != DD_OK) {
@@ -428,28 +453,30 @@ int api_model_resume(struct req *r)
 	}
 	cJSON *params = get(job, "params");
 	int total = ep ? (int)ep->valuedouble : (int)id_of(get(params, "epochs"));
-	if (total <= from) {
+	if (total <= from->epoch) {
 		rc = http_error(r->c, 400, "invalid",
-				"epochs: the snapshot is at epoch %d and the model trains %d epochs in all; give a larger total",
-				from, total);
+				"epochs: the snapshot is at epoch %s and the model trains %d epochs in all; give a larger total",
+				from->label, total);
 		goto out;
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(params, "epochs");
 	cJSON_AddNumberToObject(params, "epochs", total);
 	cJSON_DeleteItemFromObjectCaseSensitive(params, "resume");
-	cJSON_AddNumberToObject(cJSON_AddObjectToObject(params, "resume"), "snapshot", from);
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(params, "resume"), "snapshot", from->epoch);
 	if (sched_requeue(r->id, params, &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}
 	rc = reply_job(r, 202, r->id);
 out:
+	free(snaps);
 	cJSON_Delete(job);
 	cJSON_Delete(body);
 	return rc;
 }
 
-/* GET /api/v1/models/{id}/snapshots/{n}: the weights, streamed from the file. */
+/* GET /api/v1/models/{id}/snapshots/{name}: the weights, streamed from the file;
+ * {name} is the snapshot's label ("3", "1.4167"). */
 int api_model_snapshot(struct req *r)
 {
 	struct job_row row;
@@ -458,15 +485,19 @@ int api_model_snapshot(struct req *r)
 		return rc;
 	char dir[PATH_MAX], path[PATH_MAX + 64];
 	sched_job_dir(r->id, dir, sizeof dir);
-	model_snapshot_path(dir, (int)r->n, path, sizeof path);
 	struct stat st;
-	if (r->n > 100000 || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %lld", (long long)r->id,
-				  (long long)r->n);
+	if (!model_snapshot_label_ok(r->name, NULL))
+		return http_error(r->c, 404, "not_found",
+				  "model %lld has no snapshot \"%.32s\": a snapshot is named by its epoch, like 3 or 1.4167",
+				  (long long)r->id, r->name);
+	model_snapshot_path(dir, r->name, "safetensors", path, sizeof path);
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)r->id,
+				  r->name);
 	char headers[256];
 	snprintf(headers, sizeof headers,
-		 "Content-Disposition: attachment; filename=\"model%lld_epoch%lld.safetensors\"\r\n",
-		 (long long)r->id, (long long)r->n);
+		 "Content-Disposition: attachment; filename=\"model%lld_epoch%s.safetensors\"\r\n",
+		 (long long)r->id, r->name);
 	mg_send_mime_file2(r->c, path, "application/octet-stream", headers);
 	return 200;
 }

@@ -1,5 +1,11 @@
 /* cli_train.c — `deepdesk train`: train a network on a dataset folder from the
- * command line (networks/train.c, the same code a training job runs). */
+ * command line (networks/train.c, the same code a training job runs), writing the
+ * folder a model job writes: network.prototxt, settings.json, labels.txt,
+ * events.jsonl and the snapshots (jobs/kind_train.h makes the files and events for
+ * both, jobs/worker.h appends them).  On a terminal, progress is one line on stderr
+ * redrawn in place; otherwise one plain line per metric, a format scripts parse:
+ *   epoch   1.25  iter     40  loss 0.6931  lr 0.01  1234 img/s
+ *   epoch   2.00  val loss 0.5000  accuracy 0.8000  top-5 1.0000 */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -9,8 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../jobs/kind_train.h"
+#include "../jobs/worker.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "cli.h"
@@ -21,9 +30,12 @@ const char cli_train_usage[] =
 	"\n"
 	"Train an image classifier on a dataset made by `deepdesk dataset create`.\n"
 	"NAME is a standard network (lenet, alexnet, googlenet, resnet_small), FILE a\n"
-	"Caffe prototxt with DIGITS' stages.  Progress goes to stderr.  Snapshots go to\n"
-	"OUT/snapshot_epoch_<E>.safetensors (weights) with a .solverstate beside each\n"
-	"(what --resume needs); an interrupt (Ctrl-C) writes one before it stops.\n"
+	"Caffe prototxt with DIGITS' stages.  Progress goes to stderr (a progress bar on\n"
+	"a terminal).  OUT becomes the folder a server's model job writes: events.jsonl\n"
+	"(metrics, logs, the result), network.prototxt, settings.json, labels.txt, and\n"
+	"snapshots OUT/snapshot_epoch_<E>.safetensors (weights) with a .solverstate\n"
+	"beside each (what --resume needs); an interrupt (Ctrl-C) writes one before it\n"
+	"stops.\n"
 	"\n"
 	"  --epochs N            training epochs (30; with --resume the new total)\n"
 	"  --batch N             batch size (0: the network's data layer batch_size)\n"
@@ -54,12 +66,67 @@ const char cli_train_usage[] =
 	"  -h, --help            this text\n";
 
 static volatile sig_atomic_t interrupted;
-static void on_signal(int sig) { interrupted = 1; }
-static int should_stop(void *ctx) { return interrupted; }
+static void on_signal(int sig) { (void)sig; interrupted = 1; }
+static int should_stop(void *ctx) { (void)ctx; return interrupted; }
 
-static void on_metric(void *ctx, const struct train_metric *m)
+/* The hooks' context: the job folder's event log, and the terminal. */
+struct cli_ctx {
+	struct worker w;       /* only .dir and .ev: worker_event() and friends append to it */
+	int64_t t0;
+	double epoch0, epochs; /* where this run started (a resume's snapshot), the total */
+	int tty;               /* stderr is a terminal: draw the bar */
+	int bar_shown;         /* the bar is on the current line */
+	double epoch, loss, ips, eta; /* the last train metric's, for the bar */
+};
+
+static void clear_bar(struct cli_ctx *c)
 {
-	if (strcmp(m->kind, "train") == 0)
+	if (c->bar_shown)
+		fputs("\r\033[K", stderr);
+	c->bar_shown = 0;
+}
+
+/* "epoch 1.42/30 [####......]  4.7%  loss 0.6931  1234 img/s  ETA 3m12s" */
+static void draw_bar(struct cli_ctx *c, double epoch)
+{
+	enum { WIDTH = 24 };
+	double f = c->epochs > 0 ? fmin(1, fmax(0, epoch / c->epochs)) : 0;
+	char bar[WIDTH + 1], eta[32] = "";
+	int fill = (int)(f * WIDTH + 0.5);
+	for (int i = 0; i < WIDTH; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[WIDTH] = 0;
+	if (c->eta >= 0) {
+		long s = lround(c->eta);
+		if (s >= 3600)
+			snprintf(eta, sizeof eta, "  ETA %ldh%02ldm", s / 3600, s / 60 % 60);
+		else
+			snprintf(eta, sizeof eta, "  ETA %ldm%02lds", s / 60, s % 60);
+	}
+	fprintf(stderr, "\r\033[Kepoch %.2f/%g [%s] %5.1f%%  loss %.4f  %.0f img/s%s", epoch, c->epochs, bar,
+		100 * f, c->loss, c->ips, eta);
+	fflush(stderr);
+	c->bar_shown = 1;
+}
+
+static void on_metric(void *vctx, const struct train_metric *m)
+{
+	struct cli_ctx *c = vctx;
+	double eta = model_report_metric(&c->w, c->t0, c->epoch0, c->epochs, m);
+	int train = strcmp(m->kind, "train") == 0;
+	if (train) {
+		c->epoch = m->epoch;
+		c->loss = m->loss;
+		if (m->images_per_s > 0) /* the end of an epoch reports none */
+			c->ips = m->images_per_s;
+		c->eta = eta;
+	}
+	if (c->tty && train) {
+		draw_bar(c, m->epoch);
+		return;
+	}
+	clear_bar(c);
+	if (train)
 		fprintf(stderr, "epoch %6.2f  iter %6lld  loss %.4f  lr %.3g  %.0f img/s\n", m->epoch,
 			(long long)m->iteration, m->loss, m->lr, m->images_per_s);
 	else {
@@ -70,11 +137,39 @@ static void on_metric(void *ctx, const struct train_metric *m)
 			fprintf(stderr, "  top-5 %.4f", m->accuracy_top5);
 		fputc('\n', stderr);
 	}
+	if (c->tty)
+		draw_bar(c, m->epoch);
 }
 
-static void on_log(void *ctx, const char *level, const char *msg)
+static void on_log(void *vctx, const char *level, const char *msg)
 {
+	struct cli_ctx *c = vctx;
+	worker_log(&c->w, level, "%s", msg);
+	int redraw = c->bar_shown;
+	clear_bar(c);
 	fprintf(stderr, "%s\n", msg);
+	if (redraw)
+		draw_bar(c, c->epoch);
+}
+
+/* settings.json's content: the options in a model job's params' shape, with the
+ * dataset's folder, the network and where training started from. */
+static cJSON *cli_settings(const struct train_opts *o, const char *network, int standard)
+{
+	cJSON *st = model_settings_from_opts(o);
+	if (!st)
+		return NULL;
+	cJSON_AddStringToObject(st, "dataset", o->dataset_dir);
+	cJSON *net = cJSON_AddObjectToObject(st, "network");
+	if (standard)
+		cJSON_AddStringToObject(net, "standard", network);
+	else
+		cJSON_AddStringToObject(net, "prototxt", o->network_text);
+	if (o->resume)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(st, "resume"), "file", o->resume);
+	if (o->finetune)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(st, "finetune"), "file", o->finetune);
+	return st;
 }
 
 static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
@@ -254,14 +349,44 @@ int cli_train(int argc, char **argv)
 	}
 	o.network_text = text;
 	o.network_name = network;
-	struct train_hooks h = { .metric = on_metric, .log = on_log, .should_stop = should_stop };
+	int standard = file_text == NULL;
+
+	/* the job folder: its event log first, so that what goes wrong is in it */
+	struct cli_ctx cx = { .w = { .dir = o.out_dir, .ev = { -1 } }, .t0 = fs_mono_ms(),
+			      .epoch0 = 0, .epochs = o.epochs,
+			      .tty = isatty(STDERR_FILENO), .eta = -1 };
+	struct model_snapshot from;
+	if (o.resume && model_snapshot_parse(o.resume, &from))
+		cx.epoch0 = from.epoch; /* for the ETA: this run trains from there */
+	int rc;
+	if ((rc = fs_mkdir_p(o.out_dir, &err)) || (rc = events_writer_open(&cx.w.ev, o.out_dir, &err))) {
+		fprintf(stderr, "deepdesk train: %s\n", err.msg);
+		free(file_text);
+		return 1;
+	}
+	worker_status(&cx.w, "running", NULL);
+	rc = model_write_folder(o.out_dir, text, standard ? network : "custom", o.dataset_dir, o.batch, o.crop,
+				cli_settings(&o, network, standard), &err);
+
+	struct train_hooks h = { .ctx = &cx, .metric = on_metric, .log = on_log, .should_stop = should_stop };
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	int64_t t0 = fs_mono_ms();
-	int rc = train_run(&o, &h, &err);
+	if (rc == DD_OK)
+		rc = train_run(&o, &h, &err);
+	clear_bar(&cx);
 	free(file_text);
+	if (rc == DD_OK)
+		worker_event(&cx.w, model_result_event(&res));
+	if (rc == DD_OK && cx.w.event_failed) {
+		err = cx.w.event_err;
+		rc = err.code ? err.code : DD_EIO;
+	}
+	worker_status(&cx.w, rc ? "error" : res.stopped ? "aborted" : "done",
+		      rc ? err.msg : res.stopped ? "stopped on request" : NULL);
+	events_writer_close(&cx.w.ev);
 	double secs = (double)(fs_mono_ms() - t0) / 1000.0;
 	if (json) {
 		cJSON *j = cJSON_CreateObject();

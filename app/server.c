@@ -94,6 +94,7 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/jobs/{id}/abort", api_job_abort },
 	{ "POST", "/api/v1/jobs/{id}/clone", api_job_clone },
 	{ "GET", "/api/v1/jobs/{id}/events", api_job_events },
+	{ "GET", "/api/v1/jobs/{id}/resources", api_job_resources },
 	{ "GET", "/api/v1/ws", api_ws_plain },
 	{ "POST", "/api/v1/uploads", api_uploads_create },
 	{ "GET", "/api/v1/datasets", api_datasets_list },
@@ -107,7 +108,11 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/models", api_models_create },
 	{ "GET", "/api/v1/models/{id}", api_model_get },
 	{ "POST", "/api/v1/models/{id}/resume", api_model_resume },
-	{ "GET", "/api/v1/models/{id}/snapshots/{n}", api_model_snapshot },
+	{ "GET", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot },
+	{ "GET", "/api/v1/networks", api_networks_list },
+	{ "POST", "/api/v1/networks/check", api_networks_check },
+	{ "POST", "/api/v1/networks/visualize", api_networks_visualize },
+	{ "POST", "/api/v1/lr-preview", api_lr_preview },
 	{ NULL, NULL, NULL },
 };
 

@@ -42,7 +42,7 @@ struct job_kind {
 	/* Run the job; returns DD_OK when done, a DD_E* code with err filled on failure.
 	 * Must return promptly (with DD_OK or an error) once worker_should_stop(). */
 	int (*run)(struct worker *w, struct dd_err *err);
-	int default_cpu_slots;
+	int default_cpu_slots;   /* slots a job holds unless asked; -1: all the server has */
 	/* Optional: adjust a copy of params for a clone of the job whose folder is
 	 * orig_dir (e.g. point at that job's own copy of an upload). */
 	int (*clone_params)(cJSON *params, const char *orig_dir, struct dd_err *err);

@@ -13,7 +13,8 @@
  *   "epochs", "batch_size"?, "crop_size"?, "mean": "none"|"image"|"pixel", "seed",
  *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref",
  *   "finetune"?: {"model": MODEL_JOB_ID, "snapshot"?: EPOCH},
- *   "resume"?: {"snapshot"?: EPOCH},
+ *   "resume"?: {"snapshot"?: EPOCH},   (EPOCH: a snapshot's epoch, fractional for one
+ *                                       inside an epoch, or its label "1.4167")
  *   "group"?: "…"
  * }
  * validate() refuses unknown fields and fills in every default (DIGITS' own: 30
@@ -46,20 +47,61 @@
 
 /* ---- snapshots ---- */
 
-void model_snapshot_path(const char *dir, int epoch, char *buf, size_t len)
+int model_snapshot_label_ok(const char *s, double *epoch)
 {
-	snprintf(buf, len, "%s/snapshot_epoch_%d.safetensors", dir, epoch);
+	size_t i = 0, n = strlen(s);
+	if (n == 0 || n >= MODEL_LABEL_MAX || (s[0] == '0' && s[1] && s[1] != '.'))
+		return 0;
+	while (s[i] >= '0' && s[i] <= '9')
+		i++;
+	if (i == 0)
+		return 0;
+	if (s[i] == '.') {
+		size_t f = ++i;
+		while (s[i] >= '0' && s[i] <= '9')
+			i++;
+		if (i == f)
+			return 0;
+	}
+	if (s[i])
+		return 0;
+	if (epoch)
+		*epoch = strtod(s, NULL);
+	return 1;
 }
 
-static int cmp_int(const void *a, const void *b)
+void model_snapshot_path(const char *dir, const char *label, const char *ext, char *buf, size_t len)
 {
-	int x = *(const int *)a, y = *(const int *)b;
+	snprintf(buf, len, "%s/snapshot_epoch_%s.%s", dir, label, ext);
+}
+
+int model_snapshot_parse(const char *name, struct model_snapshot *out)
+{
+	static const char pre[] = "snapshot_epoch_", ext[] = ".safetensors";
+	const char *slash = strrchr(name, '/');
+	if (slash)
+		name = slash + 1;
+	size_t len = strlen(name);
+	if (strncmp(name, pre, sizeof pre - 1) != 0 || len < sizeof pre + sizeof ext - 2 ||
+	    strcmp(name + len - (sizeof ext - 1), ext) != 0)
+		return 0;
+	size_t ll = len - (sizeof pre - 1) - (sizeof ext - 1);
+	if (ll >= sizeof out->label)
+		return 0;
+	memcpy(out->label, name + sizeof pre - 1, ll);
+	out->label[ll] = 0;
+	return model_snapshot_label_ok(out->label, &out->epoch);
+}
+
+static int cmp_snap(const void *a, const void *b)
+{
+	double x = ((const struct model_snapshot *)a)->epoch, y = ((const struct model_snapshot *)b)->epoch;
 	return (x > y) - (x < y);
 }
 
-int model_snapshots(const char *dir, int **epochs, int *n, struct dd_err *err)
+int model_snapshots(const char *dir, struct model_snapshot **snaps, int *n, struct dd_err *err)
 {
-	*epochs = NULL;
+	*snaps = NULL;
 	*n = 0;
 	DIR *d = opendir(dir);
 	if (!d)
@@ -68,31 +110,73 @@ int model_snapshots(const char *dir, int **epochs, int *n, struct dd_err *err)
 	struct dirent *e;
 	int rc = DD_OK;
 	while ((e = readdir(d))) {
-		int ep, used = 0;
-		if (sscanf(e->d_name, "snapshot_epoch_%d.safetensors%n", &ep, &used) != 1 ||
-		    used != (int)strlen(e->d_name) || ep < 0)
+		struct model_snapshot one;
+		if (!model_snapshot_parse(e->d_name, &one))
 			continue;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 16;
-			int *g = realloc(*epochs, (size_t)cap * sizeof *g);
+			struct model_snapshot *g = realloc(*snaps, (size_t)cap * sizeof *g);
 			if (!g) {
 				rc = dd_err_set(err, DD_ENOMEM, "out of memory");
 				break;
 			}
-			*epochs = g;
+			*snaps = g;
 		}
-		(*epochs)[(*n)++] = ep;
+		(*snaps)[(*n)++] = one;
 	}
 	closedir(d);
 	if (rc) {
-		free(*epochs);
-		*epochs = NULL;
+		free(*snaps);
+		*snaps = NULL;
 		*n = 0;
 		return rc;
 	}
 	if (*n)
-		qsort(*epochs, (size_t)*n, sizeof **epochs, cmp_int);
+		qsort(*snaps, (size_t)*n, sizeof **snaps, cmp_snap);
 	return DD_OK;
+}
+
+int model_snapshot_find(const struct model_snapshot *snaps, int n, double epoch)
+{
+	if (epoch < 0)
+		return n - 1;
+	for (int i = 0; i < n; i++)
+		if (fabs(snaps[i].epoch - epoch) <= 1e-6)
+			return i;
+	return -1;
+}
+
+int64_t model_snapshot_iteration(const char *path)
+{
+	/* safetensors: an 8-byte little-endian header length, then the JSON header, whose
+	 * "__metadata__" holds string pairs; the tensors after it are not read */
+	int64_t it = -1;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	unsigned char b[8];
+	char *hdr = NULL;
+	cJSON *j = NULL;
+	if (fread(b, 1, 8, f) != 8)
+		goto out;
+	uint64_t hl = 0;
+	for (int i = 7; i >= 0; i--)
+		hl = hl << 8 | b[i];
+	if (hl == 0 || hl > (1u << 20) || !(hdr = malloc((size_t)hl + 1)) || fread(hdr, 1, (size_t)hl, f) != hl)
+		goto out;
+	hdr[hl] = 0;
+	j = cJSON_Parse(hdr);
+	const char *v = cJSON_GetStringValue(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "__metadata__"), "iteration"));
+	char *end;
+	long long x = v ? strtoll(v, &end, 10) : -1;
+	if (v && *v && !*end && x >= 0)
+		it = x;
+out:
+	cJSON_Delete(j);
+	free(hdr);
+	fclose(f);
+	return it;
 }
 
 /* ---- the network against the dataset ---- */
@@ -120,10 +204,12 @@ int model_check_network(const char *text, const char *ds_dir, int batch, int cro
 				.crop = crop, .classes = cJSON_GetArraySize(labels) };
 	cJSON_Delete(j);
 	struct net *def = NULL;
-	struct net_graph *tg = NULL, *vg = NULL;
+	struct net_graph *tg = NULL, *vg = NULL, *dg = NULL;
+	/* deploy too: a model must be usable for inference once trained */
 	if ((rc = net_parse(text, strlen(text), &def, err)) ||
 	    (rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, err)) ||
-	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)))
+	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)) ||
+	    (rc = net_instantiate(def, NET_STAGE_DEPLOY, &in, &dg, err)))
 		goto out;
 	if (train)
 		*train = tg->in;
@@ -132,6 +218,7 @@ int model_check_network(const char *text, const char *ds_dir, int batch, int cro
 out:
 	net_graph_free(tg);
 	net_graph_free(vg);
+	net_graph_free(dg);
 	net_free(def);
 	return rc;
 }
@@ -342,6 +429,22 @@ static int check_network(cJSON *params, struct dd_err *err)
 	return DD_OK;
 }
 
+/* obj.snapshot, when present: a snapshot's epoch, a number (fractional for one
+ * inside an epoch) or its label ("1.4167"), which is turned into the number. */
+static int snapshot_field(cJSON *obj, const char *where, struct dd_err *err)
+{
+	cJSON *v = get(obj, "snapshot");
+	double ep;
+	if (cJSON_IsString(v) && model_snapshot_label_ok(v->valuestring, &ep) && ep <= 10000) {
+		cJSON_ReplaceItemInObjectCaseSensitive(obj, "snapshot", cJSON_CreateNumber(ep));
+		return DD_OK;
+	}
+	if (cJSON_IsString(v))
+		return dd_err_set(err, DD_EINVAL, "%ssnapshot: \"%.32s\" is not a snapshot's epoch (a number like 3 or 1.4167)",
+				  where, v->valuestring);
+	return num(obj, where, "snapshot", 0, 10000, NUM_REAL, 0, 0, err);
+}
+
 static int validate(cJSON *params, struct dd_err *err)
 {
 	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
@@ -372,7 +475,7 @@ static int validate(cJSON *params, struct dd_err *err)
 			return rc;
 		if (!is_id(get(ft, "model")))
 			return dd_err_set(err, DD_EINVAL, "finetune.model: required, a model job id");
-		if ((rc = num(ft, "finetune.", "snapshot", 0, 10000, NUM_INT, 0, 0, err)))
+		if ((rc = snapshot_field(ft, "finetune.", err)))
 			return rc;
 	}
 	cJSON *re = get(params, "resume");
@@ -380,8 +483,7 @@ static int validate(cJSON *params, struct dd_err *err)
 		static const char *const f[] = { "snapshot", NULL };
 		if (!cJSON_IsObject(re))
 			return dd_err_set(err, DD_EINVAL, "resume: must be {\"snapshot\"?: EPOCH}");
-		if ((rc = only_fields(re, f, "resume.", err)) ||
-		    (rc = num(re, "resume.", "snapshot", 0, 10000, NUM_INT, 0, 0, err)))
+		if ((rc = only_fields(re, f, "resume.", err)) || (rc = snapshot_field(re, "resume.", err)))
 			return rc;
 	}
 	cJSON *g = get(params, "group");
@@ -390,13 +492,7 @@ static int validate(cJSON *params, struct dd_err *err)
 	return DD_OK;
 }
 
-/* ---- the worker ---- */
-
-struct run_ctx {
-	struct worker *w;
-	int64_t t0;
-	double epoch0, epochs; /* where this run started, and the total */
-};
+/* ---- the folder and the events (the worker's and `deepdesk train`'s) ---- */
 
 static void add_num(cJSON *o, const char *k, double v)
 {
@@ -404,13 +500,12 @@ static void add_num(cJSON *o, const char *k, double v)
 		cJSON_AddNumberToObject(o, k, v);
 }
 
-static void on_metric(void *vctx, const struct train_metric *m)
+
+cJSON *model_metric_event(const struct train_metric *m, double eta_s)
 {
-	struct run_ctx *c = vctx;
-	double el = (double)(fs_mono_ms() - c->t0) / 1000.0;
-	double done = m->epoch - c->epoch0;
-	double eta = done > 0 ? el / done * fmax(0, c->epochs - m->epoch) : -1;
 	cJSON *ev = cJSON_CreateObject();
+	if (!ev)
+		return NULL;
 	cJSON_AddStringToObject(ev, "type", "metric");
 	cJSON_AddStringToObject(ev, "kind", m->kind);
 	cJSON_AddNumberToObject(ev, "iteration", (double)m->iteration);
@@ -421,10 +516,158 @@ static void on_metric(void *vctx, const struct train_metric *m)
 	add_num(ev, "accuracy_top5", m->accuracy_top5);
 	if (strcmp(m->kind, "train") == 0)
 		add_num(ev, "images_per_s", m->images_per_s);
-	if (eta >= 0)
-		cJSON_AddNumberToObject(ev, "eta_s", eta);
-	worker_event(c->w, ev);
-	worker_progress(c->w, fmin(1, fmax(0, m->epoch / c->epochs)), eta);
+	if (eta_s >= 0)
+		cJSON_AddNumberToObject(ev, "eta_s", eta_s);
+	return ev;
+}
+
+double model_report_metric(struct worker *w, int64_t t0, double epoch0, double epochs,
+			   const struct train_metric *m)
+{
+	double el = (double)(fs_mono_ms() - t0) / 1000.0, done = m->epoch - epoch0;
+	double eta = done > 0 ? el / done * fmax(0, epochs - m->epoch) : -1;
+	worker_event(w, model_metric_event(m, eta));
+	worker_progress(w, fmin(1, fmax(0, m->epoch / epochs)), eta);
+	return eta;
+}
+
+cJSON *model_result_event(const struct train_result *res)
+{
+	cJSON *ev = cJSON_CreateObject();
+	if (!ev)
+		return NULL;
+	cJSON_AddStringToObject(ev, "type", "result");
+	cJSON_AddNumberToObject(ev, "iterations", (double)res->iterations);
+	add_num(ev, "epochs", res->epochs);
+	add_num(ev, "train_loss", res->train_loss);
+	add_num(ev, "val_loss", res->val_loss);
+	add_num(ev, "val_accuracy", res->val_accuracy);
+	add_num(ev, "val_accuracy_top5", res->val_accuracy_top5);
+	const char *base = strrchr(res->snapshot, '/');
+	cJSON_AddStringToObject(ev, "snapshot", base ? base + 1 : res->snapshot);
+	cJSON_AddBoolToObject(ev, "stopped", res->stopped);
+	return ev;
+}
+
+cJSON *model_settings_from_opts(const struct train_opts *o)
+{
+	cJSON *st = cJSON_CreateObject(), *s = cJSON_AddObjectToObject(st, "solver");
+	cJSON *lp = cJSON_AddObjectToObject(s, "lr_policy");
+	if (!lp) {
+		cJSON_Delete(st);
+		return NULL;
+	}
+	cJSON_AddStringToObject(s, "type", o->solver_name ? o->solver_name : solver_type_name(o->solver));
+	cJSON_AddNumberToObject(s, "base_lr", o->base_lr > 0 ? o->base_lr : 0.01);
+	cJSON_AddNumberToObject(s, "momentum", o->momentum >= 0 ? o->momentum : 0.9);
+	cJSON_AddNumberToObject(s, "momentum2", o->momentum2 > 0 ? o->momentum2 : 0.999);
+	cJSON_AddNumberToObject(s, "delta", o->delta > 0 ? o->delta : 1e-8);
+	cJSON_AddNumberToObject(s, "rms_decay", o->rms_decay > 0 ? o->rms_decay : 0.99);
+	cJSON_AddNumberToObject(s, "weight_decay", o->weight_decay);
+	cJSON_AddNumberToObject(s, "iter_size", o->iter_size > 0 ? o->iter_size : 1);
+	/* the policy's own fields, as validate() keeps them */
+	const char *pol = lr_policy_name(o->policy);
+	const struct policy *p = policies;
+	while (p->name && strcmp(p->name, pol) != 0)
+		p++;
+	cJSON_AddStringToObject(lp, "policy", pol);
+	if (p->name && !isnan(p->step_pct))
+		cJSON_AddNumberToObject(lp, "step_pct", o->step_pct > 0 ? o->step_pct : p->step_pct);
+	if (p->name && p->multistep) {
+		cJSON *ms = cJSON_AddArrayToObject(lp, "multistep_pct");
+		for (int i = 0; i < o->nmultistep; i++)
+			cJSON_AddItemToArray(ms, cJSON_CreateNumber(o->multistep_pct[i]));
+	}
+	if (p->name && !isnan(p->gamma))
+		cJSON_AddNumberToObject(lp, "gamma", o->gamma > 0 ? o->gamma : p->gamma);
+	if (p->name && !isnan(p->power))
+		cJSON_AddNumberToObject(lp, "power", o->power > 0 ? o->power : p->power);
+	cJSON_AddNumberToObject(st, "epochs", o->epochs > 0 ? o->epochs : 30);
+	if (o->batch > 0)
+		cJSON_AddNumberToObject(st, "batch_size", o->batch);
+	if (o->crop > 0)
+		cJSON_AddNumberToObject(st, "crop_size", o->crop);
+	cJSON_AddStringToObject(st, "mean", o->mean == FEED_MEAN_NONE ? "none" : o->mean == FEED_MEAN_PIXEL ? "pixel" : "image");
+	cJSON_AddNumberToObject(st, "seed", (double)o->seed);
+	cJSON_AddNumberToObject(st, "val_interval", o->val_interval > 0 ? o->val_interval : 1);
+	cJSON_AddNumberToObject(st, "snapshot_interval", o->snapshot_interval > 0 ? o->snapshot_interval : 1);
+	cJSON_AddStringToObject(st, "backend", o->backend ? o->backend : "cpu");
+	return st;
+}
+
+static int copy_file(const char *from, const char *to, struct dd_err *err)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int rc = fs_read_file(from, 64u << 20, &data, &len, err);
+	if (rc == DD_OK)
+		rc = fs_write_file_atomic(to, data, len, err);
+	free(data);
+	return rc;
+}
+
+int model_write_folder(const char *dir, const char *text, const char *netname, const char *ds_dir,
+		       int batch, int crop, cJSON *settings, struct dd_err *err)
+{
+	char path[PATH_MAX + 32], from[PATH_MAX + 32];
+	char *st = NULL;
+	int rc;
+	if ((rc = fs_mkdir_p(dir, err)))
+		goto out;
+	snprintf(path, sizeof path, "%s/network.prototxt", dir);
+	if ((rc = fs_write_file_atomic(path, text, strlen(text), err)))
+		goto out;
+	snprintf(from, sizeof from, "%s/labels.txt", ds_dir);
+	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
+		goto out;
+	if (!settings) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto out;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(settings, "network_name");
+	cJSON_AddStringToObject(settings, "network_name", netname);
+	struct net_input tin, vin;
+	if ((rc = model_check_network(text, ds_dir, batch, crop, &tin, &vin, err))) {
+		dd_err_prefix(err, "network");
+		goto out;
+	}
+	/* what "the network's" batch and crop came to */
+	static const char *const resolved[] = { "batch_size", "val_batch_size", "crop_size", "input", "classes", NULL };
+	for (int i = 0; resolved[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(settings, resolved[i]);
+	cJSON_AddNumberToObject(settings, "batch_size", tin.n);
+	cJSON_AddNumberToObject(settings, "val_batch_size", vin.n);
+	if (tin.crop > 0)
+		cJSON_AddNumberToObject(settings, "crop_size", tin.crop);
+	else
+		cJSON_AddNullToObject(settings, "crop_size");
+	cJSON *shape = cJSON_AddArrayToObject(settings, "input");
+	cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.c));
+	cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.h));
+	cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.w));
+	cJSON_AddNumberToObject(settings, "classes", tin.classes);
+	st = cJSON_Print(settings);
+	snprintf(path, sizeof path, "%s/settings.json", dir);
+	rc = st ? fs_write_file_atomic(path, st, strlen(st), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
+out:
+	free(st);
+	cJSON_Delete(settings);
+	return rc;
+}
+
+/* ---- the worker ---- */
+
+struct run_ctx {
+	struct worker *w;
+	int64_t t0;
+	double epoch0, epochs; /* where this run started, and the total */
+};
+
+static void on_metric(void *vctx, const struct train_metric *m)
+{
+	struct run_ctx *c = vctx;
+	model_report_metric(c->w, c->t0, c->epoch0, c->epochs, m);
 }
 
 static void on_log(void *vctx, const char *level, const char *msg)
@@ -451,35 +694,30 @@ static double param_num(const cJSON *o, const char *k, double dflt)
 	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
-/* The snapshot of model folder dir at epoch (0: the latest) into path. */
-static int pick_snapshot(const char *dir, int epoch, const char *what, char *path, size_t len,
-			 int *picked, struct dd_err *err)
+/* The snapshot of model folder dir at epoch (< 0: the latest) into path (its
+ * .safetensors) and *picked; with need_state, one with its .solverstate. */
+static int pick_snapshot(const char *dir, double epoch, int need_state, const char *what, char *path,
+			 size_t len, struct model_snapshot *picked, struct dd_err *err)
 {
-	int *eps = NULL, n = 0, rc = model_snapshots(dir, &eps, &n, err);
+	struct model_snapshot *snaps = NULL;
+	int n = 0, rc = model_snapshots(dir, &snaps, &n, err);
 	if (rc)
 		return rc;
-	int found = 0;
-	for (int i = 0; i < n; i++)
-		if (epoch == 0 ? 1 : eps[i] == epoch)
-			found = eps[i];
-	free(eps);
-	if (!found)
-		return epoch ? dd_err_set(err, DD_ENOENT, "%s: there is no snapshot at epoch %d", what, epoch) :
-			       dd_err_set(err, DD_ENOENT, "%s: there is no snapshot yet", what);
-	model_snapshot_path(dir, found, path, len);
-	*picked = found;
+	int i = model_snapshot_find(snaps, n, epoch);
+	if (i >= 0)
+		*picked = snaps[i];
+	free(snaps);
+	if (i < 0)
+		return epoch >= 0 ? dd_err_set(err, DD_ENOENT, "%s: there is no snapshot at epoch %g", what, epoch) :
+				    dd_err_set(err, DD_ENOENT, "%s: there is no snapshot yet", what);
+	if (need_state) {
+		model_snapshot_path(dir, picked->label, "solverstate", path, len);
+		if (access(path, R_OK) != 0)
+			return dd_err_set(err, DD_ENOENT, "%s: the snapshot at epoch %s has no .solverstate to resume from",
+					  what, picked->label);
+	}
+	model_snapshot_path(dir, picked->label, "safetensors", path, len);
 	return DD_OK;
-}
-
-static int copy_file(const char *from, const char *to, struct dd_err *err)
-{
-	char *data = NULL;
-	size_t len = 0;
-	int rc = fs_read_file(from, 64u << 20, &data, &len, err);
-	if (rc == DD_OK)
-		rc = fs_write_file_atomic(to, data, len, err);
-	free(data);
-	return rc;
 }
 
 static int run(struct worker *w, struct dd_err *err)
@@ -527,14 +765,6 @@ static int run(struct worker *w, struct dd_err *err)
 		free(prev_text);
 		return dd_err_set(err, DD_EINVAL, "network: nothing to train");
 	}
-	snprintf(path, sizeof path, "%s/network.prototxt", w->dir);
-	if ((rc = fs_write_file_atomic(path, text, strlen(text), err)))
-		goto out;
-	char from[PATH_MAX + 16];
-	snprintf(from, sizeof from, "%s/labels.txt", ds);
-	snprintf(path, sizeof path, "%s/labels.txt", w->dir);
-	if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
-		goto out;
 
 	/* the options */
 	struct train_opts o;
@@ -546,6 +776,10 @@ static int run(struct worker *w, struct dd_err *err)
 	o.out_dir = w->dir;
 	o.result = &res;
 	o.backend = cJSON_GetStringValue(get(p, "backend"));
+	/* as many threads as the CPU slots the job holds: two trainings never share a
+	 * core (oneDNN's OpenMP threads collapse when oversubscribed) */
+	const cJSON *slots = get(get(w->job, "resources"), "cpu_slots");
+	o.threads = cJSON_IsNumber(slots) && slots->valuedouble >= 1 ? (int)slots->valuedouble : 0;
 	o.epochs = param_int(p, "epochs", 30);
 	o.batch = param_int(p, "batch_size", 0);
 	o.crop = param_int(p, "crop_size", 0);
@@ -585,79 +819,40 @@ static int run(struct worker *w, struct dd_err *err)
 	char resume[PATH_MAX + 64], finetune[PATH_MAX + 64];
 	const cJSON *re = get(p, "resume");
 	if (re) {
-		int ep = 0;
-		if ((rc = pick_snapshot(w->dir, param_int(re, "snapshot", 0), "resume", resume, sizeof resume, &ep, err)))
+		struct model_snapshot ep;
+		if ((rc = pick_snapshot(w->dir, param_num(re, "snapshot", -1), 1, "resume", resume, sizeof resume, &ep,
+					err)))
 			goto out;
 		o.resume = resume;
-		c.epoch0 = ep;
-		worker_log(w, "info", "resuming from the snapshot at epoch %d, to %d epochs in all", ep, o.epochs);
+		c.epoch0 = ep.epoch;
+		worker_log(w, "info", "resuming from the snapshot at epoch %s, to %d epochs in all", ep.label, o.epochs);
 	}
 	const cJSON *ft = get(p, "finetune");
 	if (ft) {
 		char mdir[PATH_MAX];
 		long long mid = (long long)param_num(ft, "model", 0);
 		snprintf(mdir, sizeof mdir, "%s/%lld", jobs, mid);
-		int ep = 0;
+		struct model_snapshot ep;
 		char what[64];
 		snprintf(what, sizeof what, "finetune: model %lld", mid);
-		if ((rc = pick_snapshot(mdir, param_int(ft, "snapshot", 0), what, finetune, sizeof finetune, &ep, err)))
+		if ((rc = pick_snapshot(mdir, param_num(ft, "snapshot", -1), 0, what, finetune, sizeof finetune, &ep,
+					err)))
 			goto out;
 		o.finetune = finetune;
-		worker_log(w, "info", "fine-tuning from model %lld's snapshot at epoch %d", mid, ep);
+		worker_log(w, "info", "fine-tuning from model %lld's snapshot at epoch %s", mid, ep.label);
 	}
 
-	/* settings.json: the params as run, with what the worker resolved */
-	cJSON *settings = cJSON_Duplicate(p, 1);
-	if (!settings) {
-		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
-		goto out;
-	}
-	cJSON_AddStringToObject(settings, "network_name", netname);
-	struct net_input tin, vin;
-	if ((rc = model_check_network(text, ds, o.batch, o.crop, &tin, &vin, err)) == DD_OK) {
-		/* what "the network's" batch and crop came to */
-		cJSON_DeleteItemFromObjectCaseSensitive(settings, "batch_size");
-		cJSON_DeleteItemFromObjectCaseSensitive(settings, "crop_size");
-		cJSON_AddNumberToObject(settings, "batch_size", tin.n);
-		cJSON_AddNumberToObject(settings, "val_batch_size", vin.n);
-		if (tin.crop > 0)
-			cJSON_AddNumberToObject(settings, "crop_size", tin.crop);
-		else
-			cJSON_AddNullToObject(settings, "crop_size");
-		cJSON *shape = cJSON_AddArrayToObject(settings, "input");
-		cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.c));
-		cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.h));
-		cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.w));
-		cJSON_AddNumberToObject(settings, "classes", tin.classes);
-	} else {
-		cJSON_Delete(settings);
-		dd_err_prefix(err, "network");
-		goto out;
-	}
-	char *st = cJSON_Print(settings);
-	cJSON_Delete(settings);
-	snprintf(path, sizeof path, "%s/settings.json", w->dir);
-	rc = st ? fs_write_file_atomic(path, st, strlen(st), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
-	free(st);
-	if (rc)
+	/* network.prototxt, labels.txt, settings.json: the params as run, with what
+	 * the worker resolved */
+	if ((rc = model_write_folder(w->dir, text, netname, ds, o.batch, o.crop, cJSON_Duplicate(p, 1), err)))
 		goto out;
 
 	struct train_hooks h = { &c, on_metric, on_log, on_stop };
 	if ((rc = train_run(&o, &h, err)))
 		goto out;
 
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "result");
-	cJSON_AddNumberToObject(ev, "iterations", (double)res.iterations);
-	add_num(ev, "epochs", res.epochs);
-	add_num(ev, "train_loss", res.train_loss);
-	add_num(ev, "val_loss", res.val_loss);
-	add_num(ev, "val_accuracy", res.val_accuracy);
-	add_num(ev, "val_accuracy_top5", res.val_accuracy_top5);
+	worker_event(w, model_result_event(&res));
 	const char *base = strrchr(res.snapshot, '/');
-	cJSON_AddStringToObject(ev, "snapshot", base ? base + 1 : res.snapshot);
-	cJSON_AddBoolToObject(ev, "stopped", res.stopped);
-	worker_event(w, ev);
 	worker_log(w, "info", "%s after %lld iterations (%.2f epochs); weights in %s",
 		   res.stopped ? "stopped" : "trained", (long long)res.iterations, res.epochs,
 		   base ? base + 1 : res.snapshot);
@@ -680,6 +875,6 @@ const struct job_kind model_job_kind = {
 	.title = "Image classification model",
 	.validate = validate,
 	.run = run,
-	.default_cpu_slots = 1,
+	.default_cpu_slots = -1, /* every slot: a CPU training uses every core */
 	.clone_params = clone_params,
 };

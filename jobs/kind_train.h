@@ -1,31 +1,104 @@
-/* kind_train.h — what the API needs of the "model" job kind (kind_train.c): where a
- * model job keeps its snapshots.
+/* kind_train.h — what others need of the "model" job kind (kind_train.c): where a
+ * model job keeps its snapshots, and the files and events a training writes, shared
+ * by the worker and `deepdesk train` (app/cli_train.c) so both write one folder.
  *
  * A model job's folder holds network.prototxt (the text it trained), settings.json
- * (its params with everything resolved), labels.txt (copied from the dataset) and
- * snapshot_epoch_<E>.safetensors, one per snapshot, E the epochs completed. */
+ * (its params with everything resolved), labels.txt (copied from the dataset),
+ * events.jsonl (jobs/events.h) and, per snapshot, snapshot_epoch_<E>.safetensors
+ * with snapshot_epoch_<E>.solverstate beside it (what a resume needs).  E is the
+ * snapshot's label: the epoch as networks/train.c writes it, "3" for a whole
+ * epoch, "1.4167" (at most 4 decimals, no trailing zeros) inside one. */
 #ifndef DD_KIND_TRAIN_H
 #define DD_KIND_TRAIN_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 #include "../common/err.h"
 
-/* The epochs that have a snapshot in dir, ascending, into *epochs (caller frees
- * with free(); NULL when there are none) and their count into *n. */
-int model_snapshots(const char *dir, int **epochs, int *n, struct dd_err *err);
-
 struct net_input;
+struct train_metric;
+struct train_opts;
+struct train_result;
+
+/* ---- snapshots ---- */
+
+#define MODEL_LABEL_MAX 24
+
+struct model_snapshot {
+	char label[MODEL_LABEL_MAX]; /* as in the file name: "3", "1.4167" */
+	double epoch;                /* the label's value */
+};
+
+/* Is s a snapshot label, a plain decimal ("3", "0", "1.4167": digits, no leading
+ * zero, an optional '.' and digits; no sign, exponent or anything else)?  1 and
+ * *epoch (may be NULL) its value; 0 if not. */
+int model_snapshot_label_ok(const char *s, double *epoch);
+
+/* Is name (a path or a file name) "[…/]snapshot_epoch_<LABEL>.safetensors" with a
+ * valid label?  1 and *out filled; 0 if not. */
+int model_snapshot_parse(const char *name, struct model_snapshot *out);
+
+/* The snapshots in dir (a .safetensors whose name has a valid label), by epoch
+ * ascending, into *snaps (caller frees with free(); NULL when there are none) and
+ * their count into *n.  A missing folder has none. */
+int model_snapshots(const char *dir, struct model_snapshot **snaps, int *n, struct dd_err *err);
+
+/* The index of the snapshot whose epoch is within 1e-6 of epoch, or with epoch < 0
+ * the latest; -1 when there is none. */
+int model_snapshot_find(const struct model_snapshot *snaps, int n, double epoch);
+
+/* DIR/snapshot_epoch_<LABEL>.<ext> into buf (ext "safetensors" or "solverstate"). */
+void model_snapshot_path(const char *dir, const char *label, const char *ext, char *buf, size_t len);
+
+/* The "iteration" in a .safetensors file's metadata, read from its header alone
+ * (not the tensors); -1 when the file or the key cannot be read. */
+int64_t model_snapshot_iteration(const char *path);
+
+/* ---- the network against the dataset ---- */
 
 /* Check a network against the dataset in ds_dir: parse text and instantiate its
- * train and val stages for the dataset's image shape and classes, with batch and
+ * train, val and deploy stages for the dataset's image shape and classes, with batch and
  * crop (0: the network's data layers').  DD_OK and, when non-NULL, *train and *val
  * as resolved (batch, crop, image shape, classes); else err says what is wrong,
  * naming the layer and its LINE:COL. */
 int model_check_network(const char *text, const char *ds_dir, int batch, int crop,
 			struct net_input *train, struct net_input *val, struct dd_err *err);
 
-/* DIR/snapshot_epoch_<E>.safetensors into buf. */
-void model_snapshot_path(const char *dir, int epoch, char *buf, size_t len);
+/* ---- the folder and the events a training writes ---- */
+
+/* Write into dir what a training keeps beside its snapshots: network.prototxt
+ * (text), labels.txt (ds_dir's, if it has one) and settings.json: settings (taken
+ * over: freed here, also on error) with "network_name" and what the network came to
+ * on the dataset (batch_size, val_batch_size, crop_size, input [C,H,W], classes).
+ * A network that does not fit the dataset is DD_EINVAL prefixed "network". */
+int model_write_folder(const char *dir, const char *text, const char *netname, const char *ds_dir,
+		       int batch, int crop, cJSON *settings, struct dd_err *err);
+
+/* The settings a job's params give for what train_opts o holds (solver, lr_policy,
+ * epochs, batch_size, crop_size, mean, seed, val_interval, snapshot_interval,
+ * backend), in the params' shape, for a training not started from params (`deepdesk
+ * train`).  Caller frees with cJSON_Delete(); NULL when out of memory. */
+cJSON *model_settings_from_opts(const struct train_opts *o);
+
+/* The "metric" event of m (eta_s < 0: none): {"type":"metric","kind","iteration",
+ * "epoch","lr","loss","accuracy"?,"accuracy_top5"?,"images_per_s"?,"eta_s"?}.
+ * Caller frees with cJSON_Delete(). */
+cJSON *model_metric_event(const struct train_metric *m, double eta_s);
+
+/* The "result" event of a finished or stopped training.  Caller frees with
+ * cJSON_Delete(). */
+cJSON *model_result_event(const struct train_result *res);
+
+struct worker;
+
+/* Report metric m into a job folder through w (jobs/worker.h): its "metric" event
+ * and a "progress" event, with the ETA from the time since t0 (fs_mono_ms()),
+ * when training stood at epoch0, to epochs in all.  Returns that ETA in seconds,
+ * -1 before any progress.  The worker and `deepdesk train` both report so. */
+double model_report_metric(struct worker *w, int64_t t0, double epoch0, double epochs,
+			   const struct train_metric *m);
 
 #endif

@@ -495,7 +495,8 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	if (kind->validate && (rc = kind->validate(params, err)))
 		return rc;
 	if (cpu_slots <= 0)
-		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots : 1;
+		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
+			    : kind->default_cpu_slots < 0 ? S.cfg.cpu_slots : 1;
 	if (cpu_slots > S.cfg.cpu_slots)
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,

@@ -77,7 +77,7 @@ void worker_log(struct worker *w, const char *level, const char *fmt, ...)
 	append(w, ev);
 }
 
-static void status(struct worker *w, const char *state, const char *message)
+void worker_status(struct worker *w, const char *state, const char *message)
 {
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "type", "status");
@@ -107,12 +107,12 @@ int worker_main(const char *dir)
 	}
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	if (fs_read_file(path, 1 << 20, &text, NULL, &err) != DD_OK) {
-		status(&w, "error", err.msg);
+		worker_status(&w, "error", err.msg);
 		goto out;
 	}
 	w.job = cJSON_Parse(text);
 	if (!cJSON_IsObject(w.job)) {
-		status(&w, "error", "job.json is not a JSON object");
+		worker_status(&w, "error", "job.json is not a JSON object");
 		goto out;
 	}
 	const char *kind_name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w.job, "kind"));
@@ -121,7 +121,7 @@ int worker_main(const char *dir)
 		char msg[256];
 		snprintf(msg, sizeof msg, "this deepdesk cannot run jobs of kind \"%s\"",
 			 kind_name ? kind_name : "(none)");
-		status(&w, "error", msg);
+		worker_status(&w, "error", msg);
 		goto out;
 	}
 	w.params = cJSON_GetObjectItemCaseSensitive(w.job, "params");
@@ -129,20 +129,20 @@ int worker_main(const char *dir)
 		w.params = cJSON_CreateObject();
 		cJSON_AddItemToObject(w.job, "params", w.params);
 	}
-	status(&w, "running", NULL);
+	worker_status(&w, "running", NULL);
 	int rc = kind->run(&w, &err);
 	if (rc == DD_OK && w.event_failed) {
 		err = w.event_err;
 		rc = err.code ? err.code : DD_EIO;
 	}
 	if (rc != DD_OK) {
-		status(&w, "error", err.msg[0] ? err.msg : "the job failed");
+		worker_status(&w, "error", err.msg[0] ? err.msg : "the job failed");
 		code = WORKER_EXIT_ERROR;
 	} else if (stop_requested) {
-		status(&w, "aborted", "stopped on request");
+		worker_status(&w, "aborted", "stopped on request");
 		code = WORKER_EXIT_ABORTED;
 	} else {
-		status(&w, "done", NULL);
+		worker_status(&w, "done", NULL);
 		code = WORKER_EXIT_DONE;
 	}
 	if (w.event_failed && code != WORKER_EXIT_ERROR)

@@ -37,6 +37,10 @@ void worker_log(struct worker *w, const char *level, const char *fmt, ...)
 /* Append ev (a JSON object with its "type"; consumed), for events of a kind's own
  * shape (a model's "metric" and "result"). */
 void worker_event(struct worker *w, cJSON *ev);
+/* A "status" event: state "running", "done", "error" or "aborted", message (may be
+ * NULL), and this process's pid.  worker_main writes them around run(); `deepdesk
+ * train` too, into its own folder. */
+void worker_status(struct worker *w, const char *state, const char *message);
 /* Nonzero once SIGTERM arrived. */
 int worker_should_stop(const struct worker *w);
 

@@ -1648,6 +1648,11 @@ static int need_axes(struct ic *x, struct net_node *nd, const struct net_shape *
 	return lerr(x, nd, "needs %s; bottom '%s' is %s", what, bname(x, nd->bottom[0], bn, sizeof bn), sh);
 }
 
+/* The fix for a kernel that no longer fits: the images, or the layers above, are too small. */
+#define SHRINK_FIX                                                                                  \
+	"use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a " \
+	"dataset of larger images"
+
 /* Output shapes and parameter blobs of node nd from its bottoms' shapes. */
 static int infer(struct ic *x, struct net_node *nd)
 {
@@ -1661,6 +1666,12 @@ static int infer(struct ic *x, struct net_node *nd)
 	case NET_INPUT: {
 		if (l->type == NET_INPUT) /* only the one deepdesk adds for deploy */
 			return set_top(x, nd, 0, l->input.shape[0].ndim, l->input.shape[0].dim);
+		/* Caffe's rule: one mean_value for every channel, or one per channel */
+		if (l->data.nmean_value > 1 && l->data.nmean_value != x->g->in.c)
+			return lerr(x, nd,
+				    "transform_param has %d mean_value entries but the images have %d channel%s: give "
+				    "one mean_value for all channels, or exactly %d",
+				    l->data.nmean_value, x->g->in.c, x->g->in.c == 1 ? "" : "s", x->g->in.c);
 		int64_t d[4] = { l->data.batch_size, x->g->in.c, x->g->in.h, x->g->in.w };
 		if (x->g->in.crop)
 			d[2] = d[3] = x->g->in.crop;
@@ -1673,8 +1684,9 @@ static int infer(struct ic *x, struct net_node *nd)
 		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
 			return rc;
 		if (s->dim[1] % p->group)
-			return lerr(x, nd, "its %lld input channels do not divide into %d groups",
-				    (long long)s->dim[1], p->group);
+			return lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
+					   "divisor of %lld (1 always works)",
+				    (long long)s->dim[1], p->group, (long long)s->dim[1]);
 		int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
 		int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
 		if (ekh > hp || ekw > wp) {
@@ -1684,8 +1696,8 @@ static int infer(struct ic *x, struct net_node *nd)
 					 p->dh, p->dw, (long long)ekh, (long long)ekw);
 			else
 				snprintf(kern, sizeof kern, "kernel %dx%d", p->kh, p->kw);
-			return lerr(x, nd, "%s is larger than its input %lldx%lld (padded by %d, %d)", kern,
-				    (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw);
+			return lerr(x, nd, "%s is larger than its input %lldx%lld (padded by %d, %d): %s", kern,
+				    (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
 		}
 		o[0] = s->dim[0];
 		o[1] = p->num_output;
@@ -1708,8 +1720,8 @@ static int infer(struct ic *x, struct net_node *nd)
 		}
 		int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
 		if (p->kh > hp || p->kw > wp)
-			return lerr(x, nd, "kernel %dx%d is larger than its input %lldx%lld (padded by %d, %d)", p->kh,
-				    p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw);
+			return lerr(x, nd, "kernel %dx%d is larger than its input %lldx%lld (padded by %d, %d): %s", p->kh,
+				    p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
 		/* Caffe rounds up, then drops a last window that would start in the padding */
 		int64_t ho = (hp - p->kh + p->sh - 1) / p->sh + 1, wo = (wp - p->kw + p->sw - 1) / p->sw + 1;
 		if (p->ph || p->pw) {
@@ -1953,8 +1965,10 @@ static int check_input(const struct net_input *in, struct dd_err *err)
 	if (in->classes < 0 || in->classes > (1 << 24))
 		return dd_err_set(err, DD_EINVAL, "class count %d is out of range", in->classes);
 	if (in->crop < 0 || (in->crop && (in->crop > in->h || in->crop > in->w)))
-		return dd_err_set(err, DD_EINVAL, "crop size %d does not fit the %dx%d images", in->crop, in->h,
-				  in->w);
+		return dd_err_set(err, DD_EINVAL,
+				  "crop size %d does not fit the %dx%d images: choose a crop size of at most %d, or build "
+				  "the dataset with larger images",
+				  in->crop, in->h, in->w, in->h < in->w ? in->h : in->w);
 	return DD_OK;
 }
 
@@ -2181,15 +2195,30 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 	}
 	for (int b = 0; b < g->nblob; b++)
 		g->activations += g->blob[b].count;
-	if (stage == NET_STAGE_DEPLOY && !has_softmax) {
-		rc = dd_err_set(err, DD_EINVAL,
-				"the deploy stage has no Softmax layer, which DIGITS requires to turn scores into "
-				"probabilities: add one with include { stage: \"deploy\" }");
-		goto fail;
-	}
-	if (stage == NET_STAGE_TRAIN && !has_loss) {
-		rc = dd_err_set(err, DD_EINVAL,
-				"the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn");
+	if ((stage == NET_STAGE_DEPLOY && !has_softmax) || (stage == NET_STAGE_TRAIN && !has_loss)) {
+		/* name the layer whose output the missing layer should read: the last one with scores */
+		char after[200] = "", lbl[100], top[80];
+		for (k = g->nnode - 1; k >= 0; k--) {
+			const struct net_node *nd = &g->node[k];
+			if (nd->l.ntop > 0 && g->blob[nd->top[0]].shape.ndim >= 2 && nd->l.type != NET_DATA &&
+			    nd->l.type != NET_INPUT && nd->l.type != NET_SOFTMAX) {
+				net_layer_label(&nd->l, nd->index, lbl, sizeof lbl);
+				snprintf(after, sizeof after, " after layer %s (bottom: \"%s\"%s)", lbl,
+					 bname(&x, nd->top[0], top, sizeof top),
+					 stage == NET_STAGE_TRAIN ? " bottom: \"label\"" : "");
+				break;
+			}
+		}
+		if (stage == NET_STAGE_DEPLOY)
+			rc = dd_err_set(err, DD_EINVAL,
+					"the deploy stage has no Softmax layer, which DIGITS requires to turn scores into "
+					"probabilities: add one%s with include { stage: \"deploy\" }",
+					after);
+		else
+			rc = dd_err_set(err, DD_EINVAL,
+					"the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn: "
+					"add a SoftmaxWithLoss layer%s",
+					after);
 		goto fail;
 	}
 	free(pick);

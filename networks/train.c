@@ -33,6 +33,20 @@ void train_opts_default(struct train_opts *o)
 	o->reports_per_epoch = 8;
 }
 
+void train_lr_config(const struct train_opts *o, int64_t total, struct solver_config *sc)
+{
+	sc->base_lr = o->base_lr > 0 ? o->base_lr : 0.01;
+	sc->policy = o->policy;
+	sc->gamma = o->gamma > 0 ? o->gamma : 0.1;
+	double sp = o->step_pct > 0 ? o->step_pct : 33;
+	sc->stepsize = (int)fmax(1, llround((double)total * sp / 100.0));
+	sc->power = o->power > 0 ? o->power : o->policy == LR_INV ? 0.75 : 1;
+	sc->max_iter = (int)total;
+	sc->nstepvalue = 0;
+	for (int i = 0; i < o->nmultistep && i < SOLVER_MAX_STEPS; i++)
+		sc->stepvalue[sc->nstepvalue++] = (int)llround((double)total * o->multistep_pct[i] / 100.0);
+}
+
 static void logf_(const struct train_hooks *h, const char *level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void logf_(const struct train_hooks *h, const char *level, const char *fmt, ...)
@@ -351,15 +365,7 @@ static int setup(struct run *r, struct dd_err *err)
 	sc.type = o->solver;
 	if (o->solver_name && (rc = solver_type_parse(o->solver_name, &sc.type, err)))
 		return rc;
-	sc.base_lr = o->base_lr > 0 ? o->base_lr : 0.01;
-	sc.policy = o->policy;
-	sc.gamma = o->gamma > 0 ? o->gamma : 0.1;
-	double sp = o->step_pct > 0 ? o->step_pct : 33;
-	sc.stepsize = (int)fmax(1, llround((double)r->total * sp / 100.0));
-	sc.power = o->power > 0 ? o->power : o->policy == LR_INV ? 0.75 : 1;
-	sc.max_iter = (int)r->total;
-	for (int i = 0; i < o->nmultistep && i < SOLVER_MAX_STEPS; i++)
-		sc.stepvalue[sc.nstepvalue++] = (int)llround((double)r->total * o->multistep_pct[i] / 100.0);
+	train_lr_config(o, r->total, &sc);
 	sc.momentum = o->momentum >= 0 ? o->momentum : 0.9;
 	sc.momentum2 = o->momentum2 > 0 ? o->momentum2 : 0.999;
 	sc.delta = o->delta;

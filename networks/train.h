@@ -111,6 +111,12 @@ struct train_hooks {
 
 void train_opts_default(struct train_opts *o);
 
+/* The learning-rate part of the solver config train_run uses for a run of total
+ * iterations (base_lr, policy, gamma, power, stepsize, stepvalue[], max_iter), settled
+ * from o as DIGITS does: step, sigmoid and multistep positions are percentages of
+ * all iterations.  lr_at() on it gives the rate of each iteration (the LR preview). */
+void train_lr_config(const struct train_opts *o, int64_t total, struct solver_config *sc);
+
 /* Train.  DD_OK (also when stopped by should_stop; result->stopped says so), or an
  * error with a sentence (bad network, dataset, NaN loss, disk). */
 int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd_err *err);

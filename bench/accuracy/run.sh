@@ -30,9 +30,9 @@ ds=$DATA/fmnist-trainval-ds
 if [ ! -f "$ds/dataset.json" ]; then
 	mkdir -p "$DATA"
 	[ -d "$DATA/fmnist-example/train" ] || "$BIN" example fashion-mnist "$DATA/fmnist-example" >/dev/null || exit 1
-	mkdir -p "$work/src"
-	ln -s "$DATA/fmnist-example/train" "$work/src/train"
-	ln -s "$DATA/fmnist-example/test" "$work/src/val"
+	mkdir -p "$work/src" # hard links: the dataset builder does not follow symbolic links
+	cp -al "$DATA/fmnist-example/train" "$work/src/train" || exit 1
+	cp -al "$DATA/fmnist-example/test" "$work/src/val" || exit 1
 	rm -rf "$ds"
 	"$BIN" dataset create "$work/src" "$ds" --size 28x28 --channels 1 || exit 1
 fi

@@ -1,16 +1,19 @@
 // models.test.mjs — training jobs through the API: a tiny network on a tiny 8×8
 // dataset trained to the end with train and val metrics and snapshots; every
-// validation error named; abort ends with a snapshot; resume continues the same
-// job and its curves; the list, one model and a snapshot download match the
-// OpenAPI schemas.
+// validation error named; abort mid-epoch ends with a fractional snapshot that
+// is listed, resumable and resumed exactly; resume continues the same job and
+// its curves; the list, one model and a snapshot download match the OpenAPI
+// schemas; `deepdesk train` writes the folder a model job writes.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, writeFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, allEvents, getJob,
-  killTrackedPids, trackPid, assertContiguous,
+  killTrackedPids, trackPid, assertContiguous, BIN,
 } from './helpers.mjs';
 
 /** A w×h P6 PPM: a colour with a little noise, so the classes are learnable. */
@@ -36,10 +39,11 @@ layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
   inner_product_param { weight_filler { type: "xavier" } } }
 layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "softmax" type: "Softmax" bottom: "ip" top: "softmax" include { stage: "deploy" } }
 `;
 
 describe('models', () => {
-  let server, work, doc, dsId;
+  let server, work, doc, dsId, bigId;
   const model = (extra = {}) => ({ name: 'tiny', dataset: dsId, network: { prototxt: TINY }, epochs: 2, ...extra });
 
   before(async () => {
@@ -59,6 +63,20 @@ describe('models', () => {
     dsId = r.body.job.id;
     const job = await waitState(server, dsId, ['done', 'error'], 30000);
     assert.equal(job.state, 'done', job.error);
+    // 900 training images: at batch 1 an epoch is 900 iterations, so an abort
+    // lands inside one (a whole epoch has odds of 1 in 900)
+    for (const [cls, rgb] of Object.entries(COLOURS)) {
+      mkdirSync(join(work, 'big', cls), { recursive: true });
+      for (let i = 0; i < 400; i++) writeFileSync(join(work, 'big', cls, `${i}.ppm`), ppm(8, 8, rgb, i + 1));
+    }
+    const b = await server.api('POST', '/api/v1/datasets', {
+      name: 'big', source: { type: 'folder', train: join(work, 'big') },
+      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
+    });
+    assert.equal(b.status, 202, JSON.stringify(b.body));
+    bigId = b.body.job.id;
+    const bj = await waitState(server, bigId, ['done', 'error'], 60000);
+    assert.equal(bj.state, 'done', bj.error);
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 
@@ -124,6 +142,10 @@ describe('models', () => {
     assert.equal(m.network, 'custom');
     assert.equal(m.snapshots.at(-1).epoch, 2);
     assert.ok(m.snapshots.every((s) => s.bytes > 8));
+    assert.deepEqual(m.snapshots.map((s) => s.label), ['1', '2']);
+    assert.ok(m.snapshots.every((s) => s.resumable === true), JSON.stringify(m.snapshots));
+    assert.ok(m.snapshots[1].iteration > m.snapshots[0].iteration && m.snapshots[0].iteration > 0, JSON.stringify(m.snapshots));
+    assert.equal(m.snapshots[1].url, `/api/v1/models/${doneId}/snapshots/2`);
     assert.equal(m.settings.batch_size, 4, 'the network\'s batch, resolved');
     assert.deepEqual(m.settings.input, [3, 8, 8]);
     assert.equal(m.settings.classes, 3);
@@ -141,6 +163,10 @@ describe('models', () => {
     const header = JSON.parse(bytes.subarray(8, 8 + hlen).toString('utf8'));
     assert.deepEqual(header['ip.0'].shape, [3, 192]);
     assertError(await server.api('GET', `/api/v1/models/${doneId}/snapshots/7`), 404, 'not_found', /epoch 7/);
+    assertError(await server.api('GET', `/api/v1/models/${doneId}/snapshots/1.5`), 404, 'not_found', /epoch 1\.5/);
+    assertError(await server.api('GET', `/api/v1/models/${doneId}/snapshots/+2`), 404, 'not_found');
+    for (const bad of ['-1', '1e3', '1..5', '02', '.5', '1.2.3', 'x'])
+      assertError(await server.api('GET', `/api/v1/models/${doneId}/snapshots/${bad}`), 404, 'not_found', new RegExp(`no snapshot "${bad.replace(/[.+]/g, '\\$&')}"`));
   });
 
   test('a snapshot every epoch (snapshot_interval 1)', async () => {
@@ -227,27 +253,38 @@ describe('models', () => {
 
   let abortedId;
 
-  test('abort: the worker stops, writes a snapshot and the job ends aborted', async () => {
-    const r = await server.api('POST', '/api/v1/models', model({ name: 'long', epochs: 10000 }));
+  test('abort mid-epoch: the worker stops, writes a fractional snapshot that can be resumed, and the job ends aborted', async () => {
+    const r = await server.api('POST', '/api/v1/models', model({ name: 'long', dataset: bigId, epochs: 10000, batch_size: 1 }));
     assert.equal(r.status, 202, JSON.stringify(r.body));
     abortedId = r.body.job.id;
     const running = await waitState(server, abortedId, 'running', 30000);
     trackPid(running.pid);
     // resuming a running model is refused
     assertError(await server.api('POST', `/api/v1/models/${abortedId}/resume`), 409, 'conflict', /is running/);
-    await waitFor(async () => (await allEvents(server, abortedId)).some((e) => e.type === 'metric' && e.kind === 'val'), 30000, 'a validation');
+    await waitFor(async () => (await allEvents(server, abortedId)).some((e) => e.type === 'metric' && e.iteration > 0), 30000, 'a train metric');
     assert.equal((await server.api('POST', `/api/v1/jobs/${abortedId}/abort`)).status, 202);
     const end = await waitState(server, abortedId, ['aborted', 'error', 'done'], 30000);
     assert.equal(end.state, 'aborted', end.error);
     const events = await allEvents(server, abortedId);
     const result = events.find((e) => e.type === 'result');
     assert.ok(result && result.stopped, JSON.stringify(result));
+    assert.match(result.snapshot, /^snapshot_epoch_\d+\.\d{1,4}\.safetensors$/, 'a snapshot inside an epoch');
     const g = await server.api('GET', `/api/v1/models/${abortedId}`);
     assertSchema(doc, 'ModelResponse', g.body);
-    assert.ok(g.body.model.snapshots.length >= 1);
-    assert.ok(existsSync(join(server.dataDir, 'jobs', String(abortedId), result.snapshot)), result.snapshot);
+    const snap = g.body.model.snapshots.at(-1);
+    assert.equal(`snapshot_epoch_${snap.label}.safetensors`, result.snapshot, JSON.stringify(g.body.model.snapshots));
+    assert.ok(snap.epoch !== Math.floor(snap.epoch), `fractional: ${snap.epoch}`);
+    assert.ok(Math.abs(snap.epoch - Number(snap.label)) < 1e-9);
+    assert.equal(snap.resumable, true);
+    assert.equal(snap.iteration, result.iterations);
+    assert.equal(snap.url, `/api/v1/models/${abortedId}/snapshots/${snap.label}`);
+    const dl = await fetch(`${server.url}${snap.url}`);
+    assert.equal(dl.status, 200);
+    assert.deepEqual(Buffer.from(await dl.arrayBuffer()), readFileSync(join(server.dataDir, 'jobs', String(abortedId), result.snapshot)));
+    aborted = { snap, iteration: result.iterations, events: events.length };
   });
 
+  let aborted;
   let resumed;
 
   test('resume: the same job goes on from its snapshot, its curves continue, to the new total', async () => {
@@ -285,17 +322,48 @@ describe('models', () => {
     assert.equal(g.body.model.settings.epochs, 3);
     assert.equal(g.body.model.snapshots.at(-1).epoch, 3);
 
-    // an aborted model resumes too, from its own latest snapshot, here to one epoch more
+    // an aborted model resumes too, from its own latest snapshot (inside an epoch),
+    // here to the end of the next whole epoch
     const ra = await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: 20000 });
     assertError(ra, 400, 'invalid', /^epochs: must be an integer from 1 to 10000/);
-    const snaps = (await server.api('GET', `/api/v1/models/${abortedId}`)).body.model.snapshots;
-    const from = snaps.at(-1).epoch;
-    const rb = await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: from + 1 });
+    const { snap } = aborted;
+    if (snap.epoch > 1) // a total the snapshot is already past
+      assertError(await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: Math.floor(snap.epoch) }), 400, 'invalid',
+        new RegExp(`^epochs: the snapshot is at epoch ${snap.label.replace('.', '\\.')}`));
+    assertError(await server.api('POST', `/api/v1/models/${abortedId}/resume`, { snapshot: snap.epoch + 0.01 }), 400, 'invalid', /^snapshot: .*no snapshot at epoch/);
+    assertError(await server.api('POST', `/api/v1/models/${abortedId}/resume`, { snapshot: '1e2' }), 400, 'invalid', /^snapshot: must be/);
+    const total = Math.floor(snap.epoch) + 1;
+    // the label works as well as the number; the default is the latest
+    const rb = await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: total, snapshot: snap.label });
     assert.equal(rb.status, 202, JSON.stringify(rb.body));
-    assert.deepEqual(rb.body.job.params.resume, { snapshot: from });
-    const endB = await waitState(server, abortedId, ['done', 'error', 'aborted'], 60000);
+    assert.deepEqual(rb.body.job.params.resume, { snapshot: snap.epoch });
+    const endB = await waitState(server, abortedId, ['done', 'error', 'aborted'], 120000);
     assert.equal(endB.state, 'done', endB.error);
-    assert.ok(existsSync(join(server.dataDir, 'jobs', String(abortedId), `snapshot_epoch_${from + 1}.safetensors`)));
+    const after = (await allEvents(server, abortedId)).slice(aborted.events);
+    assert.ok(after.some((e) => e.type === 'log' && e.msg.includes(`resuming from the snapshot at epoch ${snap.label}, to ${total} epochs in all`)),
+      after.filter((e) => e.type === 'log').map((e) => e.msg).join('\n'));
+    const firstTrain = after.find((e) => e.type === 'metric' && e.kind === 'train');
+    assert.ok(firstTrain && firstTrain.iteration > aborted.iteration, `first train metric after resume: ${JSON.stringify(firstTrain)}, aborted at ${aborted.iteration}`);
+    assert.ok(firstTrain.epoch > snap.epoch, `epoch ${firstTrain.epoch} after ${snap.epoch}`);
+    assert.ok(existsSync(join(server.dataDir, 'jobs', String(abortedId), `snapshot_epoch_${total}.safetensors`)));
+    const gb = await server.api('GET', `/api/v1/models/${abortedId}`);
+    assertSchema(doc, 'ModelResponse', gb.body);
+    assert.equal(gb.body.model.snapshots.at(-1).label, String(total));
+    assert.equal(gb.body.model.result.snapshot, `snapshot_epoch_${total}.safetensors`);
+    assert.ok(gb.body.model.snapshots.some((s) => s.label === snap.label), 'the fractional snapshot stays');
+
+    // a snapshot without its .solverstate can be fine-tuned from, not resumed
+    rmSync(join(server.dataDir, 'jobs', String(abortedId), `snapshot_epoch_${snap.label}.solverstate`));
+    const gc = await server.api('GET', `/api/v1/models/${abortedId}`);
+    assert.equal(gc.body.model.snapshots.find((s) => s.label === snap.label).resumable, false);
+    assertError(await server.api('POST', `/api/v1/models/${abortedId}/resume`, { epochs: total + 1, snapshot: snap.epoch }), 409, 'conflict',
+      /no \.solverstate/);
+    const ft = await server.api('POST', '/api/v1/models', model({ name: 'ft', dataset: bigId, epochs: 1, finetune: { model: abortedId, snapshot: snap.epoch } }));
+    assert.equal(ft.status, 202, JSON.stringify(ft.body));
+    assert.equal(ft.body.job.params.finetune.snapshot, snap.epoch);
+    const endF = await waitState(server, ft.body.job.id, ['done', 'error', 'aborted'], 60000);
+    assert.equal(endF.state, 'done', endF.error);
+    assert.ok(endF.log_tail.some((l) => l.includes(`fine-tuning from model ${abortedId}'s snapshot at epoch ${snap.label}`)), endF.log_tail.join('\n'));
   });
 
   test('resume: iterations and epochs go on after the snapshot\'s', () => {
@@ -326,5 +394,46 @@ describe('models', () => {
     assert.equal((await server.api('POST', `/api/v1/jobs/${c.body.job.id}/abort`)).status, 202);
     await waitState(server, c.body.job.id, ['aborted', 'done', 'error']);
     assert.ok((await getJob(server, c.body.job.id)).kind === 'model');
+  });
+  test('deepdesk train writes the folder a model job writes: events, network, settings, snapshots', async () => {
+    const ds = join(server.dataDir, 'jobs', String(dsId));
+    const out = join(work, 'cli-out');
+    const net = join(work, 'tiny.prototxt');
+    writeFileSync(net, TINY);
+    const { stderr } = await promisify(execFile)(BIN, ['train', '--dataset', ds, '--network', net, '--out', out,
+      '--epochs', '2', '--lr', '0.05', '--threads', '1'], { timeout: 60000 });
+    // not a terminal: one plain line per metric, as before
+    assert.ok(stderr.split('\n').some((l) => /^epoch +\d+\.\d\d  iter +\d+  loss \d/.test(l)), stderr);
+    assert.ok(stderr.split('\n').some((l) => /^epoch +2\.00  val loss \d+\.\d+  accuracy /.test(l)), stderr);
+    assert.ok(!stderr.includes('\r'), 'no progress bar off a terminal');
+
+    const events = readFileSync(join(out, 'events.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    events.forEach((e, i) => assertSchema(doc, 'Event', { ...e, seq: i + 1 }));
+    assert.deepEqual(events.filter((e) => e.type === 'status').map((e) => e.state), ['running', 'done']);
+    const train = events.filter((e) => e.type === 'metric' && e.kind === 'train');
+    const val = events.filter((e) => e.type === 'metric' && e.kind === 'val');
+    assert.ok(train.length >= 2);
+    assert.deepEqual(val.map((m) => m.epoch), [1, 2]);
+    assert.ok(events.some((e) => e.type === 'progress'));
+    // the same events, field for field, as the server's job wrote for the same run
+    const job = (await allEvents(server, doneId)).filter((e) => e.type === 'metric');
+    const keys = (e) => Object.keys(e).filter((k) => k !== 'seq' && k !== 't').sort().join();
+    assert.equal(keys(train[0]), keys(job.find((e) => e.kind === 'train')));
+    assert.equal(keys(val[0]), keys(job.find((e) => e.kind === 'val')));
+    const result = events.find((e) => e.type === 'result');
+    assert.equal(result.snapshot, 'snapshot_epoch_2.safetensors');
+    assert.equal(result.stopped, false);
+
+    assert.equal(readFileSync(join(out, 'network.prototxt'), 'utf8'), TINY);
+    const settings = JSON.parse(readFileSync(join(out, 'settings.json'), 'utf8'));
+    assert.equal(settings.network_name, 'custom');
+    assert.equal(settings.batch_size, 4);
+    assert.deepEqual(settings.input, [3, 8, 8]);
+    assert.equal(settings.classes, 3);
+    assert.equal(settings.epochs, 2);
+    assert.equal(settings.solver.base_lr, 0.05);
+    assert.equal(settings.solver.lr_policy.policy, 'step');
+    for (const f of ['labels.txt', 'snapshot_epoch_1.safetensors', 'snapshot_epoch_2.safetensors', 'snapshot_epoch_2.solverstate'])
+      assert.ok(existsSync(join(out, f)), f);
   });
 });

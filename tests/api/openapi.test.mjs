@@ -244,8 +244,17 @@ describe('openapi', () => {
       ['GET', '/api/v1/models/{id}', '/api/v1/models/999999'],
       ['POST', '/api/v1/models/{id}/resume', '/api/v1/models/999999/resume'],
       ['POST', '/api/v1/models/{id}/resume', `/api/v1/models/${job.id}/resume`, { epochs: 3 }],
-      ['GET', '/api/v1/models/{id}/snapshots/{n}', '/api/v1/models/999999/snapshots/1'],
+      ['GET', '/api/v1/models/{id}/snapshots/{name}', '/api/v1/models/999999/snapshots/1'],
+      ['GET', '/api/v1/models/{id}/snapshots/{name}', `/api/v1/models/${job.id}/snapshots/1.5`],
       ['DELETE', '/api/v1/models', '/api/v1/models'],
+      ['GET', '/api/v1/jobs/{id}/resources', `/api/v1/jobs/${job.id}/resources`],
+      ['GET', '/api/v1/jobs/{id}/resources', '/api/v1/jobs/999999/resources'],
+      ['POST', '/api/v1/networks', '/api/v1/networks'],
+      ['POST', '/api/v1/networks/check', '/api/v1/networks/check', { standard: 'nope' }],
+      ['POST', '/api/v1/networks/check', '/api/v1/networks/check', { standard: 'lenet', dataset: job.id }],
+      ['GET', '/api/v1/networks/check', '/api/v1/networks/check'],
+      ['POST', '/api/v1/networks/visualize', '/api/v1/networks/visualize', { prototxt: 'layer {' }],
+      ['POST', '/api/v1/lr-preview', '/api/v1/lr-preview', { epochs: -1 }],
     ];
     for (const [method, template, path, body] of cases) {
       const r = await server.api(method, path, body);

@@ -495,7 +495,7 @@ static void test_digits_cleanup(void)
 	in = input(3, 100, 120, 10);
 	in.crop = 101;
 	CHECK_EQ_INT(net_instantiate(def, NET_STAGE_TRAIN, &in, &g, &err), DD_EINVAL);
-	CHECK_STR(err.msg, "crop size 101 does not fit the 100x120 images");
+	CHECK_STR(err.msg, "crop size 101 does not fit the 100x120 images: choose a crop size of at most 100, or build the dataset with larger images");
 	in = input(0, 0, 0, 10);
 	CHECK_EQ_INT(net_instantiate(def, NET_STAGE_TRAIN, &in, &g, &err), DD_EINVAL);
 	CHECK_STR(err.msg, "no input shape: give the dataset's image shape (channels x height x width)");
@@ -788,13 +788,16 @@ static void test_graph_errors(void)
 		  "3:1: layer 'c': bottom 'data' is 2x3x8x8 but bottom 'p' is 2x3x4x4: Concat needs equal shapes but for "
 		  "the channels", NET_STAGE_TRAIN },
 		{ "layer { name: \"conv\" type: \"Convolution\" bottom: \"data\" top: \"c\" convolution_param { num_output: 2 kernel_size: 9 } }",
-		  "2:1: layer 'conv': kernel 9x9 is larger than its input 8x8 (padded by 0, 0)", NET_STAGE_TRAIN },
+		  "2:1: layer 'conv': kernel 9x9 is larger than its input 8x8 (padded by 0, 0): "
+		  "use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a dataset of larger images", NET_STAGE_TRAIN },
 		{ "layer { name: \"conv\" type: \"Convolution\" bottom: \"data\" top: \"c\" convolution_param { num_output: 2 kernel_size: 3 dilation: 5 pad: 1 } }",
-		  "2:1: layer 'conv': kernel 3x3 dilated by 5, 5 (11x11) is larger than its input 8x8 (padded by 1, 1)", NET_STAGE_TRAIN },
+		  "2:1: layer 'conv': kernel 3x3 dilated by 5, 5 (11x11) is larger than its input 8x8 (padded by 1, 1): "
+		  "use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a dataset of larger images", NET_STAGE_TRAIN },
 		{ "layer { name: \"pool\" type: \"Pooling\" bottom: \"data\" top: \"p\" pooling_param { kernel_h: 9 kernel_w: 2 } }",
-		  "2:1: layer 'pool': kernel 9x2 is larger than its input 8x8 (padded by 0, 0)", NET_STAGE_TRAIN },
+		  "2:1: layer 'pool': kernel 9x2 is larger than its input 8x8 (padded by 0, 0): "
+		  "use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a dataset of larger images", NET_STAGE_TRAIN },
 		{ "layer { name: \"conv\" type: \"Convolution\" bottom: \"data\" top: \"c\" convolution_param { num_output: 2 kernel_size: 1 group: 2 } }",
-		  "2:1: layer 'conv': its 3 input channels do not divide into 2 groups", NET_STAGE_TRAIN },
+		  "2:1: layer 'conv': its 3 input channels do not divide into 2 groups: set group to a divisor of 3 (1 always works)", NET_STAGE_TRAIN },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" inner_product_param { num_output: 4 } }\n"
 		  "layer { name: \"conv\" type: \"Convolution\" bottom: \"ip\" top: \"c\" convolution_param { num_output: 2 kernel_size: 1 } }",
 		  "3:1: layer 'conv': needs a 4-axis input (N, C, H, W); bottom 'ip' is 2x4", NET_STAGE_TRAIN },
@@ -808,11 +811,12 @@ static void test_graph_errors(void)
 		  "2:1: layer 'ip': 3 param { } blocks for 2 parameter blobs", NET_STAGE_TRAIN },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
 		  "layer { name: \"sm\" type: \"Softmax\" bottom: \"ip\" top: \"sm\" }",
-		  "the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn", NET_STAGE_TRAIN },
+		  "the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn: add a "
+		  "SoftmaxWithLoss layer after layer 'ip' (bottom: \"ip\" bottom: \"label\")", NET_STAGE_TRAIN },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
 		  "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" exclude { stage: \"deploy\" } }",
 		  "the deploy stage has no Softmax layer, which DIGITS requires to turn scores into probabilities: add "
-		  "one with include { stage: \"deploy\" }",
+		  "one after layer 'ip' (bottom: \"ip\") with include { stage: \"deploy\" }",
 		  NET_STAGE_DEPLOY },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
 		  "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" }",
@@ -841,6 +845,30 @@ static void test_graph_errors(void)
 			fprintf(stderr, "  case %zu\n", i);
 		CHECK_STR(got, cases[i].msg);
 	}
+	/* mean_value: one for all channels or one per channel (a colour net's three on gray images) */
+	static const char mv_tail[] =
+		"layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
+		"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" }\n";
+	snprintf(buf, sizeof buf, "layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
+		 "  transform_param { mean_value: 104 mean_value: 117 mean_value: 123 } }\n%s", mv_tail);
+	CHECK_STR(inst_error(buf, NET_STAGE_TRAIN, input(1, 8, 8, 4)),
+		  "1:1: layer 'd': transform_param has 3 mean_value entries but the images have 1 channel: give one "
+		  "mean_value for all channels, or exactly 1");
+	CHECK_STR(inst_error(buf, NET_STAGE_TRAIN, input(3, 8, 8, 4)), "");
+	snprintf(buf, sizeof buf, "layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
+		 "  transform_param { mean_value: 104 mean_value: 117 } }\n%s", mv_tail);
+	CHECK_STR(inst_error(buf, NET_STAGE_VAL, input(3, 8, 8, 4)),
+		  "1:1: layer 'd': transform_param has 2 mean_value entries but the images have 3 channels: give one "
+		  "mean_value for all channels, or exactly 3");
+	snprintf(buf, sizeof buf, "layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
+		 "  transform_param { mean_value: 104 } }\n%s", mv_tail);
+	CHECK_STR(inst_error(buf, NET_STAGE_TRAIN, input(3, 8, 8, 4)), "");
+	/* the missing loss is placed after the last layer with scores, whatever follows it */
+	CHECK_STR(inst_error("layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
+			     "layer { name: \"relu\" type: \"ReLU\" bottom: \"ip\" top: \"ip\" }\n",
+			     NET_STAGE_TRAIN, in),
+		  "the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn: add a "
+		  "SoftmaxWithLoss layer after layer 'relu' (bottom: \"ip\" bottom: \"label\")");
 	CHECK_STR(parse_error("layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"data\" }"),
 		  "1:1: layer 'ip': an InnerProduct layer cannot work in place (top 'data' is also its bottom)");
 	/* a scalar (a loss) has no batch axis to flatten */
@@ -870,7 +898,8 @@ static void test_graph_errors(void)
 	/* LeNet on images too small for it */
 	bad = input(1, 10, 10, 10);
 	CHECK_EQ_INT(net_instantiate(net, NET_STAGE_TRAIN, &bad, &g, &err), DD_EINVAL);
-	CHECK_STR(err.msg, "56:1: layer 'conv2': kernel 5x5 is larger than its input 3x3 (padded by 0, 0)");
+	CHECK_STR(err.msg, "56:1: layer 'conv2': kernel 5x5 is larger than its input 3x3 (padded by 0, 0): "
+		  "use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a dataset of larger images");
 	CHECK(g == NULL);
 	net_free(net);
 	/* an error of a layer deepdesk added is marked as such */

@@ -23,6 +23,7 @@
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
 #include "../../networks/solver.h"
+#include "../../networks/train.h"
 #include "check.h"
 
 struct fixture {
@@ -590,8 +591,51 @@ static int parity_torch(void)
 	return 1;
 }
 
+/* train_lr_config: DIGITS' positions as percentages of all iterations, and the
+ * defaults train_run falls back on (what the LR preview shows) */
+static void test_lr_config(void)
+{
+	struct train_opts o;
+	struct solver_config c;
+	train_opts_default(&o); /* step, 33%, gamma 0.1, base 0.01 */
+	train_lr_config(&o, 300, &c);
+	CHECK(c.policy == LR_STEP && c.base_lr == 0.01 && c.gamma == 0.1);
+	CHECK_EQ_INT(c.stepsize, 99);
+	CHECK_EQ_INT(c.max_iter, 300);
+	CHECK(lr_at(&c, 98) == 0.01 && fabs(lr_at(&c, 99) - 0.001) < 1e-15);
+	train_lr_config(&o, 10, &c); /* 3.3 rounds to 3 */
+	CHECK_EQ_INT(c.stepsize, 3);
+	train_lr_config(&o, 1, &c); /* never below 1 */
+	CHECK_EQ_INT(c.stepsize, 1);
+	o.policy = LR_MULTISTEP;
+	o.multistep_pct[0] = 50;
+	o.multistep_pct[1] = 85;
+	o.nmultistep = 2;
+	o.gamma = 0.5;
+	train_lr_config(&o, 100, &c);
+	CHECK_EQ_INT(c.nstepvalue, 2);
+	CHECK_EQ_INT(c.stepvalue[0], 50);
+	CHECK_EQ_INT(c.stepvalue[1], 85);
+	CHECK(lr_at(&c, 49) == 0.01 && lr_at(&c, 50) == 0.005 && lr_at(&c, 85) == 0.0025);
+	train_opts_default(&o);
+	o.policy = LR_INV;
+	o.base_lr = 0;
+	o.gamma = 0;
+	train_lr_config(&o, 100, &c);
+	CHECK(c.base_lr == 0.01 && c.gamma == 0.1 && c.power == 0.75); /* 0: the defaults */
+	o.policy = LR_POLY;
+	train_lr_config(&o, 100, &c);
+	CHECK(c.power == 1 && lr_at(&c, 50) == 0.005);
+	o.policy = LR_SIGMOID;
+	o.step_pct = 50;
+	train_lr_config(&o, 300, &c);
+	CHECK_EQ_INT(c.stepsize, 150);
+	CHECK(lr_at(&c, 150) == 0.005);
+}
+
 int main(void)
 {
+	RUN(test_lr_config);
 	RUN(test_names);
 	RUN(test_bad_configs);
 	RUN(test_first_step_by_hand);
