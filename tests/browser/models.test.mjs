@@ -161,6 +161,8 @@ test('3. the curves follow live, and survive a reload mid-training', async () =>
   await waitFor(async () => (await trainPoints()) >= 3, 30000, 'three training reports on the chart');
   // Progress with epoch, images/s and ETA shows once a timed report came.
   await page.locator('.model-progress:not([hidden]) .tile[data-tile="speed"] .tile-value').filter({ hasText: /\d/ }).waitFor();
+  // The hardware panel: the worker's CPU and memory, polled while it runs.
+  await page.locator('.hw-card:not([hidden]) [data-hw="rss"]').filter({ hasText: /\d/ }).waitFor();
   const before = await trainPoints();
   await page.reload();
   await page.locator('canvas[data-train-points]').waitFor();

@@ -139,8 +139,8 @@ export function mountNewModel(root, { navigate }) {
     'aria-label': 'Network prototxt', placeholder: 'name: "MyNet"\nlayer { … }' });
   const editor = protoEditor(ta);
   const protoErr = errorEl('network.prototxt');
-  register('network.prototxt', editor.el, [ta], protoErr);
-  const customPanel = h('div', { class: 'net-panel', dataset: { panel: 'custom' }, hidden: true }, editor.el, protoErr);
+  const customPanel = h('div', { class: 'net-panel', dataset: { panel: 'custom', field: 'network.prototxt' }, hidden: true }, editor.el, protoErr);
+  register('network.prototxt', customPanel, [ta], protoErr);
   editor.onChange(() => { setError('network.prototxt', null); scheduleCheck(); });
   // the check result
   const checkStatus = h('div', { class: 'net-check', role: 'status', 'aria-live': 'polite', dataset: { state: 'idle' } });
@@ -481,7 +481,10 @@ export function mountNewModel(root, { navigate }) {
     try {
       const r = await post('/networks/check', body);
       if (!alive || seq !== checkSeq) return;
-      setCheck(r.valid ? { state: 'valid', result: r } : { state: 'invalid', error: r.error || { message: 'invalid network' } });
+      const err = { ...(r.error || { message: 'invalid network' }) };
+      // The message may open with its own "LINE:COL: "; the place is shown apart from it.
+      if (err.line && typeof err.message === 'string') err.message = err.message.replace(/^\d+:\d+:\s*/, '');
+      setCheck(r.valid ? { state: 'valid', result: r } : { state: 'invalid', error: err });
     } catch (e) {
       if (!alive || seq !== checkSeq) return;
       if (e instanceof ApiError && (e.status === 404 || e.status === 405)) setCheck({ state: 'unavailable' });
@@ -521,7 +524,7 @@ export function mountNewModel(root, { navigate }) {
         h('th', { scope: 'row', class: 'mono', text: l.name }),
         h('td', { text: l.type }),
         h('td', { class: 'mono' }, (l.tops || []).map((t, k) => [k ? h('br') : null,
-          h('span', { class: 'muted', text: `${t.name} ` }), (t.shape || []).join('×')])),
+          h('span', { class: 'muted', text: `${t.name} ` }), t.shape && t.shape.length ? t.shape.join('×') : 'scalar'])),
         h('td', { class: 'r num', text: l.params ? int(l.params) : '—' }))),
       h('tr', { class: 'total-row' }, h('th', { scope: 'row', colspan: 3 }, 'Total'), h('td', { class: 'r num', text: int(c.result.params) })));
     }
