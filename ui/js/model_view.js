@@ -118,9 +118,7 @@ export function modelView(id, { navigate } = {}) {
       for (const k of FIELDS) if (ev[k] !== undefined) p[k] = ev[k];
       if (t0 === null && typeof ev.t === 'number') t0 = ev.t;
       pts[ev.kind].push(p);
-      if (ev.kind === 'train') renderTiles(p);
-      else renderTiles(null);
-      redraw();
+      redraw(); // the tiles are drawn with the charts, at most a few times a second
     } else if (ev.type === 'result' || (ev.type === 'log' && /^snapshot /.test(ev.msg || ''))) {
       refreshModelSoon();
     }
@@ -135,16 +133,16 @@ export function modelView(id, { navigate } = {}) {
     return v.filter((p) => typeof p.loss === 'number').reduce((a, b) => (b.loss < a.loss ? b : a), v[0]);
   }
 
-  function renderTiles(last) {
+  function renderTiles() {
     const tr = pts.train[pts.train.length - 1];
     if (!tr) return;
     // Hidden until the first timed report: before it there is no speed and no ETA to show.
-    const timed = pts.train.some((p) => typeof p.images_per_s === 'number');
+    const timed = pts.train.some((p) => typeof p.images_per_s === 'number'); // stops at the first
     progressCard.hidden = !timed;
     const total = job && job.params ? job.params.epochs : null;
     setText(tEpoch.value, (tr.epoch ?? 0).toFixed(2));
     setText(tEpoch.sub, total ? `of ${total} · iteration ${tr.iteration}` : `iteration ${tr.iteration}`);
-    const lastSpeed = [...pts.train].reverse().find((p) => typeof p.images_per_s === 'number');
+    const lastSpeed = pts.train.findLast((p) => typeof p.images_per_s === 'number');
     setText(tSpeed.value, lastSpeed ? Math.round(lastSpeed.images_per_s).toLocaleString() : '—');
     setText(tSpeed.sub, lastSpeed ? `batch ${model && model.settings ? model.settings.batch_size : '?'}` : '\u00a0');
     renderEta();
@@ -153,7 +151,6 @@ export function modelView(id, { navigate } = {}) {
     const b = best(), lv = pts.val[pts.val.length - 1];
     setText(tVal.value, lv && typeof lv.accuracy === 'number' ? pct(lv.accuracy) : lv ? num(lv.loss) : '—');
     setText(tVal.sub, b ? (typeof b.accuracy === 'number' ? `best ${pct(b.accuracy)} at epoch ${+b.epoch.toFixed(2)}` : `best loss at epoch ${+b.epoch.toFixed(2)}`) : 'no validation yet');
-    void last;
   }
   function renderEta() {
     const running = job && job.state === 'running';
@@ -227,6 +224,7 @@ export function modelView(id, { navigate } = {}) {
 
   async function draw() {
     lastDraw = performance.now();
+    renderTiles();
     const n = pts.train.length + pts.val.length;
     setText(pointCount, n ? `${n.toLocaleString()} points` : '');
     chartMsg.hidden = n > 0 || compare.size > 0;
@@ -491,7 +489,7 @@ export function modelView(id, { navigate } = {}) {
       if (!alive) return;
       model = r.model;
       renderSnapshots();
-      renderTiles(null);
+      renderTiles();
       renderResume();
     } catch (e) {
       if (alive && !(e instanceof ApiError && e.status === 404)) showError(e, 'Model');
