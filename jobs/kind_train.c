@@ -603,6 +603,34 @@ static int copy_file(const char *from, const char *to, struct dd_err *err)
 	return rc;
 }
 
+/* DIR/preprocess.json: {"resize_mode", "width", "height", "channels"} of the
+ * dataset, what networks/infer.c needs to prepare an uploaded image as the
+ * dataset's were. */
+static int write_preprocess(const char *dir, const char *ds_dir, struct dd_err *err)
+{
+	char path[PATH_MAX + 32], *buf = NULL;
+	snprintf(path, sizeof path, "%s/dataset.json", ds_dir);
+	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
+	if (rc)
+		return rc;
+	cJSON *j = cJSON_Parse(buf), *out = cJSON_CreateObject();
+	free(buf);
+	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
+	static const char *const keys[] = { "resize_mode", "width", "height", "channels", NULL };
+	for (int i = 0; keys[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(opt, keys[i]);
+		if (v)
+			cJSON_AddItemToObject(out, keys[i], cJSON_Duplicate(v, 1));
+	}
+	cJSON_Delete(j);
+	char *text = cJSON_Print(out);
+	cJSON_Delete(out);
+	snprintf(path, sizeof path, "%s/preprocess.json", dir);
+	rc = text ? fs_write_file_atomic(path, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
+	free(text);
+	return rc;
+}
+
 int model_write_folder(const char *dir, const char *text, const char *netname, const char *ds_dir,
 		       int batch, int crop, cJSON *settings, struct dd_err *err)
 {
@@ -617,6 +645,17 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 	snprintf(from, sizeof from, "%s/labels.txt", ds_dir);
 	snprintf(path, sizeof path, "%s/labels.txt", dir);
 	if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
+		goto out;
+	/* the mean and how the images were resized: the model keeps its own copy, so
+	 * that classifying does not depend on the dataset staying around */
+	static const char *const keep[] = { "mean.binaryproto", "mean.png", NULL };
+	for (int i = 0; keep[i]; i++) {
+		snprintf(from, sizeof from, "%s/%s", ds_dir, keep[i]);
+		snprintf(path, sizeof path, "%s/%s", dir, keep[i]);
+		if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
+			goto out;
+	}
+	if ((rc = write_preprocess(dir, ds_dir, err)))
 		goto out;
 	if (!settings) {
 		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
