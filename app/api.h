@@ -31,5 +31,9 @@ int api_models_list(struct req *r);
 int api_model_get(struct req *r);
 int api_model_resume(struct req *r);
 int api_model_snapshot(struct req *r);
+int api_model_classify(struct req *r);
+int api_model_bundle(struct req *r);
+/* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
+int api_digits_classify_one(struct req *r);
 
 #endif

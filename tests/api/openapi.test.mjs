@@ -247,6 +247,10 @@ describe('openapi', () => {
       ['GET', '/api/v1/models/{id}/snapshots/{name}', '/api/v1/models/999999/snapshots/1'],
       ['GET', '/api/v1/models/{id}/snapshots/{name}', `/api/v1/models/${job.id}/snapshots/1.5`],
       ['DELETE', '/api/v1/models', '/api/v1/models'],
+      ['POST', '/api/v1/models/{id}/classify', '/api/v1/models/999999/classify'],
+      ['POST', '/api/v1/models/{id}/classify', `/api/v1/models/${job.id}/classify?top=0`],
+      ['GET', '/api/v1/models/{id}/bundle', '/api/v1/models/999999/bundle'],
+      ['GET', '/api/v1/models/{id}/bundle', `/api/v1/models/${job.id}/bundle?snapshot=x`],
     ];
     for (const [method, template, path, body] of cases) {
       const r = await server.api(method, path, body);
