@@ -9,9 +9,9 @@
  *   POST /models/images/classification/classify_one.json      DIGITS' route: form
  *        fields job_id, image_file, snapshot_epoch -> {"predictions": [[label, %]]}
  *
- * Models stay open in one process-wide cache (networks/infer.h: 4 models, 1 GiB,
- * least recently used out), keyed by the snapshot file as it is on disk, so a
- * request costs one forward pass.  A model still training answers with its latest
+ * Models stay open in the inference lanes' caches (networks/infer.h: 4 models and
+ * 1 GiB in all, least recently used out), keyed by the snapshot file as it is on
+ * disk, so a request costs one forward pass.  A model still training answers with its latest
  * snapshot.  The snapshot is checked on every request: a deleted one is a 404 even
  * while its handle is still cached. */
 #define _GNU_SOURCE
@@ -45,86 +45,99 @@
  *
  * CivetWeb's request threads have small stacks (oneDNN's primitive set-up overflows
  * them) and come and go by the hundred; OpenMP keeps a thread team per thread that
- * calls it.  So the work of loading and running a model is handed to a few
- * long-lived threads of our own with 16 MiB stacks, each with its share of the
- * cores for OpenMP, and the request thread waits for its answer. */
+ * calls it; and a oneDNN primitive must run on the thread that made it (its
+ * scratchpad is that thread's).  So the work of loading and running a model is
+ * handed to a few long-lived lanes: a thread of our own with a 16 MiB stack, its
+ * share of the cores for OpenMP, a queue, and a cache of the models it has open.
+ * A model always goes to the same lane (a hash of its weights file), so it is
+ * loaded once and runs on the thread that loaded it; the request thread waits for
+ * its answer. */
 
-#define POOL_THREADS 2
-#define POOL_STACK (16u << 20)
+#define LANES 2
+#define LANE_STACK (16u << 20)
 
 struct task {
-	void (*fn)(void *arg);
+	void (*fn)(struct infer_cache *cache, void *arg);
 	void *arg;
 	int done;
 	struct task *next;
 };
 
-static struct {
+struct lane {
 	pthread_mutex_t mu;
 	pthread_cond_t more, done;
 	struct task *head, *tail;
-	struct infer_cache *cache;
+	struct infer_cache *cache; /* 4 models and 1 GiB over all lanes */
 	int ok;
-} P = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0 };
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+};
 
-static void *pool_main(void *unused)
+static struct lane lanes[LANES];
+static pthread_once_t lanes_once = PTHREAD_ONCE_INIT;
+
+static void *lane_main(void *arg)
 {
-	(void)unused;
+	struct lane *l = arg;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	omp_set_num_threads(cores / POOL_THREADS > 1 ? (int)(cores / POOL_THREADS) : 1);
-	pthread_mutex_lock(&P.mu);
+	omp_set_num_threads(cores / LANES > 1 ? (int)(cores / LANES) : 1);
+	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		while (!P.head)
-			pthread_cond_wait(&P.more, &P.mu);
-		struct task *t = P.head;
-		P.head = t->next;
-		if (!P.head)
-			P.tail = NULL;
-		pthread_mutex_unlock(&P.mu);
-		t->fn(t->arg);
-		pthread_mutex_lock(&P.mu);
+		while (!l->head)
+			pthread_cond_wait(&l->more, &l->mu);
+		struct task *t = l->head;
+		l->head = t->next;
+		if (!l->head)
+			l->tail = NULL;
+		pthread_mutex_unlock(&l->mu);
+		t->fn(l->cache, t->arg);
+		pthread_mutex_lock(&l->mu);
 		t->done = 1;
-		pthread_cond_broadcast(&P.done);
+		pthread_cond_broadcast(&l->done);
 	}
 	return NULL;
 }
 
-static void pool_init(void)
+static void lanes_init(void)
 {
-	P.cache = infer_cache_new(4, (size_t)1 << 30);
 	pthread_attr_t at;
 	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, POOL_STACK);
+	pthread_attr_setstacksize(&at, LANE_STACK);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	for (int i = 0; i < POOL_THREADS; i++) {
+	for (int i = 0; i < LANES; i++) {
+		struct lane *l = &lanes[i];
+		pthread_mutex_init(&l->mu, NULL);
+		pthread_cond_init(&l->more, NULL);
+		pthread_cond_init(&l->done, NULL);
+		l->cache = infer_cache_new(4 / LANES, ((size_t)1 << 30) / LANES);
 		pthread_t th;
-		if (pthread_create(&th, &at, pool_main, NULL) == 0)
-			P.ok++;
+		l->ok = l->cache && pthread_create(&th, &at, lane_main, l) == 0;
+		if (!l->ok)
+			log_error("cannot start inference thread %d: its models answer 500", i);
 	}
 	pthread_attr_destroy(&at);
-	if (!P.ok)
-		log_error("cannot start the inference threads: classify answers 500");
 }
 
-/* Run fn(arg) on an inference thread and wait for it.  0, or -1 when there are
- * no inference threads. */
-static int pool_run(void (*fn)(void *), void *arg)
+/* Run fn(cache, arg) on the lane of the model whose weights are at key, and wait
+ * for it.  0, or -1 when that lane did not start. */
+static int lane_run(const char *key, void (*fn)(struct infer_cache *, void *), void *arg)
 {
-	pthread_once(&pool_once, pool_init);
-	if (!P.ok || !P.cache)
+	pthread_once(&lanes_once, lanes_init);
+	uint32_t hsh = 2166136261u; /* FNV-1a */
+	for (const char *c = key; *c; c++)
+		hsh = (hsh ^ (uint8_t)*c) * 16777619u;
+	struct lane *l = &lanes[hsh % LANES];
+	if (!l->ok)
 		return -1;
 	struct task t = { fn, arg, 0, NULL };
-	pthread_mutex_lock(&P.mu);
-	if (P.tail)
-		P.tail->next = &t;
+	pthread_mutex_lock(&l->mu);
+	if (l->tail)
+		l->tail->next = &t;
 	else
-		P.head = &t;
-	P.tail = &t;
-	pthread_cond_signal(&P.more);
+		l->head = &t;
+	l->tail = &t;
+	pthread_cond_signal(&l->more);
 	while (!t.done)
-		pthread_cond_wait(&P.done, &P.mu);
-	pthread_mutex_unlock(&P.mu);
+		pthread_cond_wait(&l->done, &l->mu);
+	pthread_mutex_unlock(&l->mu);
 	return 0;
 }
 
@@ -297,11 +310,11 @@ struct classify_task {
 	struct dd_err err;
 };
 
-static void classify_work(void *arg)
+static void classify_work(struct infer_cache *cache, void *arg)
 {
 	struct classify_task *t = arg;
 	struct infer *m = NULL;
-	if ((t->rc = infer_cache_get(P.cache, t->p->dir, t->p->weights, &m, NULL, &t->err)))
+	if ((t->rc = infer_cache_get(cache, t->p->dir, t->p->weights, &m, NULL, &t->err)))
 		return;
 	t->rc = infer_classify(m, t->u->data, t->u->len, "the image", t->top, t->pred, &t->npred, &t->w, &t->h,
 			       &t->err);
@@ -310,7 +323,7 @@ static void classify_work(void *arg)
 		snprintf(t->labels[i], sizeof t->labels[i], "%s", t->pred[i].label);
 		t->pred[i].label = t->labels[i];
 	}
-	infer_cache_release(P.cache, m);
+	infer_cache_release(cache, m);
 }
 
 /* Classify u's image with model id's snapshot; the predictions into pred, their
@@ -322,7 +335,7 @@ static int classify(struct mg_connection *c, int64_t id, const char *snapshot, s
 	if (rc)
 		return rc;
 	struct classify_task t = { .p = p, .u = u, .top = top, .pred = pred, .labels = labels };
-	if (pool_run(classify_work, &t))
+	if (lane_run(p->weights, classify_work, &t))
 		return http_error(c, 500, "internal", "the inference threads did not start");
 	if (t.rc == DD_ENOENT) /* deleted between the listing and now */
 		return http_error(c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)id, p->label);
@@ -508,18 +521,18 @@ struct bundle_task {
 	struct dd_err err;
 };
 
-static void bundle_work(void *arg)
+static void bundle_work(struct infer_cache *cache, void *arg)
 {
 	struct bundle_task *t = arg;
 	struct infer *m = NULL;
-	if ((t->rc = infer_cache_get(P.cache, t->p->dir, t->p->weights, &m, NULL, &t->err)))
+	if ((t->rc = infer_cache_get(cache, t->p->dir, t->p->weights, &m, NULL, &t->err)))
 		return;
 	cJSON *man = infer_manifest(m, t->p->label);
 	t->info = man ? cJSON_Print(man) : NULL;
 	cJSON_Delete(man);
 	t->text = strdup(infer_network_text(m));
 	snprintf(t->mean, sizeof t->mean, "%s", infer_mean_path(m) ? infer_mean_path(m) : "");
-	infer_cache_release(P.cache, m);
+	infer_cache_release(cache, m);
 }
 
 int api_model_bundle(struct req *r)
@@ -531,7 +544,7 @@ int api_model_bundle(struct req *r)
 	if (rc)
 		return rc;
 	struct bundle_task t = { .p = &p };
-	if (pool_run(bundle_work, &t))
+	if (lane_run(p.weights, bundle_work, &t))
 		return http_error(r->c, 500, "internal", "the inference threads did not start");
 	if (t.rc == DD_ENOENT)
 		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)r->id,

@@ -20,9 +20,12 @@
  * centre crop.  Then the deploy graph's forward pass on the cpu backend and its
  * Softmax's probabilities.
  *
- * A struct infer is used by one thread at a time.  A struct infer_cache holds open
- * handles for many threads: bounded by count and bytes, least recently used first
- * out, each handle lent to one thread at a time. */
+ * A struct infer is used by one thread at a time, and on the cpu backend always by
+ * the thread that opened it: a oneDNN primitive keeps its scratchpad in the thread
+ * that made it, and running it from another crashes.  A struct infer_cache holds
+ * open handles, bounded by count and bytes, least recently used first out, each
+ * lent to one thread at a time; the server gives each of its inference threads a
+ * cache of its own (app/api_infer.c) for that reason. */
 #ifndef DD_INFER_H
 #define DD_INFER_H
 
