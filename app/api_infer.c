@@ -4,8 +4,9 @@
  *        or multipart/form-data with the file in field "image") -> the top K
  *        classes with their probabilities
  *   GET  /api/v1/models/{id}/bundle?snapshot=LABEL           the model as a .tar.gz
- *        (networks/infer.h: info.json, network.prototxt, weights.safetensors,
- *        labels.txt, mean.binaryproto and mean.png), streamed as it is packed
+ *        (networks/infer.h: info.json, network.prototxt, deploy.prototxt,
+ *        weights.safetensors, labels.txt, mean.binaryproto and mean.png), streamed
+ *        as it is packed
  *   POST /models/images/classification/classify_one.json      DIGITS' route: form
  *        fields job_id, image_file, snapshot_epoch -> {"predictions": [[label, %]]}
  *
@@ -516,6 +517,7 @@ static int add_file(struct archive *a, const char *name, const char *path, int o
 struct bundle_task {
 	struct pick *p;
 	char *info, *text;     /* info.json, the network; the caller frees them */
+	char *deploy;          /* deploy.prototxt; the caller frees it */
 	char mean[PATH_MAX];   /* "" when no mean file */
 	int rc;
 	struct dd_err err;
@@ -531,6 +533,7 @@ static void bundle_work(struct infer_cache *cache, void *arg)
 	t->info = man ? cJSON_Print(man) : NULL;
 	cJSON_Delete(man);
 	t->text = strdup(infer_network_text(m));
+	t->deploy = infer_deploy_text(m);
 	snprintf(t->mean, sizeof t->mean, "%s", infer_mean_path(m) ? infer_mean_path(m) : "");
 	infer_cache_release(cache, m);
 }
@@ -553,12 +556,13 @@ int api_model_bundle(struct req *r)
 		dd_err_prefix(&t.err, "model %lld", (long long)r->id);
 		return http_error_dd(r->c, &t.err);
 	}
-	char *info = t.info, *text = t.text, *mean = t.mean, mean_png[PATH_MAX + 8] = "";
+	char *info = t.info, *text = t.text, *deploy = t.deploy, *mean = t.mean, mean_png[PATH_MAX + 8] = "";
 	if (mean[0])
 		snprintf(mean_png, sizeof mean_png, "%.*s.png", (int)(strlen(mean) - strlen(".binaryproto")), mean);
-	if (!info || !text) {
+	if (!info || !text || !deploy) {
 		free(info);
 		free(text);
+		free(deploy);
 		return http_error(r->c, 500, "internal", "out of memory");
 	}
 	char labels[PATH_MAX + 16];
@@ -576,6 +580,7 @@ int api_model_bundle(struct req *r)
 		  archive_write_open(a, r->c, chunk_write_open, chunk_write, NULL) != ARCHIVE_OK;
 	bad = bad || add_bytes(a, "info.json", info, strlen(info)) ||
 	      add_bytes(a, "network.prototxt", text, strlen(text)) ||
+	      add_bytes(a, "deploy.prototxt", deploy, strlen(deploy)) ||
 	      add_file(a, "weights.safetensors", p.weights, 0) || add_file(a, "labels.txt", labels, 1) ||
 	      (mean[0] && (add_file(a, "mean.binaryproto", mean, 0) || add_file(a, "mean.png", mean_png, 1)));
 	if (a) {
@@ -591,5 +596,6 @@ int api_model_bundle(struct req *r)
 		mg_send_chunk(r->c, "", 0);
 	free(info);
 	free(text);
+	free(deploy);
 	return 200;
 }

@@ -362,6 +362,7 @@ const float *infer_input(const struct infer *h, size_t *count)
 		*count = (size_t)h->prep.c * h->ih * h->iw;
 	return h->input;
 }
+char *infer_deploy_text(const struct infer *h) { return net_graph_prototxt(h->ng); }
 const char *infer_network_text(const struct infer *h) { return h->text; }
 const char *infer_mean_path(const struct infer *h) { return h->mean_path[0] ? h->mean_path : NULL; }
 
@@ -445,6 +446,7 @@ cJSON *infer_manifest(const struct infer *h, const char *snapshot)
 	cJSON_AddStringToObject(j, "deepdesk", DD_VERSION);
 	cJSON_AddStringToObject(j, "network", "network.prototxt");
 	cJSON_AddStringToObject(j, "stage", "deploy");
+	cJSON_AddStringToObject(j, "deploy", "deploy.prototxt");
 	cJSON_AddStringToObject(j, "weights", "weights.safetensors");
 	if (snapshot)
 		cJSON_AddStringToObject(j, "snapshot", snapshot);

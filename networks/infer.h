@@ -11,7 +11,8 @@
  *
  *   a bundle (what GET /api/v1/models/{id}/bundle sends, unpacked): info.json (the
  *     manifest infer_manifest() writes), network.prototxt, weights.safetensors,
- *     labels.txt, and mean.binaryproto when the mean is used.
+ *     labels.txt, and mean.binaryproto when the mean is used (and deploy.prototxt,
+ *     for other tools: this code reads network.prototxt's deploy stage).
  *
  * An uploaded image goes the way a dataset image went, then the way the feed
  * (feed.h) took it to the network: decode (datasets/image.h, its pixel cap),
@@ -96,6 +97,9 @@ const float *infer_input(const struct infer *h, size_t *count);
 cJSON *infer_manifest(const struct infer *h, const char *snapshot);
 /* The network text (borrowed). */
 const char *infer_network_text(const struct infer *h);
+/* The deploy stage as instantiated, as a Caffe deploy.prototxt (net.h:
+ * net_graph_prototxt).  Caller frees with free(); NULL when out of memory. */
+char *infer_deploy_text(const struct infer *h);
 /* The mean file used (a path, borrowed), or NULL when the model uses no mean file. */
 const char *infer_mean_path(const struct infer *h);
 

@@ -206,7 +206,14 @@ describe('infer', () => {
     const tgz = join(work, 'bundle.tar.gz');
     writeFileSync(tgz, Buffer.from(await res.arrayBuffer()));
     const list = (await run('tar', ['tzf', tgz])).stdout.split('\n').filter(Boolean).sort();
-    assert.deepEqual(list, ['info.json', 'labels.txt', 'mean.binaryproto', 'mean.png', 'network.prototxt', 'weights.safetensors']);
+    assert.deepEqual(list, ['deploy.prototxt', 'info.json', 'labels.txt', 'mean.binaryproto', 'mean.png', 'network.prototxt', 'weights.safetensors']);
+    const deploy = (await run('tar', ['xzOf', tgz, 'deploy.prototxt'])).stdout;
+    assert.match(deploy, /input_shape \{ dim: 1 dim: 3 dim: 8 dim: 8 \}/);
+    assert.match(deploy, /num_output: 3/);
+    assert.doesNotMatch(deploy, /SoftmaxWithLoss|Accuracy/);
+    writeFileSync(join(work, 'deploy.prototxt'), deploy);
+    const check = await run(BIN, ['net', 'check', join(work, 'deploy.prototxt'), '--stage', 'deploy', '--input', '3x8x8', '--classes', '3']);
+    assert.match(check.stdout, /prob/);
     const info = JSON.parse((await run('tar', ['xzOf', tgz, 'info.json'])).stdout);
     assert.deepEqual(info.input, { channels: 3, height: 8, width: 8, order: 'BGR', layout: 'CHW', range: '0-255' });
     assert.equal(info.resize_mode, 'squash');

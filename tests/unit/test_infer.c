@@ -18,7 +18,10 @@
 #include "../../datasets/image.h"
 #include "../../jobs/kind_train.h"
 #include "../../networks/feed.h"
+#include "../../networks/graph.h"
 #include "../../networks/infer.h"
+#include "../../networks/net.h"
+#include "../../networks/snapshot.h"
 #include "../../networks/train.h"
 #include "check.h"
 
@@ -382,6 +385,120 @@ static void test_cache(void)
 	infer_cache_free(c);
 }
 
+
+/* Two instantiated graphs with the same layers, blobs and parameter shapes. */
+static int same_graph(const struct net_graph *a, const struct net_graph *b)
+{
+	if (a->nnode != b->nnode || a->params != b->params || a->nblob != b->nblob)
+		return 0;
+	for (int k = 0; k < a->nnode; k++) {
+		const struct net_node *x = &a->node[k], *y = &b->node[k];
+		if (x->l.type != y->l.type || x->nparam != y->nparam || x->l.ntop != y->l.ntop)
+			return 0;
+		for (int i = 0; i < x->nparam; i++)
+			if (x->param[i].count != y->param[i].count)
+				return 0;
+		for (int i = 0; i < x->l.ntop; i++) {
+			const struct net_blob *bx = &a->blob[x->top[i]], *by = &b->blob[y->top[i]];
+			if (strcmp(bx->name, by->name) || bx->count != by->count)
+				return 0;
+		}
+	}
+	return 1;
+}
+
+/* deploy.prototxt: every standard network's deploy stage printed, parsed and
+ * instantiated again is the same graph, and printing that gives the same text. */
+static void test_deploy_text(void)
+{
+	struct dd_err err = { 0 };
+	for (const struct net_standard *s = net_standards; s->name; s++) {
+		struct net *def = NULL, *def2 = NULL;
+		struct net_graph *g = NULL, *g2 = NULL;
+		char *text = NULL, *text2 = NULL;
+		struct net_input in = { .c = s->c, .h = s->h, .w = s->w, .classes = s->classes };
+		CHECK_EQ_INT(net_parse(s->text, strlen(s->text), &def, &err), DD_OK);
+		CHECK_EQ_INT(net_instantiate(def, NET_STAGE_DEPLOY, &in, &g, &err), DD_OK);
+		if (g)
+			text = net_graph_prototxt(g);
+		CHECK(text != NULL);
+		if (text) {
+			int side = g->in.crop;
+			struct net_input in2 = { .c = s->c, .h = side ? side : s->h, .w = side ? side : s->w,
+						 .classes = s->classes };
+			int rc = net_parse(text, strlen(text), &def2, &err);
+			if (!rc)
+				rc = net_instantiate(def2, NET_STAGE_DEPLOY, &in2, &g2, &err);
+			if (rc)
+				fprintf(stderr, "  %s: %s\n", s->name, err.msg);
+			CHECK_EQ_INT(rc, DD_OK);
+			if (g2) {
+				CHECK(same_graph(g, g2));
+				text2 = net_graph_prototxt(g2);
+				CHECK(text2 && strcmp(text, text2) == 0);
+			}
+		}
+		free(text);
+		free(text2);
+		net_graph_free(g2);
+		net_free(def2);
+		net_graph_free(g);
+		net_free(def);
+	}
+}
+
+/* The tiny model's deploy.prototxt with its weights answers as the handle does. */
+static void test_deploy_weights(void)
+{
+	struct dd_err err = { 0 };
+	char w[PATH_MAX];
+	snapshot(3, w, sizeof w);
+	struct infer *h = NULL;
+	CHECK_EQ_INT(infer_open(jobdir, w, &h, &err), DD_OK);
+	if (!h)
+		return;
+	char *text = infer_deploy_text(h);
+	struct net *def = NULL;
+	struct net_graph *g = NULL;
+	struct graph *gr = NULL;
+	struct net_input in = { .c = 1, .h = 16, .w = 16, .classes = 4 };
+	CHECK(text && strstr(text, "input_shape { dim: 1 dim: 1 dim: 16 dim: 16 }"));
+	CHECK(text && strstr(text, "num_output: 4"));
+	int rc = text ? net_parse(text, strlen(text), &def, &err) : DD_ENOMEM;
+	if (!rc)
+		rc = net_instantiate(def, NET_STAGE_DEPLOY, &in, &g, &err);
+	if (!rc)
+		rc = graph_create(g, NULL, 0, &gr, &err);
+	if (!rc)
+		rc = snapshot_load_weights(gr, w, 0, NULL, 0, &err);
+	if (rc)
+		fprintf(stderr, "  %s\n", err.msg);
+	CHECK_EQ_INT(rc, DD_OK);
+	struct image im = { 16, 16, 1, malloc(256) };
+	for (int i = 0; i < 256; i++)
+		im.px[i] = (uint8_t)(i * 11);
+	struct infer_pred pred[4];
+	int np = 0;
+	CHECK_EQ_INT(infer_classify_image(h, &im, 4, pred, &np, &err), DD_OK);
+	image_free(&im);
+	if (!rc) {
+		size_t cnt = 0;
+		const float *x = infer_input(h, &cnt);
+		memcpy(graph_blob(gr, "data", NULL), x, cnt * sizeof(float));
+		CHECK_EQ_INT(graph_forward(gr, 0, NULL, &err), DD_OK);
+		const float *p = graph_blob(gr, "softmax", NULL), *q = infer_probabilities(h);
+		double worst = 0;
+		for (int k = 0; k < 4; k++)
+			worst = fabs(p[k] - q[k]) > worst ? fabs(p[k] - q[k]) : worst;
+		CHECK(worst < 1e-5); /* the reference kernels against oneDNN */
+	}
+	graph_free(gr);
+	net_graph_free(g);
+	net_free(def);
+	free(text);
+	infer_close(h);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "/tmp/dd_test_infer_%d", (int)getpid());
@@ -392,6 +509,8 @@ int main(void)
 	RUN(test_val);
 	RUN(test_bundle_folder);
 	RUN(test_cache);
+	RUN(test_deploy_text);
+	RUN(test_deploy_weights);
 	struct dd_err err;
 	fs_rm_rf(tmp, &err);
 	return check_summary();
