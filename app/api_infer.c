@@ -327,12 +327,13 @@ static void classify_work(struct infer_cache *cache, void *arg)
 	infer_cache_release(cache, m);
 }
 
-/* Classify u's image with model id's snapshot; the predictions into pred, their
- * labels in labels.  0, or the status of the error sent. */
+/* Classify u's image with model id's snapshot (p, when p->weights is set: picked
+ * already); the predictions into pred, their labels in labels.  0, or the status of
+ * the error sent. */
 static int classify(struct mg_connection *c, int64_t id, const char *snapshot, struct upload *u, int top,
 		    struct pick *p, struct infer_pred *pred, char (*labels)[256], int *npred, int *w, int *h)
 {
-	int rc = pick_snapshot(c, id, snapshot, p);
+	int rc = p->weights[0] ? 0 : pick_snapshot(c, id, snapshot, p);
 	if (rc)
 		return rc;
 	struct classify_task t = { .p = p, .u = u, .top = top, .pred = pred, .labels = labels };
@@ -374,7 +375,8 @@ int api_model_classify(struct req *r)
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
 	}
-	if ((rc = read_image(r->c, &u)) ||
+	/* the model and snapshot first: a bad one costs no upload */
+	if ((rc = pick_snapshot(r->c, r->id, snapshot, &p)) || (rc = read_image(r->c, &u)) ||
 	    (rc = classify(r->c, r->id, snapshot, &u, (int)top, &p, pred, labels, &np, &w, &h)))
 		goto out;
 	cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "predictions");
@@ -404,7 +406,7 @@ out:
 int api_digits_classify_one(struct req *r)
 {
 	struct upload u = { .file_field = "image_file", .digits = 1 };
-	struct pick p;
+	struct pick p = { .weights = "" };
 	struct infer_pred pred[5];
 	char labels[5][256];
 	int np = 0, w, h, rc;

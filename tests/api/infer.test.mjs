@@ -245,5 +245,17 @@ describe('infer', () => {
     writeFileSync(bad, 'nope');
     await assert.rejects(run(BIN, ['classify', '--model', tgz, files[0], bad]), (e) => e.code === 1 && /bad\.png/.test(e.stderr) && /red/.test(e.stdout));
     assertError(await server.api('GET', `/api/v1/models/${modelId}/bundle?snapshot=7`), 404, 'not_found');
+
+    // a bundle whose entries climb out of the folder is refused, and writes nothing outside
+    const evil = join(work, 'evil.tar.gz');
+    await run('python3', ['-c', `
+import io, tarfile, sys
+with tarfile.open(sys.argv[1], 'w:gz') as t:
+    for name, data in (('info.json', b'{}'), ('../escaped.txt', b'x')):
+        i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+`, evil]);
+    await assert.rejects(run(BIN, ['classify', '--model', evil, files[0]], { env: { ...process.env, TMPDIR: work } }),
+      (e) => e.code === 2 && /\.\./.test(e.stderr));
+    assert.deepEqual(readdirSync(work).filter((f) => f.includes('escaped') || f.startsWith('deepdesk-bundle-')), []);
   });
 });
