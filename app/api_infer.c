@@ -61,12 +61,13 @@ struct task {
 	void (*fn)(struct infer_cache *cache, void *arg);
 	void *arg;
 	int done;
+	pthread_cond_t cv;      /* signalled when done: only its own waiter wakes */
 	struct task *next;
 };
 
 struct lane {
 	pthread_mutex_t mu;
-	pthread_cond_t more, done;
+	pthread_cond_t more;
 	struct task *head, *tail;
 	struct infer_cache *cache; /* 4 models and 1 GiB over all lanes */
 	int ok;
@@ -92,7 +93,7 @@ static void *lane_main(void *arg)
 		t->fn(l->cache, t->arg);
 		pthread_mutex_lock(&l->mu);
 		t->done = 1;
-		pthread_cond_broadcast(&l->done);
+		pthread_cond_signal(&t->cv);
 	}
 	return NULL;
 }
@@ -107,7 +108,6 @@ static void lanes_init(void)
 		struct lane *l = &lanes[i];
 		pthread_mutex_init(&l->mu, NULL);
 		pthread_cond_init(&l->more, NULL);
-		pthread_cond_init(&l->done, NULL);
 		l->cache = infer_cache_new(4 / LANES, ((size_t)1 << 30) / LANES);
 		pthread_t th;
 		l->ok = l->cache && pthread_create(&th, &at, lane_main, l) == 0;
@@ -128,7 +128,8 @@ static int lane_run(const char *key, void (*fn)(struct infer_cache *, void *), v
 	struct lane *l = &lanes[hsh % LANES];
 	if (!l->ok)
 		return -1;
-	struct task t = { fn, arg, 0, NULL };
+	struct task t = { .fn = fn, .arg = arg };
+	pthread_cond_init(&t.cv, NULL);
 	pthread_mutex_lock(&l->mu);
 	if (l->tail)
 		l->tail->next = &t;
@@ -137,8 +138,9 @@ static int lane_run(const char *key, void (*fn)(struct infer_cache *, void *), v
 	l->tail = &t;
 	pthread_cond_signal(&l->more);
 	while (!t.done)
-		pthread_cond_wait(&l->done, &l->mu);
+		pthread_cond_wait(&t.cv, &l->mu);
 	pthread_mutex_unlock(&l->mu);
+	pthread_cond_destroy(&t.cv);
 	return 0;
 }
 
