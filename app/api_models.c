@@ -125,7 +125,7 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 	}
 	struct dd_err err = { 0 };
 	rc = model_check_network(text, ds_dir, (int)id_of(get(params, "batch_size")),
-				 (int)id_of(get(params, "crop_size")), NULL, NULL, &err);
+				 (int)id_of(get(params, "crop_size")), NULL, NULL, NULL, &err);
 	free(prev_text);
 	if (rc == DD_EINVAL || rc == DD_ENOENT)
 		return http_error(r->c, 400, "invalid", "network: %s", err.msg);

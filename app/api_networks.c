@@ -11,9 +11,9 @@
  *   GET  /api/v1/jobs/{id}/resources CPU %, RSS and threads of a running worker
  *
  * A check is the verdict a model job would get, and more: against a dataset it is
- * model_check_network() (jobs/kind_train.c: the train and val stages for the
- * dataset's image shape and classes, what POST /api/v1/models checks), then the
- * deploy stage too, which DIGITS needs after training (a Softmax to classify with).
+ * model_check_network() (jobs/kind_train.c: the train, val and deploy stages for
+ * the dataset's image shape and classes, what POST /api/v1/models checks; deploy
+ * because DIGITS needs a Softmax to classify with after training).
  * A network that does not fit is an answer (200, "valid": false), not a bad request:
  * 400 is only for a request that is malformed or names jobs that do not exist.
  *
@@ -291,7 +291,7 @@ static int verdict(const struct net_req *q, int all_stages, struct net **def, st
 	if (q->has_dataset) {
 		/* what POST /api/v1/models will check: train and val for the dataset */
 		struct net_input tin;
-		rc = model_check_network(q->text, q->ds_dir, q->in.n, q->in.crop, &tin, NULL, err);
+		rc = model_check_network(q->text, q->ds_dir, q->in.n, q->in.crop, &tin, NULL, bad_stage, err);
 		if (rc == DD_ENOENT)
 			rc = DD_EINTERNAL; /* the dataset's files went away under us */
 		if (rc)

@@ -22,6 +22,8 @@ int cli_dataset(int argc, char **argv);
 int cli_example(int argc, char **argv);
 extern const char cli_train_usage[];
 int cli_train(int argc, char **argv);
+extern const char cli_classify_usage[];
+int cli_classify(int argc, char **argv);
 extern const char cli_net_usage[];
 int cli_net(int argc, char **argv);
 

@@ -25,6 +25,7 @@ static const char usage[] =
 	"  net time NET   time a network's training iteration (or forward), per layer\n"
 	"  net list|show  the standard networks, and one's prototxt\n"
 	"  train          train a network on a dataset (CPU reference engine, in progress)\n"
+	"  classify       classify images with a trained model (a bundle or a job folder)\n"
 	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"
 	"  routes         list the REST API's routes (method and path)\n"
 	"  version        print the version and build\n"
@@ -207,6 +208,8 @@ int main(int argc, char **argv)
 		return cli_net(argc, argv);
 	if (strcmp(verb, "train") == 0)
 		return cli_train(argc, argv);
+	if (strcmp(verb, "classify") == 0)
+		return cli_classify(argc, argv);
 	if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
 		printf("deepdesk %s (commit %s, built %s, CUDA backend %s)\n", DD_VERSION, dd_commit,
 		       dd_build_date, dd_cuda_built ? "built" : "not built");
@@ -227,6 +230,8 @@ int main(int argc, char **argv)
 			fputs(cli_net_usage, stdout);
 		else if (argc >= 2 && strcmp(argv[1], "train") == 0)
 			fputs(cli_train_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "classify") == 0)
+			fputs(cli_classify_usage, stdout);
 		else
 			fputs(usage, stdout);
 		return 0;

@@ -2,7 +2,8 @@
  *
  * Design note.  CivetWeb runs each request on one of its threads.  Everything
  * under /api/v1/ goes through one handler, api_dispatch, which matches the path
- * against `routes` (one table: method, pattern, handler) and answers 404 for an
+ * against `routes` (one table: method, pattern, handler; DIGITS' own paths kept
+ * for old scripts have a second table, digits_routes) and answers 404 for an
  * unknown path and 405 (with Allow) for a known path with the wrong method.  A
  * handler sees a `struct req` with the {id} segment parsed, and returns the
  * status it sent.  Shared state lives in the store (one SQLite connection per
@@ -113,6 +114,16 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/networks/check", api_networks_check },
 	{ "POST", "/api/v1/networks/visualize", api_networks_visualize },
 	{ "POST", "/api/v1/lr-preview", api_lr_preview },
+	{ "POST", "/api/v1/models/{id}/classify", api_model_classify },
+	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle },
+	{ NULL, NULL, NULL },
+};
+
+/* DIGITS' JSON routes that client scripts use, at DIGITS' own paths: the same
+ * dispatch, a table of their own (app/openapi.json describes /api/v1 only; these
+ * are in docs/api.md). */
+static const struct route digits_routes[] = {
+	{ "POST", "/models/images/classification/classify_one.json", api_digits_classify_one },
 	{ NULL, NULL, NULL },
 };
 
@@ -184,15 +195,16 @@ static int match(const char *pattern, const char *uri, struct req *r)
 	return !*p && !*u;
 }
 
+/* CivetWeb's handler for a route table (data): match, check the method, call. */
 static int api_dispatch(struct mg_connection *c, void *data)
 {
-	(void)data;
+	const struct route *table = data;
 	const struct mg_request_info *ri = mg_get_request_info(c);
 	struct req r = { .c = c, .ri = ri, .id = 0 };
 	if (atomic_load(&S.stopping))
 		return http_error(c, 503, "unavailable", "the server is shutting down");
 	char allow[128] = "";
-	for (const struct route *rt = routes; rt->pattern; rt++) {
+	for (const struct route *rt = table; rt->pattern; rt++) {
 		struct req m = r;
 		if (!match(rt->pattern, ri->local_uri, &m))
 			continue;
@@ -527,8 +539,13 @@ int server_run(const struct server_opts *opts)
 		sched_stop();
 		return 1;
 	}
-	mg_set_request_handler(ctx, "/api/v1/", api_dispatch, NULL);
-	mg_set_request_handler(ctx, "/api/v1$", api_dispatch, NULL);
+	mg_set_request_handler(ctx, "/api/v1/", api_dispatch, (void *)routes);
+	mg_set_request_handler(ctx, "/api/v1$", api_dispatch, (void *)routes);
+	for (const struct route *rt = digits_routes; rt->pattern; rt++) {
+		char exact[256];
+		snprintf(exact, sizeof exact, "%s$", rt->pattern);
+		mg_set_request_handler(ctx, exact, api_dispatch, (void *)digits_routes);
+	}
 	mg_set_request_handler(ctx, "/", static_handler, NULL);
 	ws_register(ctx, ws_limit);
 

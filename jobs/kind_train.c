@@ -182,7 +182,7 @@ out:
 /* ---- the network against the dataset ---- */
 
 int model_check_network(const char *text, const char *ds_dir, int batch, int crop,
-			struct net_input *train, struct net_input *val, struct dd_err *err)
+			struct net_input *train, struct net_input *val, const char **bad_stage, struct dd_err *err)
 {
 	char path[PATH_MAX + 16], *buf = NULL;
 	snprintf(path, sizeof path, "%s/dataset.json", ds_dir);
@@ -206,11 +206,15 @@ int model_check_network(const char *text, const char *ds_dir, int batch, int cro
 	struct net *def = NULL;
 	struct net_graph *tg = NULL, *vg = NULL, *dg = NULL;
 	/* deploy too: a model must be usable for inference once trained */
+	const char *stage = NULL;
 	if ((rc = net_parse(text, strlen(text), &def, err)) ||
-	    (rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, err)) ||
-	    (rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)) ||
-	    (rc = net_instantiate(def, NET_STAGE_DEPLOY, &in, &dg, err)))
+	    (stage = "train", rc = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, err)) ||
+	    (stage = "val", rc = net_instantiate(def, NET_STAGE_VAL, &in, &vg, err)) ||
+	    (stage = "deploy", rc = net_instantiate(def, NET_STAGE_DEPLOY, &in, &dg, err))) {
+		if (bad_stage)
+			*bad_stage = stage;
 		goto out;
+	}
 	if (train)
 		*train = tg->in;
 	if (val)
@@ -606,6 +610,34 @@ static int copy_file(const char *from, const char *to, struct dd_err *err)
 	return rc;
 }
 
+/* DIR/preprocess.json: {"resize_mode", "width", "height", "channels"} of the
+ * dataset, what networks/infer.c needs to prepare an uploaded image as the
+ * dataset's were. */
+static int write_preprocess(const char *dir, const char *ds_dir, struct dd_err *err)
+{
+	char path[PATH_MAX + 32], *buf = NULL;
+	snprintf(path, sizeof path, "%s/dataset.json", ds_dir);
+	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
+	if (rc)
+		return rc;
+	cJSON *j = cJSON_Parse(buf), *out = cJSON_CreateObject();
+	free(buf);
+	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
+	static const char *const keys[] = { "resize_mode", "width", "height", "channels", NULL };
+	for (int i = 0; keys[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(opt, keys[i]);
+		if (v)
+			cJSON_AddItemToObject(out, keys[i], cJSON_Duplicate(v, 1));
+	}
+	cJSON_Delete(j);
+	char *text = cJSON_Print(out);
+	cJSON_Delete(out);
+	snprintf(path, sizeof path, "%s/preprocess.json", dir);
+	rc = text ? fs_write_file_atomic(path, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
+	free(text);
+	return rc;
+}
+
 int model_write_folder(const char *dir, const char *text, const char *netname, const char *ds_dir,
 		       int batch, int crop, cJSON *settings, struct dd_err *err)
 {
@@ -621,6 +653,17 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 	snprintf(path, sizeof path, "%s/labels.txt", dir);
 	if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
 		goto out;
+	/* the mean and how the images were resized: the model keeps its own copy, so
+	 * that classifying does not depend on the dataset staying around */
+	static const char *const keep[] = { "mean.binaryproto", "mean.png", NULL };
+	for (int i = 0; keep[i]; i++) {
+		snprintf(from, sizeof from, "%s/%s", ds_dir, keep[i]);
+		snprintf(path, sizeof path, "%s/%s", dir, keep[i]);
+		if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
+			goto out;
+	}
+	if ((rc = write_preprocess(dir, ds_dir, err)))
+		goto out;
 	if (!settings) {
 		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
 		goto out;
@@ -628,7 +671,7 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 	cJSON_DeleteItemFromObjectCaseSensitive(settings, "network_name");
 	cJSON_AddStringToObject(settings, "network_name", netname);
 	struct net_input tin, vin;
-	if ((rc = model_check_network(text, ds_dir, batch, crop, &tin, &vin, err))) {
+	if ((rc = model_check_network(text, ds_dir, batch, crop, &tin, &vin, NULL, err))) {
 		dd_err_prefix(err, "network");
 		goto out;
 	}

@@ -3,7 +3,9 @@
  * by the worker and `deepdesk train` (app/cli_train.c) so both write one folder.
  *
  * A model job's folder holds network.prototxt (the text it trained), settings.json
- * (its params with everything resolved), labels.txt (copied from the dataset),
+ * (its params with everything resolved), labels.txt, mean.binaryproto and mean.png
+ * (copied from the dataset), preprocess.json (the dataset's resize_mode, width,
+ * height and channels: how networks/infer.c prepares an uploaded image),
  * events.jsonl (jobs/events.h) and, per snapshot, snapshot_epoch_<E>.safetensors
  * with snapshot_epoch_<E>.solverstate beside it (what a resume needs).  E is the
  * snapshot's label: the epoch as networks/train.c writes it, "3" for a whole
@@ -63,14 +65,17 @@ int64_t model_snapshot_iteration(const char *path);
  * train, val and deploy stages for the dataset's image shape and classes, with batch and
  * crop (0: the network's data layers').  DD_OK and, when non-NULL, *train and *val
  * as resolved (batch, crop, image shape, classes); else err says what is wrong,
- * naming the layer and its LINE:COL. */
+ * naming the layer and its LINE:COL, and *bad_stage (may be NULL) the stage that
+ * failed ("train", "val", "deploy"; NULL when the text does not parse). */
 int model_check_network(const char *text, const char *ds_dir, int batch, int crop,
-			struct net_input *train, struct net_input *val, struct dd_err *err);
+			struct net_input *train, struct net_input *val, const char **bad_stage,
+			struct dd_err *err);
 
 /* ---- the folder and the events a training writes ---- */
 
 /* Write into dir what a training keeps beside its snapshots: network.prototxt
- * (text), labels.txt (ds_dir's, if it has one) and settings.json: settings (taken
+ * (text), labels.txt, mean.binaryproto and mean.png (ds_dir's, those it has),
+ * preprocess.json and settings.json: settings (taken
  * over: freed here, also on error) with "network_name" and what the network came to
  * on the dataset (batch_size, val_batch_size, crop_size, input [C,H,W], classes).
  * A network that does not fit the dataset is DD_EINVAL prefixed "network". */

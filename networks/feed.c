@@ -122,15 +122,8 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 		if (!rc && (im.h != *h || im.w != *w))
 			rc = dd_err_set(err, DD_EINVAL, "%s is %dx%d, the dataset's images are %dx%d", name,
 					im.w, im.h, *w, *h);
-		if (!rc && out) {
-			int C = im.c, HW = im.h * im.w;
-			for (int ch = 0; ch < C; ch++) {
-				int src = C == 3 ? 2 - ch : 0; /* BGR planes from RGB */
-				float *p = out + (size_t)ch * HW;
-				for (int k = 0; k < HW; k++)
-					p[k] = im.px[(size_t)k * C + src];
-			}
-		}
+		if (!rc && out)
+			feed_planes(im.px, im.c, im.h, im.w, out);
 		image_free(&im);
 		if (rc)
 			dd_err_prefix(err, "%s", name);
@@ -161,48 +154,86 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 
 static void *producer(void *arg);
 
-static int load_mean(struct feed *f, const char *dir, struct dd_err *err)
+void feed_planes(const uint8_t *px, int c, int h, int w, float *out)
 {
-	size_t plane = (size_t)f->h * f->w, cnt = (size_t)f->c * plane;
-	f->mean = malloc(cnt * sizeof(float));
-	if (!f->mean)
+	size_t hw = (size_t)h * w;
+	for (int ch = 0; ch < c; ch++) {
+		int src = c == 3 ? 2 - ch : 0; /* BGR planes from RGB */
+		float *p = out + (size_t)ch * hw;
+		for (size_t k = 0; k < hw; k++)
+			p[k] = px[k * c + src];
+	}
+}
+
+int feed_mean_load(const char *mean_path, enum feed_mean mode, const float *mean_value, int nmean_value, int c,
+		   int h, int w, float **out, struct dd_err *err)
+{
+	*out = NULL;
+	if (!mean_value && mode == FEED_MEAN_NONE)
+		return DD_OK;
+	size_t plane = (size_t)h * w, cnt = (size_t)c * plane;
+	float *mean = malloc(cnt * sizeof(float));
+	if (!mean)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	if (f->o.mean_value) {
-		for (int ch = 0; ch < f->c; ch++) {
-			float v = f->o.mean_value[f->o.nmean_value == 1 ? 0 : ch];
+	if (mean_value) {
+		for (int ch = 0; ch < c; ch++) {
+			float v = mean_value[nmean_value == 1 ? 0 : ch];
 			for (size_t k = 0; k < plane; k++)
-				f->mean[ch * plane + k] = v;
+				mean[ch * plane + k] = v;
 		}
+		*out = mean;
 		return DD_OK;
 	}
-	char path[PATH_MAX], *buf = NULL;
+	char *buf = NULL;
 	size_t len;
-	snprintf(path, sizeof path, "%s/mean.binaryproto", dir);
-	int rc = fs_read_file(path, 1u << 30, &buf, &len, err);
-	if (rc)
+	int rc = fs_read_file(mean_path, 1u << 30, &buf, &len, err);
+	if (rc) {
+		free(mean);
 		return rc;
+	}
 	struct blob b;
 	rc = blob_decode((const uint8_t *)buf, len, &b, err);
 	free(buf);
 	if (rc) {
-		dd_err_prefix(err, "%s", path);
+		dd_err_prefix(err, "%s", mean_path);
+		free(mean);
 		return rc;
 	}
-	if (b.count != cnt || b.channels != f->c) {
-		rc = dd_err_set(err, DD_EINVAL, "%s is %dx%dx%d, the images are %dx%dx%d", path, b.channels,
-				b.height, b.width, f->c, f->h, f->w);
-	} else if (f->o.mean == FEED_MEAN_PIXEL) {
-		for (int ch = 0; ch < f->c; ch++) {
+	if (b.count != cnt || b.channels != c) {
+		rc = dd_err_set(err, DD_EINVAL, "%s is %dx%dx%d, the images are %dx%dx%d", mean_path, b.channels,
+				b.height, b.width, c, h, w);
+	} else if (mode == FEED_MEAN_PIXEL) {
+		for (int ch = 0; ch < c; ch++) {
 			double s = 0;
 			for (size_t k = 0; k < plane; k++)
 				s += b.data[ch * plane + k];
 			for (size_t k = 0; k < plane; k++)
-				f->mean[ch * plane + k] = (float)(s / (double)plane);
+				mean[ch * plane + k] = (float)(s / (double)plane);
 		}
 	} else
-		memcpy(f->mean, b.data, cnt * sizeof(float));
+		memcpy(mean, b.data, cnt * sizeof(float));
 	blob_free(&b);
+	if (rc)
+		free(mean);
+	else
+		*out = mean;
 	return rc;
+}
+
+void feed_transform(const float *img, int c, int h, int w, const float *mean, float scale, int y0, int x0, int oh,
+		    int ow, int flip, float *out)
+{
+	size_t plane = (size_t)h * w, oplane = (size_t)oh * ow;
+	for (int ch = 0; ch < c; ch++)
+		for (int y = 0; y < oh; y++) {
+			const float *src = img + ch * plane + (size_t)(y + y0) * w + x0;
+			const float *m = mean ? mean + ch * plane + (size_t)(y + y0) * w + x0 : NULL;
+			float *d = out + ch * oplane + (size_t)y * ow;
+			for (int x = 0; x < ow; x++) {
+				float v = m ? (src[x] - m[x]) * scale : src[x] * scale;
+				d[flip ? ow - 1 - x : x] = v;
+			}
+		}
 }
 
 int feed_open(const char *dataset_dir, const char *split, const struct feed_opts *o,
@@ -246,9 +277,12 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 		}
 		f->oh = f->ow = o->crop;
 	}
-	if (o->mean_value || o->mean != FEED_MEAN_NONE)
-		if ((rc = load_mean(f, dataset_dir, err)))
+	if (o->mean_value || o->mean != FEED_MEAN_NONE) {
+		snprintf(path, sizeof path, "%s/mean.binaryproto", dataset_dir);
+		if ((rc = feed_mean_load(path, o->mean, o->mean_value, o->nmean_value, f->c, f->h, f->w, &f->mean,
+					 err)))
 			goto fail;
+	}
 	f->img = malloc((size_t)f->c * f->h * f->w * sizeof(float));
 	f->order = malloc((size_t)f->n * sizeof(int64_t));
 	if (!f->img || !f->order) {
@@ -351,7 +385,7 @@ void feed_rewind(struct feed *f)
 static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float *labels, int n,
 		struct dd_err *err)
 {
-	size_t plane = (size_t)f->h * f->w, oplane = (size_t)f->oh * f->ow;
+	size_t oplane = (size_t)f->oh * f->ow;
 	for (int s = 0; s < n; s++) {
 		if (*pos >= f->n) {
 			++*epoch;
@@ -377,17 +411,8 @@ static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float
 		}
 		if (f->o.train && f->o.mirror)
 			flip = (int)(rng_next(&r) & 1);
-		float *dst = data + (size_t)s * f->c * oplane, sc = f->o.scale;
-		for (int ch = 0; ch < f->c; ch++)
-			for (int y = 0; y < f->oh; y++) {
-				const float *src = f->img + ch * plane + (size_t)(y + y0) * f->w + x0;
-				const float *m = f->mean ? f->mean + ch * plane + (size_t)(y + y0) * f->w + x0 : NULL;
-				float *d = dst + ch * oplane + (size_t)y * f->ow;
-				for (int x = 0; x < f->ow; x++) {
-					float v = m ? (src[x] - m[x]) * sc : src[x] * sc;
-					d[flip ? f->ow - 1 - x : x] = v;
-				}
-			}
+		feed_transform(f->img, f->c, f->h, f->w, f->mean, f->o.scale, y0, x0, f->oh, f->ow, flip,
+			       data + (size_t)s * f->c * oplane);
 		if (labels)
 			labels[s] = (float)label;
 	}

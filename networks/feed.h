@@ -71,4 +71,28 @@ void feed_rewind(struct feed *f);
  * fails this and every later call until a seek. */
 int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err);
 
+/* ---- the transform, shared with inference (networks/infer.c) ----
+ *
+ * What a feed does to one image, in three steps, so that a model classifying an
+ * uploaded image prepares it exactly as training and validation did. */
+
+/* Interleaved 8-bit pixels (h*w*c, c = 1 gray or 3 RGB, as datasets/image.h holds
+ * them) into C×H×W float planes, colour planes in BGR order (Caffe's). */
+void feed_planes(const uint8_t *px, int c, int h, int w, float *out);
+
+/* The mean to subtract from C×H×W images of this shape, as c*h*w floats: explicit
+ * mean_value (per channel, or one for all) when non-NULL, else the image of the
+ * BlobProto file mean_path (mode FEED_MEAN_IMAGE) or its per-channel average
+ * (FEED_MEAN_PIXEL).  DD_OK and *out (caller frees with free()); with mode
+ * FEED_MEAN_NONE and no mean_value, *out is NULL.  DD_EINVAL names a mean file of
+ * another shape; errors of reading the file pass through. */
+int feed_mean_load(const char *mean_path, enum feed_mean mode, const float *mean_value, int nmean_value, int c,
+		   int h, int w, float **out, struct dd_err *err);
+
+/* out (c*oh*ow) = (img - mean) * scale over the oh×ow window of img (c*h*w) at
+ * (y0, x0), mirrored horizontally when flip.  mean (c*h*w, the whole image's) may be
+ * NULL. */
+void feed_transform(const float *img, int c, int h, int w, const float *mean, float scale, int y0, int x0, int oh,
+		    int ow, int flip, float *out);
+
 #endif

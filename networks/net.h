@@ -323,6 +323,13 @@ int net_graph_print(const struct net_graph *g, FILE *f);
  * cJSON_Delete(); NULL when out of memory. */
 struct cJSON *net_graph_json(const struct net_graph *g);
 
+/* The graph as Caffe prototxt (networks/netprint.c): its stage's layers with their
+ * params resolved, the input as Caffe's deploy files declare it (input: "data" and
+ * input_shape), nothing only training reads (fillers, lr_mult, stage rules).  For a
+ * deploy graph that is a deploy.prototxt whose deploy stage instantiates to the same
+ * layers and parameter blobs.  Caller frees with free(); NULL when out of memory. */
+char *net_graph_prototxt(const struct net_graph *g);
+
 /* When err's message starts "LINE:COL: ", set *line and *col and return 1; else 0. */
 int net_err_pos(const struct dd_err *err, int *line, int *col);
 

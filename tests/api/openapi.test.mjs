@@ -255,6 +255,10 @@ describe('openapi', () => {
       ['GET', '/api/v1/networks/check', '/api/v1/networks/check'],
       ['POST', '/api/v1/networks/visualize', '/api/v1/networks/visualize', { prototxt: 'layer {' }],
       ['POST', '/api/v1/lr-preview', '/api/v1/lr-preview', { epochs: -1 }],
+      ['POST', '/api/v1/models/{id}/classify', '/api/v1/models/999999/classify'],
+      ['POST', '/api/v1/models/{id}/classify', `/api/v1/models/${job.id}/classify?top=0`],
+      ['GET', '/api/v1/models/{id}/bundle', '/api/v1/models/999999/bundle'],
+      ['GET', '/api/v1/models/{id}/bundle', `/api/v1/models/${job.id}/bundle?snapshot=x`],
     ];
     for (const [method, template, path, body] of cases) {
       const r = await server.api(method, path, body);

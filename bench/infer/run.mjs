@@ -1,0 +1,106 @@
+// bench/infer — classify-one latency over HTTP: LeNet (the standard network) trained
+// one epoch on a small generated 28×28 gray dataset (10 classes; the figure does not
+// depend on what it learnt), then POST /api/v1/models/{id}/classify with a 28×28 PNG,
+// one client at a time (BENCH_INFER_N requests, 200) and 16 at once, after a warm-up
+// that loads the model.  Reported: p50 and p99 in ms, end to end (the client's
+// clock: request sent to answer parsed), and the server's own time_ms.
+// Issue 6's goal: p50 under 5 ms with one client.
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+import { startServer, waitState } from '../../tests/lib/server.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const N = Number(process.env.BENCH_INFER_N || 200);
+
+const CRC = new Int32Array(256).map((_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
+function chunk(type, data) {
+  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
+  const td = Buffer.concat([Buffer.from(type), data]);
+  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
+  return Buffer.concat([len, td, crc]);
+}
+/** A 28×28 8-bit gray PNG: class k is a bright bar at row 2k..2k+4, with noise. */
+function png(k, seed) {
+  const w = 28, h = 28, raw = Buffer.alloc(h * (1 + w));
+  let x = (seed * 2654435761) >>> 0;
+  for (let y = 0; y < h; y++) {
+    for (let i = 0; i < w; i++) {
+      x = (x * 1103515245 + 12345) >>> 0;
+      raw[y * (1 + w) + 1 + i] = (y >= 2 * k && y < 2 * k + 5 ? 200 : 30) + ((x >>> 16) % 40);
+    }
+  }
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr.set([8, 0, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+}
+
+const pct = (v, p) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+
+async function main() {
+  const work = mkdtempSync(join(tmpdir(), 'deepdesk-bench-infer-'));
+  let server;
+  const out = { bench: 'infer', ok: false, rows: [] };
+  try {
+    for (let k = 0; k < 10; k++) {
+      mkdirSync(join(work, 'digits', `c${k}`), { recursive: true });
+      for (let i = 0; i < 20; i++) writeFileSync(join(work, 'digits', `c${k}`, `${i}.png`), png(k, i + 1));
+    }
+    server = await startServer({ args: ['--data-root', work] });
+    const ds = await server.api('POST', '/api/v1/datasets', {
+      name: 'bars', source: { type: 'folder', train: join(work, 'digits') },
+      options: { width: 28, height: 28, channels: 1, val_pct: 20, seed: 1 },
+    });
+    if (ds.status !== 202) throw new Error(JSON.stringify(ds.body));
+    await waitState(server, ds.body.job.id, ['done'], 60000);
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'lenet', dataset: ds.body.job.id, network: { standard: 'lenet' }, epochs: 1,
+    });
+    if (m.status !== 202) throw new Error(JSON.stringify(m.body));
+    const id = m.body.job.id;
+    await waitState(server, id, ['done'], 120000);
+    const img = png(3, 999);
+    const url = `${server.url}/api/v1/models/${id}/classify`;
+    const once = async () => {
+      const t0 = process.hrtime.bigint();
+      const res = await fetch(url, { method: 'POST', body: img, headers: { 'Content-Type': 'image/png' } });
+      const body = await res.json();
+      if (res.status !== 200) throw new Error(JSON.stringify(body));
+      return [Number(process.hrtime.bigint() - t0) / 1e6, body.time_ms];
+    };
+    for (let i = 0; i < 20; i++) await once(); // load the model, warm the connection
+    const one = [], server1 = [];
+    for (let i = 0; i < N; i++) { const [t, s] = await once(); one.push(t); server1.push(s); }
+    const many = [];
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      for (let i = 0; i < Math.ceil(N / 16); i++) many.push((await once())[0]);
+    }));
+    out.rows.push(
+      { metric: 'LeNet classify-one p50, 1 client', value: +pct(one, 0.5).toFixed(3), unit: 'ms', note: `${N} requests, 28x28 PNG, end to end (goal < 5 ms)` },
+      { metric: 'LeNet classify-one p99, 1 client', value: +pct(one, 0.99).toFixed(3), unit: 'ms' },
+      { metric: 'LeNet classify-one server time p50', value: +pct(server1, 0.5).toFixed(3), unit: 'ms', note: 'time_ms: read, decode, forward' },
+      { metric: 'LeNet classify-one p50, 16 clients', value: +pct(many, 0.5).toFixed(3), unit: 'ms' },
+      { metric: 'LeNet classify-one p99, 16 clients', value: +pct(many, 0.99).toFixed(3), unit: 'ms' },
+    );
+    out.raw = { one, server: server1, many };
+    out.ok = true;
+  } finally {
+    await server?.stop();
+    server?.cleanup?.();
+    rmSync(work, { recursive: true, force: true });
+    mkdirSync(join(HERE, '..', 'results'), { recursive: true });
+    writeFileSync(join(HERE, '..', 'results', 'infer-latest.json'), JSON.stringify(out, null, 1));
+    for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+  }
+  if (!out.ok) process.exit(1);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });

@@ -1,0 +1,662 @@
+/* infer.c — see infer.h.
+ *
+ * Invariants of struct infer: def, ng and gr are the deploy stage of the network
+ * text, built on the handle's own cpu backend with the weights loaded; input and
+ * probs point into gr (the Input layer's top, 1×C×H'×W', and the Softmax's top,
+ * `classes` values); img (c*h*w) is scratch for one image's BGR planes; mean is
+ * c*h*w or NULL.  Nothing changes after infer_open but the scratch, the blobs and
+ * the last probabilities. */
+#define _GNU_SOURCE
+#include "infer.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/fsutil.h"
+#include "../common/version.h"
+#include "../datasets/image.h"
+#include "backend.h"
+#include "feed.h"
+#include "graph.h"
+#include "net.h"
+#include "snapshot.h"
+
+#define MAX_TEXT (4u << 20)
+
+struct infer {
+	struct infer_prep prep;
+	char resize_name[16], mean_name[16];
+	enum resize_mode resize;
+	enum feed_mean mean_mode;
+	char *text;                   /* the network */
+	struct net *def;
+	struct net_graph *ng;         /* deploy stage, batch 1 */
+	struct backend *be;
+	struct graph *gr;
+	float *input;                 /* (1, C, H', W') in gr */
+	const float *probs;           /* (classes) in gr */
+	int ih, iw;                   /* H', W': after the crop */
+	float *img;                   /* (C, H, W) scratch */
+	float *mean;                  /* (C, H, W) or NULL */
+	char mean_path[PATH_MAX];     /* "" when no mean file */
+	char **labels;                /* classes strings */
+	char *label_buf;              /* labels.txt, its lines cut in place */
+	char *names;                  /* "class N" strings */
+	size_t bytes;
+	cJSON *settings;              /* a job folder's settings.json, or NULL */
+	char input_blob[64], output_blob[64];
+};
+
+static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static int read_json(const char *path, cJSON **out, struct dd_err *err)
+{
+	char *text = NULL;
+	*out = NULL;
+	int rc = fs_read_file(path, 16u << 20, &text, NULL, err);
+	if (rc)
+		return rc;
+	*out = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return dd_err_set(err, DD_EINVAL, "%s is not a JSON object", path);
+	}
+	return DD_OK;
+}
+
+static int int_in(const cJSON *v, int lo, int hi, int *out)
+{
+	if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valueint < lo ||
+	    v->valueint > hi)
+		return 0;
+	*out = v->valueint;
+	return 1;
+}
+
+static int mean_parse(const char *s, enum feed_mean *out)
+{
+	if (!s)
+		return 0;
+	if (!strcmp(s, "none"))
+		*out = FEED_MEAN_NONE;
+	else if (!strcmp(s, "image"))
+		*out = FEED_MEAN_IMAGE;
+	else if (!strcmp(s, "pixel"))
+		*out = FEED_MEAN_PIXEL;
+	else
+		return 0;
+	return 1;
+}
+
+/* The dataset folder beside a job folder: DIR/../<settings.dataset>. */
+static int dataset_dir(const char *dir, const cJSON *settings, char *buf, size_t len)
+{
+	const cJSON *ds = get(settings, "dataset");
+	if (!cJSON_IsNumber(ds) || ds->valuedouble < 1)
+		return 0;
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s", dir);
+	char *slash = strrchr(parent, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(parent, sizeof parent, ".");
+	snprintf(buf, len, "%s/%lld", parent, (long long)ds->valuedouble);
+	return 1;
+}
+
+/* A job folder: settings.json, preprocess.json (or the dataset's dataset.json). */
+static int read_job(struct infer *h, const char *dir, struct dd_err *err)
+{
+	char path[PATH_MAX + 32], ds[PATH_MAX];
+	snprintf(path, sizeof path, "%s/settings.json", dir);
+	int rc = read_json(path, &h->settings, err);
+	if (rc)
+		return rc;
+	const cJSON *in = get(h->settings, "input"), *crop = get(h->settings, "crop_size");
+	if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) != 3 || !int_in(cJSON_GetArrayItem(in, 0), 1, 4, &h->prep.c) ||
+	    !int_in(cJSON_GetArrayItem(in, 1), 1, 1 << 16, &h->prep.h) ||
+	    !int_in(cJSON_GetArrayItem(in, 2), 1, 1 << 16, &h->prep.w) ||
+	    !int_in(get(h->settings, "classes"), 1, 1 << 20, &h->prep.classes) ||
+	    (crop && !cJSON_IsNull(crop) && !int_in(crop, 0, 1 << 16, &h->prep.crop)))
+		return dd_err_set(err, DD_EINVAL, "%s lacks input [C,H,W], classes or crop_size: was the model trained?",
+				  path);
+	h->mean_mode = FEED_MEAN_IMAGE;
+	if (get(h->settings, "mean") && !mean_parse(cJSON_GetStringValue(get(h->settings, "mean")), &h->mean_mode))
+		return dd_err_set(err, DD_EINVAL, "%s: mean must be none, image or pixel", path);
+	int have_ds = dataset_dir(dir, h->settings, ds, sizeof ds);
+
+	/* the resize mode: the model's copy, else the dataset's own record */
+	cJSON *pre = NULL;
+	const char *mode = NULL;
+	snprintf(path, sizeof path, "%s/preprocess.json", dir);
+	if (access(path, R_OK) != 0 && have_ds)
+		snprintf(path, sizeof path, "%s/dataset.json", ds);
+	if (access(path, R_OK) == 0) {
+		if ((rc = read_json(path, &pre, err)))
+			return rc;
+		mode = cJSON_GetStringValue(get(pre, "resize_mode"));
+		if (!mode)
+			mode = cJSON_GetStringValue(get(get(pre, "options"), "resize_mode"));
+	}
+	rc = DD_OK;
+	if (!mode)
+		mode = "squash"; /* DIGITS' default */
+	if (resize_mode_parse(mode, &h->resize) != 0)
+		rc = dd_err_set(err, DD_EINVAL, "%s: unknown resize mode \"%.32s\"", path, mode);
+	cJSON_Delete(pre);
+	if (rc)
+		return rc;
+
+	snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", dir);
+	if (access(h->mean_path, R_OK) != 0 && have_ds)
+		snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", ds);
+	return DD_OK;
+}
+
+/* A bundle: info.json. */
+static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
+{
+	char path[PATH_MAX + 32];
+	cJSON *j = NULL;
+	snprintf(path, sizeof path, "%s/info.json", dir);
+	int rc = read_json(path, &j, err);
+	if (rc)
+		return rc;
+	const cJSON *in = get(j, "input"), *mean = get(j, "mean");
+	const char *mode = cJSON_GetStringValue(get(j, "resize_mode"));
+	const char *order = cJSON_GetStringValue(get(in, "order"));
+	if (!int_in(get(in, "channels"), 1, 4, &h->prep.c) || !int_in(get(in, "height"), 1, 1 << 16, &h->prep.h) ||
+	    !int_in(get(in, "width"), 1, 1 << 16, &h->prep.w) || !int_in(get(j, "classes"), 1, 1 << 20, &h->prep.classes) ||
+	    !int_in(get(j, "crop"), 0, 1 << 16, &h->prep.crop) || !mode || resize_mode_parse(mode, &h->resize) != 0 ||
+	    !mean_parse(cJSON_GetStringValue(get(mean, "mode")), &h->mean_mode) || !order ||
+	    strcmp(order, h->prep.c == 3 ? "BGR" : "gray") != 0) {
+		cJSON_Delete(j);
+		return dd_err_set(err, DD_EINVAL,
+				  "%s is not a deepdesk bundle manifest (input.channels/height/width/order, classes, crop, "
+				  "resize_mode and mean.mode are required and must be valid)",
+				  path);
+	}
+	cJSON_Delete(j);
+	snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", dir);
+	return DD_OK;
+}
+
+static int read_labels(struct infer *h, const char *dir, struct dd_err *err)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	size_t len = 0;
+	h->label_buf = NULL;
+	if (access(path, R_OK) == 0) {
+		int rc = fs_read_file(path, 64u << 20, &h->label_buf, &len, err);
+		if (rc)
+			return rc;
+	}
+	int n = h->prep.classes;
+	h->labels = calloc((size_t)n, sizeof *h->labels);
+	h->names = malloc((size_t)n * 16); /* "class N" for what labels.txt does not name */
+	if (!h->labels || !h->names)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	char *p = h->label_buf;
+	for (int i = 0; i < n; i++) {
+		if (p && *p) {
+			char *nl = strchr(p, '\n');
+			if (nl)
+				*nl = 0;
+			size_t l = strlen(p);
+			if (l && p[l - 1] == '\r')
+				p[l - 1] = 0;
+			h->labels[i] = p;
+			p = nl ? nl + 1 : p + l;
+		} else {
+			snprintf(h->names + (size_t)i * 16, 16, "class %d", i);
+			h->labels[i] = h->names + (size_t)i * 16;
+		}
+	}
+	return DD_OK;
+}
+
+int infer_open(const char *dir, const char *weights, struct infer **out, struct dd_err *err)
+{
+	*out = NULL;
+	struct infer *h = calloc(1, sizeof *h);
+	if (!h)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	char path[PATH_MAX + 32], wpath[PATH_MAX + 32];
+	int rc;
+	snprintf(path, sizeof path, "%s/info.json", dir);
+	int bundle = access(path, R_OK) == 0;
+	if ((rc = bundle ? read_bundle(h, dir, err) : read_job(h, dir, err)))
+		goto fail;
+	if (!weights && !bundle) {
+		rc = dd_err_set(err, DD_EINVAL, "%s is a model job's folder: name one of its snapshots", dir);
+		goto fail;
+	}
+	snprintf(wpath, sizeof wpath, "%s", weights ? weights : "");
+	if (!weights)
+		snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
+	snprintf(path, sizeof path, "%s/network.prototxt", dir);
+	if ((rc = fs_read_file(path, MAX_TEXT, &h->text, NULL, err)))
+		goto fail;
+	if ((rc = net_parse(h->text, strlen(h->text), &h->def, err))) {
+		dd_err_prefix(err, "%s", path);
+		goto fail;
+	}
+	struct net_input in = { .n = 1, .c = h->prep.c, .h = h->prep.h, .w = h->prep.w, .crop = h->prep.crop,
+				.classes = h->prep.classes };
+	if ((rc = net_instantiate(h->def, NET_STAGE_DEPLOY, &in, &h->ng, err))) {
+		dd_err_prefix(err, "%s (deploy stage)", path);
+		goto fail;
+	}
+	h->prep.crop = h->ng->in.crop;
+	h->ih = h->prep.crop ? h->prep.crop : h->prep.h;
+	h->iw = h->prep.crop ? h->prep.crop : h->prep.w;
+
+	/* the val stage's data layer: the transform_param validation used */
+	h->prep.scale = 1;
+	const float *mean_value = NULL;
+	int nmean_value = 0;
+	struct net_graph *vg = NULL;
+	struct net_input vin = in;
+	vin.n = 0;
+	if (net_instantiate(h->def, NET_STAGE_VAL, &vin, &vg, NULL) == DD_OK) {
+		for (int k = 0; k < vg->nnode; k++)
+			if (vg->node[k].l.type == NET_DATA) {
+				const struct net_data_param *d = &vg->node[k].l.data;
+				if (d->scale > 0 || d->scale < 0)
+					h->prep.scale = d->scale;
+				mean_value = d->mean_value; /* borrowed from def */
+				nmean_value = d->nmean_value;
+				break;
+			}
+		net_graph_free(vg);
+	}
+	snprintf(h->mean_name, sizeof h->mean_name, "%s",
+		 mean_value ? "values" : h->mean_mode == FEED_MEAN_NONE ? "none" :
+		 h->mean_mode == FEED_MEAN_PIXEL ? "pixel" : "image");
+	snprintf(h->resize_name, sizeof h->resize_name, "%s", resize_mode_name(h->resize));
+	h->prep.mean = h->mean_name;
+	h->prep.resize = h->resize_name;
+	if (mean_value || h->mean_mode == FEED_MEAN_NONE)
+		h->mean_path[0] = 0;
+	if ((rc = feed_mean_load(h->mean_path, h->mean_mode, mean_value, nmean_value, h->prep.c, h->prep.h, h->prep.w,
+				 &h->mean, err)))
+		goto fail;
+
+	/* the graph and its weights */
+	if ((rc = backend_create("cpu", &h->be, err)) || (rc = graph_create(h->ng, h->be, 0, &h->gr, err)))
+		goto fail;
+	if ((rc = snapshot_load_weights(h->gr, wpath, 0, NULL, 0, err)))
+		goto fail;
+	const struct net_node *first = &h->ng->node[0], *soft = NULL;
+	for (int k = 0; k < h->ng->nnode; k++)
+		if (h->ng->node[k].l.type == NET_SOFTMAX)
+			soft = &h->ng->node[k];
+	if (first->l.ntop < 1 || !soft) {
+		rc = dd_err_set(err, DD_EINVAL, "%s: the deploy stage has no input or no Softmax", path);
+		goto fail;
+	}
+	snprintf(h->input_blob, sizeof h->input_blob, "%s", h->ng->blob[first->top[0]].name);
+	snprintf(h->output_blob, sizeof h->output_blob, "%s", h->ng->blob[soft->top[0]].name);
+	struct net_shape is, os;
+	h->input = graph_blob(h->gr, h->input_blob, &is);
+	h->probs = graph_blob(h->gr, h->output_blob, &os);
+	int64_t ocount = 1;
+	for (int d = 0; d < os.ndim; d++)
+		ocount *= os.dim[d];
+	if (!h->input || !h->probs || ocount != h->prep.classes) {
+		rc = dd_err_set(err, DD_EINVAL, "%s: the Softmax gives %lld values, the model has %d classes", path,
+				(long long)ocount, h->prep.classes);
+		goto fail;
+	}
+	h->img = malloc((size_t)h->prep.c * h->prep.h * h->prep.w * sizeof(float));
+	if (!h->img) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((rc = read_labels(h, dir, err)))
+		goto fail;
+	size_t px = (size_t)h->prep.c * h->prep.h * h->prep.w;
+	h->bytes = sizeof *h + ((size_t)graph_param_count(h->gr) + (size_t)h->ng->activations + px * 2) * sizeof(float) +
+		   strlen(h->text);
+	*out = h;
+	return DD_OK;
+fail:
+	infer_close(h);
+	return rc;
+}
+
+void infer_close(struct infer *h)
+{
+	if (!h)
+		return;
+	graph_free(h->gr);
+	net_graph_free(h->ng);
+	net_free(h->def);
+	backend_free(h->be);
+	free(h->labels);
+	free(h->names);
+	free(h->label_buf);
+	free(h->text);
+	free(h->img);
+	free(h->mean);
+	cJSON_Delete(h->settings);
+	free(h);
+}
+
+const struct infer_prep *infer_prep(const struct infer *h) { return &h->prep; }
+size_t infer_bytes(const struct infer *h) { return h->bytes; }
+const char *infer_label(const struct infer *h, int i) { return h->labels[i]; }
+const float *infer_probabilities(const struct infer *h) { return h->probs; }
+const float *infer_input(const struct infer *h, size_t *count)
+{
+	if (count)
+		*count = (size_t)h->prep.c * h->ih * h->iw;
+	return h->input;
+}
+char *infer_deploy_text(const struct infer *h) { return net_graph_prototxt(h->ng); }
+const char *infer_network_text(const struct infer *h) { return h->text; }
+const char *infer_mean_path(const struct infer *h) { return h->mean_path[0] ? h->mean_path : NULL; }
+
+int infer_classify_image(struct infer *h, const struct image *im, int top, struct infer_pred *pred, int *npred,
+			 struct dd_err *err)
+{
+	*npred = 0;
+	struct image conv = { 0 }, sized = { 0 };
+	const struct image *src = im;
+	int rc = DD_OK;
+	if (im->c != h->prep.c) {
+		conv = (struct image){ im->w, im->h, im->c, malloc((size_t)im->w * im->h * im->c) };
+		if (!conv.px)
+			return dd_err_set(err, DD_ENOMEM, "out of memory");
+		memcpy(conv.px, im->px, (size_t)im->w * im->h * im->c);
+		if ((rc = image_set_channels(&conv, h->prep.c, err)))
+			goto out;
+		src = &conv;
+	}
+	if (src->w != h->prep.w || src->h != h->prep.h) {
+		/* the seed of the fill mode's noise: fixed, so the server and a bundle agree */
+		if ((rc = image_resize(src, h->prep.w, h->prep.h, h->resize, 0, &sized, err)))
+			goto out;
+		src = &sized;
+	}
+	feed_planes(src->px, h->prep.c, h->prep.h, h->prep.w, h->img);
+	int y0 = (h->prep.h - h->ih) / 2, x0 = (h->prep.w - h->iw) / 2; /* the centre, as validation */
+	feed_transform(h->img, h->prep.c, h->prep.h, h->prep.w, h->mean, h->prep.scale, y0, x0, h->ih, h->iw, 0,
+		       h->input);
+	if ((rc = graph_forward(h->gr, 0, NULL, err)))
+		goto out;
+	int n = h->prep.classes, k = top < n ? top : n;
+	if (k < 1)
+		k = 1;
+	/* top k by selection: k is small */
+	for (int i = 0; i < k; i++) {
+		int best = -1;
+		for (int j = 0; j < n; j++) {
+			int taken = 0;
+			for (int t = 0; t < i && !taken; t++)
+				taken = pred[t].index == j;
+			if (!taken && (best < 0 || h->probs[j] > h->probs[best]))
+				best = j;
+		}
+		pred[i] = (struct infer_pred){ best, h->labels[best], h->probs[best] };
+	}
+	*npred = k;
+out:
+	image_free(&conv);
+	image_free(&sized);
+	return rc;
+}
+
+int infer_classify(struct infer *h, const void *data, size_t len, const char *name, int top,
+		   struct infer_pred *pred, int *npred, int *w, int *hgt, struct dd_err *err)
+{
+	*npred = 0;
+	struct image im = { 0 };
+	int rc = image_decode(data, len, NULL, 0, &im, err);
+	if (rc) {
+		if (name)
+			dd_err_prefix(err, "%s", name);
+		return rc;
+	}
+	if (w)
+		*w = im.w;
+	if (hgt)
+		*hgt = im.h;
+	rc = infer_classify_image(h, &im, top, pred, npred, err);
+	image_free(&im);
+	return rc;
+}
+
+cJSON *infer_manifest(const struct infer *h, const char *snapshot)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (!j)
+		return NULL;
+	cJSON_AddStringToObject(j, "format", "deepdesk-bundle");
+	cJSON_AddNumberToObject(j, "format_version", 1);
+	cJSON_AddStringToObject(j, "deepdesk", DD_VERSION);
+	cJSON_AddStringToObject(j, "network", "network.prototxt");
+	cJSON_AddStringToObject(j, "stage", "deploy");
+	cJSON_AddStringToObject(j, "deploy", "deploy.prototxt");
+	cJSON_AddStringToObject(j, "weights", "weights.safetensors");
+	if (snapshot)
+		cJSON_AddStringToObject(j, "snapshot", snapshot);
+	cJSON_AddStringToObject(j, "labels", "labels.txt");
+	cJSON_AddNumberToObject(j, "classes", h->prep.classes);
+	cJSON *in = cJSON_AddObjectToObject(j, "input");
+	cJSON_AddNumberToObject(in, "channels", h->prep.c);
+	cJSON_AddNumberToObject(in, "height", h->prep.h);
+	cJSON_AddNumberToObject(in, "width", h->prep.w);
+	cJSON_AddStringToObject(in, "order", h->prep.c == 3 ? "BGR" : "gray");
+	cJSON_AddStringToObject(in, "layout", "CHW");
+	cJSON_AddStringToObject(in, "range", "0-255");
+	cJSON_AddStringToObject(j, "resize_mode", h->prep.resize);
+	cJSON_AddNumberToObject(j, "crop", h->prep.crop);
+	cJSON *mean = cJSON_AddObjectToObject(j, "mean");
+	cJSON_AddStringToObject(mean, "mode", h->mean_mode == FEED_MEAN_NONE ? "none" :
+					      h->mean_mode == FEED_MEAN_PIXEL ? "pixel" : "image");
+	if (strcmp(h->prep.mean, "values") == 0)
+		cJSON_AddStringToObject(mean, "values", "the data layer's transform_param mean_value (in network.prototxt)");
+	else if (h->mean_path[0]) {
+		cJSON_AddStringToObject(mean, "file", "mean.binaryproto");
+		cJSON_AddStringToObject(mean, "png", "mean.png");
+	}
+	cJSON_AddNumberToObject(j, "scale", h->prep.scale);
+	cJSON *net = cJSON_AddObjectToObject(j, "net_input");
+	cJSON *shape = cJSON_AddArrayToObject(net, "shape");
+	int dims[4] = { 1, h->prep.c, h->ih, h->iw };
+	for (int i = 0; i < 4; i++)
+		cJSON_AddItemToArray(shape, cJSON_CreateNumber(dims[i]));
+	cJSON_AddStringToObject(net, "blob", h->input_blob);
+	cJSON_AddStringToObject(j, "output_blob", h->output_blob);
+	cJSON_AddStringToObject(j, "preprocess",
+				"decode; convert to the channels; resize to width x height with resize_mode; "
+				"C x H x W float planes in BGR order; subtract the mean; multiply by scale; "
+				"take the centre crop x crop when crop > 0");
+	if (h->settings)
+		cJSON_AddItemToObject(j, "settings", cJSON_Duplicate(h->settings, 1));
+	return j;
+}
+
+/* ---- the cache ---- */
+
+struct entry {
+	struct entry *next;
+	struct infer *h;
+	char dir[PATH_MAX], weights[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	int busy;
+	uint64_t used;       /* the tick of its last lending */
+};
+
+struct infer_cache {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct entry *head;
+	int n, max_models;
+	size_t bytes, max_bytes;
+	uint64_t tick;
+};
+
+struct infer_cache *infer_cache_new(int max_models, size_t max_bytes)
+{
+	struct infer_cache *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->max_models = max_models > 0 ? max_models : 4;
+	c->max_bytes = max_bytes > 0 ? max_bytes : (size_t)1 << 30;
+	return c;
+}
+
+void infer_cache_free(struct infer_cache *c)
+{
+	if (!c)
+		return;
+	for (struct entry *e = c->head, *nx; e; e = nx) {
+		nx = e->next;
+		infer_close(e->h);
+		free(e);
+	}
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+/* Unlink idle entries, least recently used first, while over a bound; they go on
+ * the list *gone for the caller to close outside the lock.  Call with mu held. */
+static void evict(struct infer_cache *c, struct entry **gone)
+{
+	while (c->n > c->max_models || c->bytes > c->max_bytes) {
+		struct entry **victim = NULL;
+		for (struct entry **p = &c->head; *p; p = &(*p)->next)
+			if (!(*p)->busy && (!victim || (*p)->used < (*victim)->used))
+				victim = p;
+		if (!victim)
+			return; /* all lent: the next release tries again */
+		struct entry *e = *victim;
+		*victim = e->next;
+		c->n--;
+		c->bytes -= infer_bytes(e->h);
+		e->next = *gone;
+		*gone = e;
+	}
+}
+
+static void close_all(struct entry *gone)
+{
+	for (struct entry *nx; gone; gone = nx) {
+		nx = gone->next;
+		infer_close(gone->h);
+		free(gone);
+	}
+}
+
+int infer_cache_get(struct infer_cache *c, const char *dir, const char *weights, struct infer **out, int *hit,
+		    struct dd_err *err)
+{
+	*out = NULL;
+	if (hit)
+		*hit = 0;
+	char wpath[PATH_MAX];
+	if (weights)
+		snprintf(wpath, sizeof wpath, "%s", weights);
+	else
+		snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
+	struct stat st;
+	if (stat(wpath, &st) != 0)
+		return dd_err_set(err, DD_ENOENT, "%s: no such weights file", wpath);
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct entry *same = NULL, *idle = NULL;
+		for (struct entry *e = c->head; e; e = e->next)
+			if (e->dev == st.st_dev && e->ino == st.st_ino && e->size == st.st_size &&
+			    e->mtime.tv_sec == st.st_mtim.tv_sec && e->mtime.tv_nsec == st.st_mtim.tv_nsec &&
+			    !strcmp(e->dir, dir) && !strcmp(e->weights, wpath)) {
+				same = e;
+				if (!e->busy) {
+					idle = e;
+					break;
+				}
+			}
+		if (idle) {
+			idle->busy = 1;
+			idle->used = ++c->tick;
+			*out = idle->h;
+			if (hit)
+				*hit = 1;
+			pthread_mutex_unlock(&c->mu);
+			return DD_OK;
+		}
+		if (!same)
+			break;
+		pthread_cond_wait(&c->cv, &c->mu); /* lent: wait for it rather than load it twice */
+	}
+	pthread_mutex_unlock(&c->mu);
+
+	struct entry *e = calloc(1, sizeof *e);
+	if (!e)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	int rc = infer_open(dir, weights, &e->h, err);
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	snprintf(e->dir, sizeof e->dir, "%s", dir);
+	snprintf(e->weights, sizeof e->weights, "%s", wpath);
+	e->dev = st.st_dev;
+	e->ino = st.st_ino;
+	e->size = st.st_size;
+	e->mtime = st.st_mtim;
+	e->busy = 1;
+	struct entry *gone = NULL;
+	pthread_mutex_lock(&c->mu);
+	e->used = ++c->tick;
+	e->next = c->head;
+	c->head = e;
+	c->n++;
+	c->bytes += infer_bytes(e->h);
+	evict(c, &gone);
+	pthread_mutex_unlock(&c->mu);
+	close_all(gone);
+	*out = e->h;
+	return DD_OK;
+}
+
+void infer_cache_release(struct infer_cache *c, struct infer *h)
+{
+	if (!h)
+		return;
+	struct entry *gone = NULL;
+	pthread_mutex_lock(&c->mu);
+	for (struct entry *e = c->head; e; e = e->next)
+		if (e->h == h)
+			e->busy = 0;
+	evict(c, &gone);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	close_all(gone);
+}
+
+void infer_cache_stats(struct infer_cache *c, int *models, size_t *bytes)
+{
+	pthread_mutex_lock(&c->mu);
+	if (models)
+		*models = c->n;
+	if (bytes)
+		*bytes = c->bytes;
+	pthread_mutex_unlock(&c->mu);
+}

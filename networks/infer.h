@@ -1,0 +1,126 @@
+/* infer.h — classify images with a trained model: one forward pass of the deploy
+ * stage, prepared exactly as training prepared its images.
+ *
+ * A model is a folder, one of two kinds:
+ *
+ *   a model job's folder (jobs/kind_train.h): network.prototxt, settings.json
+ *     (input [C,H,W], classes, crop_size, mean), labels.txt, mean.binaryproto and
+ *     preprocess.json (the dataset's resize mode) copied from the dataset, and the
+ *     snapshots snapshot_epoch_<E>.safetensors.  A folder written before the mean
+ *     was copied reads them from its dataset's folder beside it (settings.dataset).
+ *
+ *   a bundle (what GET /api/v1/models/{id}/bundle sends, unpacked): info.json (the
+ *     manifest infer_manifest() writes), network.prototxt, weights.safetensors,
+ *     labels.txt, and mean.binaryproto when the mean is used (and deploy.prototxt,
+ *     for other tools: this code reads network.prototxt's deploy stage).
+ *
+ * An uploaded image goes the way a dataset image went, then the way the feed
+ * (feed.h) took it to the network: decode (datasets/image.h, its pixel cap),
+ * convert to the dataset's channels, resize to the dataset's size with its resize
+ * mode, BGR planes, (x - mean) * scale with the data layer's transform_param, the
+ * centre crop.  Then the deploy graph's forward pass on the cpu backend and its
+ * Softmax's probabilities.
+ *
+ * A struct infer is used by one thread at a time, and on the cpu backend always by
+ * the thread that opened it: a oneDNN primitive keeps its scratchpad in the thread
+ * that made it, and running it from another crashes.  A struct infer_cache holds
+ * open handles, bounded by count and bytes, least recently used first out, each
+ * lent to one thread at a time; the server gives each of its inference threads a
+ * cache of its own (app/api_infer.c) for that reason. */
+#ifndef DD_INFER_H
+#define DD_INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "../common/err.h"
+
+struct infer;
+struct image;
+
+#define INFER_MAX_TOP 100
+
+/* How the model prepares an image; filled by infer_open. */
+struct infer_prep {
+	int c, h, w;           /* the dataset's image shape (what an upload is resized to) */
+	int crop;              /* 0: none; else the side of the centre crop */
+	int classes;
+	const char *resize;    /* "squash", "crop", "fill", "half_crop" */
+	const char *mean;      /* "none", "image", "pixel" ("values" for mean_value) */
+	float scale;           /* transform_param's, 1 when absent */
+};
+
+struct infer_pred {
+	int index;             /* the class */
+	const char *label;     /* borrowed from the handle: labels.txt's line, or "class N" */
+	float probability;
+};
+
+/* Open the model in dir (a job folder or an unpacked bundle) with the weights in
+ * weights (NULL: a bundle's weights.safetensors; a job folder needs one).  DD_OK and
+ * *out (caller frees with infer_close); DD_ENOENT for a missing file, DD_EINVAL
+ * naming what does not fit (a network that does not build, weights of other
+ * shapes, a manifest that does not parse). */
+int infer_open(const char *dir, const char *weights, struct infer **out, struct dd_err *err);
+/* Accepts NULL. */
+void infer_close(struct infer *h);
+
+/* The preprocessing (borrowed, valid until infer_close). */
+const struct infer_prep *infer_prep(const struct infer *h);
+/* Bytes the handle holds (weights, activations, mean): what the cache counts. */
+size_t infer_bytes(const struct infer *h);
+/* The label of class i (borrowed). */
+const char *infer_label(const struct infer *h, int i);
+
+/* Classify the encoded image data (PNG, JPEG, BMP, PPM; len bytes; name for
+ * messages, may be NULL).  The top min(top, classes) predictions, most probable
+ * first (ties: lower index first), into pred (room for top); their count into
+ * *npred.  *w and *h (may be NULL) get the image's size as uploaded.  DD_EINVAL
+ * for what is not an image; DD_ETOOBIG for one over the pixel cap. */
+int infer_classify(struct infer *h, const void *data, size_t len, const char *name, int top,
+		   struct infer_pred *pred, int *npred, int *w, int *hgt, struct dd_err *err);
+/* The same for a decoded image (as image.h holds them). */
+int infer_classify_image(struct infer *h, const struct image *im, int top, struct infer_pred *pred, int *npred,
+			 struct dd_err *err);
+/* The probabilities of the last classification (classes values; borrowed). */
+const float *infer_probabilities(const struct infer *h);
+/* The network's input for the last classification: the image as the network saw
+ * it, C×H'×W' floats after mean, scale and crop (borrowed); *count gets C*H'*W'. */
+const float *infer_input(const struct infer *h, size_t *count);
+
+/* The bundle's info.json for this model: input size, channels, BGR order, resize
+ * mode, mean, crop, scale, labels, the job's settings (when a job folder) and the
+ * version that wrote it.  snapshot (may be NULL) is recorded as the weights'
+ * label.  Caller frees with cJSON_Delete(); NULL when out of memory. */
+cJSON *infer_manifest(const struct infer *h, const char *snapshot);
+/* The network text (borrowed). */
+const char *infer_network_text(const struct infer *h);
+/* The deploy stage as instantiated, as a Caffe deploy.prototxt (net.h:
+ * net_graph_prototxt).  Caller frees with free(); NULL when out of memory. */
+char *infer_deploy_text(const struct infer *h);
+/* The mean file used (a path, borrowed), or NULL when the model uses no mean file. */
+const char *infer_mean_path(const struct infer *h);
+
+/* ---- a cache of open handles ---- */
+
+struct infer_cache;
+
+/* max_models handles and max_bytes bytes at most (0: 4 and 1 GiB).  Caller frees
+ * with infer_cache_free, once no handle is lent. */
+struct infer_cache *infer_cache_new(int max_models, size_t max_bytes);
+void infer_cache_free(struct infer_cache *c);
+
+/* Lend the handle for (dir, weights), opening it when no handle in the cache is for
+ * that weights file as it is now on disk (its inode, size and time: a rewritten
+ * file is a new model).  The handle is the caller's alone until
+ * infer_cache_release; a second caller for the same model waits.  *hit (may be
+ * NULL) says whether it was open already.  Errors of infer_open pass through. */
+int infer_cache_get(struct infer_cache *c, const char *dir, const char *weights, struct infer **out, int *hit,
+		    struct dd_err *err);
+void infer_cache_release(struct infer_cache *c, struct infer *h);
+/* Handles open and the bytes they hold. */
+void infer_cache_stats(struct infer_cache *c, int *models, size_t *bytes);
+
+#endif

@@ -1,0 +1,261 @@
+// infer.test.mjs — classify with a trained model over HTTP, and take it home: a tiny
+// network trained through POST /api/v1/models on 8×8 colour squares; a PNG
+// classified as a raw body and as a form, with the answer's schema; a snapshot by
+// its label; bad input (not an image, a 60000×60000 header, no image, unknown form
+// fields, a deleted snapshot, a model with no snapshot); DIGITS' classify_one.json
+// shape; the bundle downloaded, unpacked by `deepdesk classify`, giving the same
+// top classes and probabilities as the server.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
+import {
+  startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN,
+} from './helpers.mjs';
+
+const run = promisify(execFile);
+
+/** A w×h P6 PPM: a colour with a little noise. */
+function ppm(w, h, [r, g, b], seed) {
+  const head = Buffer.from(`P6\n${w} ${h}\n255\n`);
+  const px = Buffer.alloc(w * h * 3);
+  let x = seed * 2654435761 >>> 0;
+  const noise = () => { x = (x * 1103515245 + 12345) >>> 0; return (x >>> 16) % 21 - 10; };
+  const clamp = (v) => Math.max(0, Math.min(255, v));
+  for (let i = 0; i < w * h; i++) px.set([clamp(r + noise()), clamp(g + noise()), clamp(b + noise())], i * 3);
+  return Buffer.concat([head, px]);
+}
+
+const CRC = new Int32Array(256).map((_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+function crc32(buf) {
+  let c = -1;
+  for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ -1) >>> 0;
+}
+function chunk(type, data) {
+  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
+  const td = Buffer.concat([Buffer.from(type), data]);
+  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
+  return Buffer.concat([len, td, crc]);
+}
+/** An 8-bit RGB PNG, w×h, of one colour (a header only, claiming w×h, when bare). */
+export function png(w, h, [r, g, b], { bare = false } = {}) {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const sig = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  if (bare) return Buffer.concat([sig, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(16))), chunk('IEND', Buffer.alloc(0))]);
+  const raw = Buffer.alloc(h * (1 + w * 3));
+  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw.set([r, g, b], y * (1 + w * 3) + 1 + x * 3);
+  return Buffer.concat([sig, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+}
+
+const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
+
+/* One InnerProduct on the 8×8×3 pixels, and the Softmax a deploy stage needs. */
+const TINY = `name: "tiny"
+layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+  inner_product_param { weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
+`;
+
+async function post(server, path, body, type = 'application/octet-stream') {
+  const init = { method: 'POST', body };
+  if (!(body instanceof FormData)) init.headers = { 'Content-Type': type };
+  const res = await fetch(server.url + path, init);
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body: json, headers: res.headers, text };
+}
+
+function form(fields) {
+  const f = new FormData();
+  for (const [k, v] of Object.entries(fields)) {
+    if (Buffer.isBuffer(v)) f.append(k, new Blob([v], { type: 'image/png' }), 'img.png');
+    else f.append(k, String(v));
+  }
+  return f;
+}
+
+describe('infer', () => {
+  let server, work, doc, dsId, modelId;
+
+  before(async () => {
+    doc = loadOpenApi();
+    work = mkdtempSync(join(tmpdir(), 'deepdesk-infer-'));
+    for (const [cls, rgb] of Object.entries(COLOURS)) {
+      mkdirSync(join(work, 'colours', cls), { recursive: true });
+      for (let i = 0; i < 16; i++) writeFileSync(join(work, 'colours', cls, `${i}.ppm`), ppm(8, 8, rgb, i + 1));
+    }
+    server = await startServer({ args: ['--data-root', work] });
+    const r = await server.api('POST', '/api/v1/datasets', {
+      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
+      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
+    });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    dsId = r.body.job.id;
+    assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'tiny', dataset: dsId, network: { prototxt: TINY }, epochs: 2, solver: { base_lr: 0.05 },
+    });
+    assert.equal(m.status, 202, JSON.stringify(m.body));
+    modelId = m.body.job.id;
+    const done = await waitState(server, modelId, ['done', 'error'], 60000);
+    assert.equal(done.state, 'done', done.error);
+  });
+  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+
+  test('a PNG classified as a raw body and as a form: top classes, probabilities, schema', async () => {
+    const r = await post(server, `/api/v1/models/${modelId}/classify?top=3`, png(20, 12, COLOURS.red), 'image/png');
+    assert.equal(r.status, 200, r.text);
+    assertSchema(doc, 'ClassifyResponse', r.body);
+    assert.equal(r.body.model, modelId);
+    assert.equal(r.body.snapshot, '2');
+    assert.deepEqual(r.body.image, { width: 20, height: 12 });
+    assert.equal(r.body.predictions.length, 3);
+    assert.equal(r.body.predictions[0].label, 'red');
+    assert.equal(r.body.predictions[0].index, 2);
+    const sum = r.body.predictions.reduce((s, p) => s + p.probability, 0);
+    assert.ok(Math.abs(sum - 1) < 1e-5, `sum ${sum}`);
+    for (let i = 1; i < 3; i++) assert.ok(r.body.predictions[i - 1].probability >= r.body.predictions[i].probability);
+    assert.ok(r.body.time_ms >= 0 && r.body.time_ms < 10000);
+
+    const f = await post(server, `/api/v1/models/${modelId}/classify?top=3`, form({ image: png(20, 12, COLOURS.red) }));
+    assert.equal(f.status, 200, f.text);
+    assert.deepEqual(f.body.predictions, r.body.predictions);
+
+    const g = await post(server, `/api/v1/models/${modelId}/classify`, png(8, 8, COLOURS.green));
+    assert.equal(g.body.predictions[0].label, 'green');
+    assert.equal(g.body.predictions.length, 3, 'top 5 of 3 classes is 3');
+    const one = await post(server, `/api/v1/models/${modelId}/classify?top=1&snapshot=1`, png(8, 8, COLOURS.blue));
+    assert.equal(one.status, 200, one.text);
+    assert.equal(one.body.snapshot, '1');
+    assert.equal(one.body.predictions.length, 1);
+  });
+
+  test('bad input: clear 4xx errors', async () => {
+    const url = `/api/v1/models/${modelId}/classify`;
+    assertError(await post(server, url, Buffer.from('hello, not an image')), 400, 'invalid');
+    assertError(await post(server, url, Buffer.alloc(0)), 400, 'invalid', /no image/);
+    assertError(await post(server, url, png(60000, 60000, [0, 0, 0], { bare: true })), 413, 'too_large', /60000/);
+    assertError(await post(server, url, form({ picture: png(8, 8, COLOURS.red) })), 400, 'invalid', /picture/);
+    assertError(await post(server, `${url}?snapshot=7`, png(8, 8, COLOURS.red)), 404, 'not_found', /epoch 7/);
+    assertError(await post(server, `${url}?snapshot=abc`, png(8, 8, COLOURS.red)), 400, 'invalid', /snapshot/);
+    assertError(await post(server, `${url}?top=0`, png(8, 8, COLOURS.red)), 400, 'invalid', /top/);
+    assertError(await post(server, `/api/v1/models/${dsId}/classify`, png(8, 8, COLOURS.red)), 404, 'not_found', /not a model/);
+    assertError(await post(server, '/api/v1/models/999999/classify', png(8, 8, COLOURS.red)), 404, 'not_found');
+    const big = Buffer.alloc(65 << 20);
+    assertError(await post(server, url, big), 413, 'too_large');
+    assertError(await server.api('GET', url), 405, 'method_not_allowed');
+  });
+
+  test('a deleted snapshot is a 404, even once cached; a model with none left is a 409', async () => {
+    const m = await server.api('POST', '/api/v1/models', { name: 'gone', dataset: dsId, network: { prototxt: TINY }, epochs: 1 });
+    assert.equal(m.status, 202);
+    const id = m.body.job.id;
+    assert.equal((await waitState(server, id, ['done', 'error'], 60000)).state, 'done');
+    const url = `/api/v1/models/${id}/classify?snapshot=1`;
+    assert.equal((await post(server, url, png(8, 8, COLOURS.red))).status, 200);
+    const dir = join(server.dataDir, 'jobs', String(id));
+    for (const f of readdirSync(dir)) if (f.startsWith('snapshot_epoch_')) rmSync(join(dir, f));
+    assertError(await post(server, url, png(8, 8, COLOURS.red)), 404, 'not_found', /epoch 1/);
+    assertError(await post(server, `/api/v1/models/${id}/classify`, png(8, 8, COLOURS.red)), 409, 'conflict', /no snapshot yet/);
+    assertError(await server.api('GET', `/api/v1/models/${id}/bundle`), 409, 'conflict', /no snapshot yet/);
+  });
+
+  test("DIGITS' classify_one.json: a form in, [[label, percent]] out", async () => {
+    const api = await post(server, `/api/v1/models/${modelId}/classify`, png(8, 8, COLOURS.blue));
+    const r = await post(server, '/models/images/classification/classify_one.json',
+      form({ job_id: modelId, image_file: png(8, 8, COLOURS.blue) }));
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(Object.keys(r.body), ['predictions']);
+    assert.equal(r.body.predictions.length, 3);
+    r.body.predictions.forEach(([label, pct], i) => {
+      assert.equal(label, api.body.predictions[i].label);
+      assert.equal(pct, Math.round(api.body.predictions[i].probability * 10000) / 100);
+    });
+    const e = await post(server, '/models/images/classification/classify_one.json',
+      form({ job_id: modelId, image_file: png(8, 8, COLOURS.blue), snapshot_epoch: '1.0' }));
+    assert.equal(e.status, 200, e.text);
+    assertError(await post(server, '/models/images/classification/classify_one.json',
+      form({ image_file: png(8, 8, COLOURS.blue) })), 400, 'invalid', /job_id/);
+    assertError(await post(server, '/models/images/classification/classify_one.json',
+      form({ job_id: modelId, image_file: png(8, 8, COLOURS.blue), snapshot_epoch: 9 })), 404, 'not_found');
+  });
+
+  test('the bundle: downloaded, run by `deepdesk classify`, the same answers as the server', async () => {
+    const res = await fetch(`${server.url}/api/v1/models/${modelId}/bundle`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'application/gzip');
+    assert.match(res.headers.get('content-disposition'), /model\d+_epoch2\.tar\.gz/);
+    const tgz = join(work, 'bundle.tar.gz');
+    writeFileSync(tgz, Buffer.from(await res.arrayBuffer()));
+    const list = (await run('tar', ['tzf', tgz])).stdout.split('\n').filter(Boolean).sort();
+    assert.deepEqual(list, ['deploy.prototxt', 'info.json', 'labels.txt', 'mean.binaryproto', 'mean.png', 'network.prototxt', 'weights.safetensors']);
+    const deploy = (await run('tar', ['xzOf', tgz, 'deploy.prototxt'])).stdout;
+    assert.match(deploy, /input_shape \{ dim: 1 dim: 3 dim: 8 dim: 8 \}/);
+    assert.match(deploy, /num_output: 3/);
+    assert.doesNotMatch(deploy, /SoftmaxWithLoss|Accuracy/);
+    writeFileSync(join(work, 'deploy.prototxt'), deploy);
+    const check = await run(BIN, ['net', 'check', join(work, 'deploy.prototxt'), '--stage', 'deploy', '--input', '3x8x8', '--classes', '3']);
+    assert.match(check.stdout, /prob/);
+    const info = JSON.parse((await run('tar', ['xzOf', tgz, 'info.json'])).stdout);
+    assert.deepEqual(info.input, { channels: 3, height: 8, width: 8, order: 'BGR', layout: 'CHW', range: '0-255' });
+    assert.equal(info.resize_mode, 'squash');
+    assert.equal(info.mean.mode, 'image');
+    assert.equal(info.snapshot, '2');
+    assert.equal(info.classes, 3);
+    assert.ok(Math.abs(info.scale - 0.0039) < 1e-7);
+    assert.equal(info.settings.dataset, dsId);
+
+    const imgs = [png(8, 8, COLOURS.red), png(13, 7, [120, 90, 60]), png(8, 8, [90, 90, 200])];
+    const files = imgs.map((b, i) => { const p = join(work, `img${i}.png`); writeFileSync(p, b); return p; });
+    const cli = JSON.parse((await run(BIN, ['classify', '--model', tgz, '--json', ...files])).stdout);
+    assert.equal(cli.snapshot, '2');
+    assert.equal(cli.results.length, 3);
+    for (let i = 0; i < imgs.length; i++) {
+      const s = await post(server, `/api/v1/models/${modelId}/classify`, imgs[i]);
+      assert.equal(s.status, 200);
+      const c = cli.results[i];
+      assert.equal(c.image, files[i]);
+      assert.deepEqual(c.predictions.map((p) => p.label), s.body.predictions.map((p) => p.label));
+      c.predictions.forEach((p, k) => assert.ok(Math.abs(p.probability - s.body.predictions[k].probability) <= 1e-6));
+    }
+    // the job folder itself, by snapshot
+    const dir = join(server.dataDir, 'jobs', String(modelId));
+    const byDir = JSON.parse((await run(BIN, ['classify', '--model', dir, '--snapshot', '2', '--json', files[0]])).stdout);
+    assert.deepEqual(byDir.results[0].predictions, cli.results[0].predictions);
+    // a file that is not an image: named, exit status 1, the others still classified
+    const bad = join(work, 'bad.png');
+    writeFileSync(bad, 'nope');
+    await assert.rejects(run(BIN, ['classify', '--model', tgz, files[0], bad]), (e) => e.code === 1 && /bad\.png/.test(e.stderr) && /red/.test(e.stdout));
+    assertError(await server.api('GET', `/api/v1/models/${modelId}/bundle?snapshot=7`), 404, 'not_found');
+
+    // a bundle whose entries climb out of the folder is refused, and writes nothing outside
+    const evil = join(work, 'evil.tar.gz');
+    await run('python3', ['-c', `
+import io, tarfile, sys
+with tarfile.open(sys.argv[1], 'w:gz') as t:
+    for name, data in (('info.json', b'{}'), ('../escaped.txt', b'x')):
+        i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+`, evil]);
+    await assert.rejects(run(BIN, ['classify', '--model', evil, files[0]], { env: { ...process.env, TMPDIR: work } }),
+      (e) => e.code === 2 && /\.\./.test(e.stderr));
+    assert.deepEqual(readdirSync(work).filter((f) => f.includes('escaped') || f.startsWith('deepdesk-bundle-')), []);
+  });
+});
