@@ -461,10 +461,10 @@ export function mountNewModel(root, { navigate }) {
   }
 
   /* ---------- checking the network as you type ---------- */
-  let checkTimer = null, checkSeq = 0;
+  let checkTimer = null, checkSeq = 0, checkPromise = null;
   function scheduleCheck(ms = 400) {
     clearTimeout(checkTimer);
-    checkTimer = setTimeout(runCheck, ms);
+    checkTimer = setTimeout(() => { checkTimer = null; checkPromise = runCheck(); }, ms);
   }
   async function runCheck() {
     const spec = networkSpec();
@@ -783,8 +783,11 @@ export function mountNewModel(root, { navigate }) {
     e.preventDefault();
     if (submitting) return;
     clearErrors();
-    // A check still waiting to run is run now: nothing is queued on a stale answer.
-    if (checkTimer) { clearTimeout(checkTimer); checkTimer = null; await runCheck(); }
+    // A check still waiting to run is run now, one in flight is waited for: nothing is
+    // queued on a stale answer.
+    if (checkTimer) { clearTimeout(checkTimer); checkTimer = null; checkPromise = runCheck(); }
+    if (checkPromise) await checkPromise;
+    if (!alive) return;
     const { errors, bodies, sweep } = collect();
     if (Object.keys(errors).length) { showErrors(errors); return; }
     submitting = true;
