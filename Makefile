@@ -29,12 +29,12 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      := $(wildcard $(CUDA_HOME)/bin/nvcc)
 CUDNN_H   := $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h)
 ifneq ($(and $(NVCC),$(CUDNN_H)),)
-CUDA_BUILT := 1
-CUDA_SAY   := ✓ nvcc and cuDNN found in $(CUDA_HOME): the CUDA backend will be built (with the training engine)
+CUDA_SAY   := ✓ nvcc and cuDNN found in $(CUDA_HOME) (the CUDA backend is not written yet: CPU only)
 else
-CUDA_BUILT := 0
 CUDA_SAY   := ✗ nvcc or cuDNN not found under $(CUDA_HOME): CPU only
 endif
+# whether this build has a CUDA backend (/api/v1/info "build.cuda"): not yet
+CUDA_BUILT := 0
 
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c jobs/worker.c \
