@@ -41,4 +41,15 @@ int api_model_bundle(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 
+/* Helpers the handlers share.  Each returns 0, or the status of the error it sent. */
+struct job_row;
+/* Job id's row, which must be of kind; the error names field ("dataset",
+ * "network.previous"): 400 for no such job or another kind (api_jobs.c). */
+int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row);
+/* Job id as the image-classification dataset something is made from: a finished
+ * dataset job with dataset.json and train_db (409 while it is not finished, saying
+ * "; <purpose>"); its folder into dir (api_datasets.c). */
+int api_finished_dataset(struct req *r, int64_t id, const char *field, const char *purpose, char *dir,
+			 size_t dirlen);
+
 #endif

@@ -750,3 +750,24 @@ out:
 	free(data);
 	return 200;
 }
+
+int api_finished_dataset(struct req *r, int64_t id, const char *field, const char *purpose, char *dir,
+			 size_t dirlen)
+{
+	struct job_row row;
+	int rc = api_job_of_kind(r, id, "dataset", field, &row);
+	if (rc)
+		return rc;
+	if (row.state != JOB_DONE)
+		return http_error(r->c, 409, "conflict", "%s: job %lld is %s; %s", field, (long long)id,
+				  job_state_name(row.state), purpose);
+	sched_job_dir(id, dir, dirlen);
+	char db[PATH_MAX + 16], json[PATH_MAX + 16];
+	snprintf(db, sizeof db, "%s/train_db", dir);
+	snprintf(json, sizeof json, "%s/dataset.json", dir);
+	if (access(db, R_OK) != 0 || access(json, R_OK) != 0)
+		return http_error(r->c, 400, "invalid",
+				  "%s: job %lld is not an image classification dataset (no dataset.json or train_db)",
+				  field, (long long)id);
+	return 0;
+}

@@ -249,3 +249,17 @@ int api_ws_plain(struct req *r)
 	return http_error(r->c, 400, "invalid",
 			  "/api/v1/ws is a WebSocket: connect with an \"Upgrade: websocket\" request");
 }
+
+int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
+{
+	struct dd_err err = { 0 };
+	int rc = store_job_row(id, row, &err);
+	if (rc == DD_ENOENT)
+		return http_error(r->c, 400, "invalid", "%s: there is no job %lld", field, (long long)id);
+	if (rc)
+		return http_error_dd(r->c, &err);
+	if (strcmp(row->kind, kind) != 0)
+		return http_error(r->c, 400, "invalid", "%s: job %lld is a %s job, not a %s", field, (long long)id,
+				  row->kind, kind);
+	return 0;
+}

@@ -29,22 +29,6 @@
 
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
-/* Job id's row, which must be of kind; 0 or the status of the error sent, which
- * names field ("dataset", "network.previous"). */
-static int job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
-{
-	struct dd_err err = { 0 };
-	int rc = store_job_row(id, row, &err);
-	if (rc == DD_ENOENT)
-		return http_error(r->c, 400, "invalid", "%s: there is no job %lld", field, (long long)id);
-	if (rc)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row->kind, kind) != 0)
-		return http_error(r->c, 400, "invalid", "%s: job %lld is a %s job, not a %s", field, (long long)id,
-				  row->kind, kind);
-	return 0;
-}
-
 static int64_t id_of(const cJSON *v) { return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0; }
 
 /* Whether model folder dir has a snapshot at epoch (< 0: any). */
@@ -68,20 +52,9 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 	int rc;
 	*np = 0;
 	int64_t ds = id_of(get(params, "dataset"));
-	if ((rc = job_of_kind(r, ds, "dataset", "dataset", &row)))
-		return rc;
-	if (row.state != JOB_DONE)
-		return http_error(r->c, 409, "conflict", "dataset: job %lld is %s; a model needs a finished dataset",
-				  (long long)ds, job_state_name(row.state));
 	char ds_dir[PATH_MAX];
-	sched_job_dir(ds, ds_dir, sizeof ds_dir);
-	snprintf(path, sizeof path, "%s/train_db", ds_dir);
-	char json[PATH_MAX + 32];
-	snprintf(json, sizeof json, "%s/dataset.json", ds_dir);
-	if (access(path, R_OK) != 0 || access(json, R_OK) != 0)
-		return http_error(r->c, 400, "invalid",
-				  "dataset: job %lld is not an image classification dataset (no dataset.json or train_db)",
-				  (long long)ds);
+	if ((rc = api_finished_dataset(r, ds, "dataset", "a model needs a finished dataset", ds_dir, sizeof ds_dir)))
+		return rc;
 	parents[(*np)++] = ds;
 
 	const cJSON *net = get(params, "network");
@@ -93,7 +66,7 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 		text = get(net, "prototxt")->valuestring;
 	else {
 		int64_t prev = id_of(get(net, "previous"));
-		if ((rc = job_of_kind(r, prev, "model", "network.previous", &row)))
+		if ((rc = api_job_of_kind(r, prev, "model", "network.previous", &row)))
 			return rc;
 		sched_job_dir(prev, dir, sizeof dir);
 		snprintf(path, sizeof path, "%s/network.prototxt", dir);
@@ -108,7 +81,7 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 		int64_t m = id_of(get(ft, "model"));
 		const cJSON *fs = get(ft, "snapshot"); /* a number: validate() turned a label into one */
 		double ep = cJSON_IsNumber(fs) ? fs->valuedouble : -1;
-		if ((rc = job_of_kind(r, m, "model", "finetune.model", &row))) {
+		if ((rc = api_job_of_kind(r, m, "model", "finetune.model", &row))) {
 			free(prev_text);
 			return rc;
 		}

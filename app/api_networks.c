@@ -112,21 +112,6 @@ struct net_req {
 	int model_c, model_h, model_w, model_classes; /* a model's settings.json, when it has them */
 };
 
-/* The row of job id, which must be of kind; 0 or the status of the error sent. */
-static int job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
-{
-	struct dd_err err = { 0 };
-	int rc = store_job_row(id, row, &err);
-	if (rc == DD_ENOENT)
-		return http_error(r->c, 400, "invalid", "%s: there is no job %lld", field, (long long)id);
-	if (rc)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row->kind, kind) != 0)
-		return http_error(r->c, 400, "invalid", "%s: job %lld is a %s job, not a %s", field, (long long)id,
-				  row->kind, kind);
-	return 0;
-}
-
 /* What a model job settled about its input (settings.json: "input": [c, h, w],
  * "classes"), as the default shape for checking its network without a dataset. */
 static void model_input(const char *dir, struct net_req *q)
@@ -186,7 +171,7 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 		if (!is_id(md))
 			return http_error(r->c, 400, "invalid", "model: must be a model job's id");
 		q->model = (int64_t)md->valuedouble;
-		if ((rc = job_of_kind(r, q->model, "model", "model", &row)))
+		if ((rc = api_job_of_kind(r, q->model, "model", "model", &row)))
 			return rc;
 		char dir[PATH_MAX], path[PATH_MAX + 32];
 		sched_job_dir(q->model, dir, sizeof dir);
@@ -200,23 +185,12 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 
 	const cJSON *ds = get(body, "dataset");
 	if (ds) {
-		struct job_row row;
 		if (!is_id(ds))
 			return http_error(r->c, 400, "invalid", "dataset: must be a dataset job's id");
 		int64_t id = (int64_t)ds->valuedouble;
-		if ((rc = job_of_kind(r, id, "dataset", "dataset", &row)))
+		if ((rc = api_finished_dataset(r, id, "dataset", "a network is checked against a finished dataset",
+						q->ds_dir, sizeof q->ds_dir)))
 			return rc;
-		if (row.state != JOB_DONE)
-			return http_error(r->c, 409, "conflict",
-					  "dataset: job %lld is %s; a network is checked against a finished dataset",
-					  (long long)id, job_state_name(row.state));
-		sched_job_dir(id, q->ds_dir, sizeof q->ds_dir);
-		char path[PATH_MAX + 32];
-		snprintf(path, sizeof path, "%s/dataset.json", q->ds_dir);
-		if (access(path, R_OK) != 0)
-			return http_error(r->c, 400, "invalid",
-					  "dataset: job %lld is not an image classification dataset (no dataset.json)",
-					  (long long)id);
 		q->has_dataset = 1;
 		if (get(body, "input") || get(body, "classes"))
 			return http_error(r->c, 400, "invalid",

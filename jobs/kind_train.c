@@ -184,25 +184,10 @@ out:
 int model_check_network(const char *text, const char *ds_dir, int batch, int crop,
 			struct net_input *train, struct net_input *val, const char **bad_stage, struct dd_err *err)
 {
-	char path[PATH_MAX + 16], *buf = NULL;
-	snprintf(path, sizeof path, "%s/dataset.json", ds_dir);
-	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
+	struct net_input in = { .n = batch, .crop = crop };
+	int rc = train_dataset_input(ds_dir, &in, err);
 	if (rc)
 		return rc;
-	cJSON *j = cJSON_Parse(buf);
-	free(buf);
-	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
-	const cJSON *w = cJSON_GetObjectItemCaseSensitive(opt, "width");
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(opt, "height");
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(opt, "channels");
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(j, "labels");
-	if (!cJSON_IsNumber(w) || !cJSON_IsNumber(h) || !cJSON_IsNumber(c) || !cJSON_IsArray(labels)) {
-		cJSON_Delete(j);
-		return dd_err_set(err, DD_EINVAL, "%s lacks options.width/height/channels or labels", path);
-	}
-	struct net_input in = { .n = batch, .c = c->valueint, .h = h->valueint, .w = w->valueint,
-				.crop = crop, .classes = cJSON_GetArraySize(labels) };
-	cJSON_Delete(j);
 	struct net *def = NULL;
 	struct net_graph *tg = NULL, *vg = NULL, *dg = NULL;
 	/* deploy too: a model must be usable for inference once trained */

@@ -61,8 +61,7 @@ static void logf_(const struct train_hooks *h, const char *level, const char *fm
 	h->log(h->ctx, level, buf);
 }
 
-/* Image shape and class count from DIR/dataset.json. */
-static int read_dataset_json(const char *dir, struct net_input *in, struct dd_err *err)
+int train_dataset_input(const char *dir, struct net_input *in, struct dd_err *err)
 {
 	char path[PATH_MAX], *buf = NULL;
 	size_t len;
@@ -286,7 +285,7 @@ static int setup(struct run *r, struct dd_err *err)
 {
 	const struct train_opts *o = r->o;
 	int rc;
-	if ((rc = read_dataset_json(o->dataset_dir, &r->in, err)))
+	if ((rc = train_dataset_input(o->dataset_dir, &r->in, err)))
 		return rc;
 	if ((rc = net_parse(o->network_text, strlen(o->network_text), &r->def, err))) {
 		dd_err_prefix(err, "%s", r->netname);

@@ -111,6 +111,12 @@ struct train_hooks {
 
 void train_opts_default(struct train_opts *o);
 
+/* The image shape (c, h, w) and class count of the dataset in DIR, from its
+ * dataset.json, into *in (its other fields untouched).  DD_ENOENT when there is
+ * none, DD_EINVAL naming the file when it lacks them. */
+struct net_input;
+int train_dataset_input(const char *dir, struct net_input *in, struct dd_err *err);
+
 /* The learning-rate part of the solver config train_run uses for a run of total
  * iterations (base_lr, policy, gamma, power, stepsize, stepvalue[], max_iter), settled
  * from o as DIGITS does: step, sigmoid and multistep positions are percentages of
