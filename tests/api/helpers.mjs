@@ -2,7 +2,7 @@
 // starter for a chosen binary (the shipped build), a small OpenAPI schema
 // checker, a WebSocket client with a message queue, and worker-pid bookkeeping.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -264,3 +264,37 @@ export async function wsConnect(url) {
   };
   return client;
 }
+
+/** A w×h P6 PPM of one colour with a little seeded noise, so classes of colours are
+ *  learnable but no two images are the same. */
+export function noisyPpm(w, h, [r, g, b], seed) {
+  const head = Buffer.from(`P6\n${w} ${h}\n255\n`);
+  const px = Buffer.alloc(w * h * 3);
+  let x = seed * 2654435761 >>> 0;
+  const noise = () => { x = (x * 1103515245 + 12345) >>> 0; return (x >>> 16) % 21 - 10; };
+  const clamp = (v) => Math.max(0, Math.min(255, v));
+  for (let i = 0; i < w * h; i++) px.set([clamp(r + noise()), clamp(g + noise()), clamp(b + noise())], i * 3);
+  return Buffer.concat([head, px]);
+}
+
+/** dir/<class>/<i>.ppm: n noisy side×side images of each colour of colours ({class: [r,g,b]}). */
+export function writeColourFolders(dir, colours, n, side = 8) {
+  for (const [cls, rgb] of Object.entries(colours)) {
+    mkdirSync(join(dir, cls), { recursive: true });
+    for (let i = 0; i < n; i++) writeFileSync(join(dir, cls, `${i}.ppm`), noisyPpm(side, side, rgb, i + 1));
+  }
+}
+
+/** A network that trains in milliseconds on tiny images: one InnerProduct on the
+ *  pixels, val accuracy, and the Softmax a deploy stage needs. */
+export const TINY_NET = `name: "tiny"
+layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+  inner_product_param { weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
+`;

@@ -7,28 +7,18 @@
 // top classes and probabilities as the server.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import {
-  startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN,
+  startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN, writeColourFolders, TINY_NET,
 } from './helpers.mjs';
 
 const run = promisify(execFile);
 
-/** A w×h P6 PPM: a colour with a little noise. */
-function ppm(w, h, [r, g, b], seed) {
-  const head = Buffer.from(`P6\n${w} ${h}\n255\n`);
-  const px = Buffer.alloc(w * h * 3);
-  let x = seed * 2654435761 >>> 0;
-  const noise = () => { x = (x * 1103515245 + 12345) >>> 0; return (x >>> 16) % 21 - 10; };
-  const clamp = (v) => Math.max(0, Math.min(255, v));
-  for (let i = 0; i < w * h; i++) px.set([clamp(r + noise()), clamp(g + noise()), clamp(b + noise())], i * 3);
-  return Buffer.concat([head, px]);
-}
 
 const CRC = new Int32Array(256).map((_, n) => {
   let c = n;
@@ -60,18 +50,6 @@ export function png(w, h, [r, g, b], { bare = false } = {}) {
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 
-/* One InnerProduct on the 8×8×3 pixels, and the Softmax a deploy stage needs. */
-const TINY = `name: "tiny"
-layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
-`;
 
 async function post(server, path, body, type = 'application/octet-stream') {
   const init = { method: 'POST', body };
@@ -98,10 +76,7 @@ describe('infer', () => {
   before(async () => {
     doc = loadOpenApi();
     work = mkdtempSync(join(tmpdir(), 'deepdesk-infer-'));
-    for (const [cls, rgb] of Object.entries(COLOURS)) {
-      mkdirSync(join(work, 'colours', cls), { recursive: true });
-      for (let i = 0; i < 16; i++) writeFileSync(join(work, 'colours', cls, `${i}.ppm`), ppm(8, 8, rgb, i + 1));
-    }
+    writeColourFolders(join(work, 'colours'), COLOURS, 16);
     server = await startServer({ args: ['--data-root', work] });
     const r = await server.api('POST', '/api/v1/datasets', {
       name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
@@ -111,7 +86,7 @@ describe('infer', () => {
     dsId = r.body.job.id;
     assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
     const m = await server.api('POST', '/api/v1/models', {
-      name: 'tiny', dataset: dsId, network: { prototxt: TINY }, epochs: 2, solver: { base_lr: 0.05 },
+      name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
     });
     assert.equal(m.status, 202, JSON.stringify(m.body));
     modelId = m.body.job.id;
@@ -165,7 +140,7 @@ describe('infer', () => {
   });
 
   test('a deleted snapshot is a 404, even once cached; a model with none left is a 409', async () => {
-    const m = await server.api('POST', '/api/v1/models', { name: 'gone', dataset: dsId, network: { prototxt: TINY }, epochs: 1 });
+    const m = await server.api('POST', '/api/v1/models', { name: 'gone', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 1 });
     assert.equal(m.status, 202);
     const id = m.body.job.id;
     assert.equal((await waitState(server, id, ['done', 'error'], 60000)).state, 'done');

@@ -13,46 +13,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, allEvents, getJob,
-  killTrackedPids, trackPid, assertContiguous, BIN,
+  killTrackedPids, trackPid, assertContiguous, BIN, writeColourFolders, TINY_NET,
 } from './helpers.mjs';
 
-/** A w×h P6 PPM: a colour with a little noise, so the classes are learnable. */
-function ppm(w, h, [r, g, b], seed) {
-  const head = Buffer.from(`P6\n${w} ${h}\n255\n`);
-  const px = Buffer.alloc(w * h * 3);
-  let x = seed * 2654435761 >>> 0;
-  const noise = () => { x = (x * 1103515245 + 12345) >>> 0; return (x >>> 16) % 21 - 10; };
-  const clamp = (v) => Math.max(0, Math.min(255, v));
-  for (let i = 0; i < w * h; i++) px.set([clamp(r + noise()), clamp(g + noise()), clamp(b + noise())], i * 3);
-  return Buffer.concat([head, px]);
-}
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 
-/* One InnerProduct on the 8×8×3 pixels: trains in milliseconds. */
-const TINY = `name: "tiny"
-layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "softmax" type: "Softmax" bottom: "ip" top: "softmax" include { stage: "deploy" } }
-`;
 
 describe('models', () => {
   let server, work, doc, dsId, bigId;
-  const model = (extra = {}) => ({ name: 'tiny', dataset: dsId, network: { prototxt: TINY }, epochs: 2, ...extra });
+  const model = (extra = {}) => ({ name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, ...extra });
 
   before(async () => {
     doc = loadOpenApi();
     work = mkdtempSync(join(tmpdir(), 'deepdesk-models-'));
-    for (const [cls, rgb] of Object.entries(COLOURS)) {
-      mkdirSync(join(work, 'colours', cls), { recursive: true });
-      for (let i = 0; i < 16; i++) writeFileSync(join(work, 'colours', cls, `${i}.ppm`), ppm(8, 8, rgb, i + 1));
-    }
+    writeColourFolders(join(work, 'colours'), COLOURS, 16);
     mkdirSync(join(work, 'empty'));
     server = await startServer({ args: ['--data-root', work] });
     const r = await server.api('POST', '/api/v1/datasets', {
@@ -65,10 +40,7 @@ describe('models', () => {
     assert.equal(job.state, 'done', job.error);
     // 900 training images: at batch 1 an epoch is 900 iterations, so an abort
     // lands inside one (a whole epoch has odds of 1 in 900)
-    for (const [cls, rgb] of Object.entries(COLOURS)) {
-      mkdirSync(join(work, 'big', cls), { recursive: true });
-      for (let i = 0; i < 400; i++) writeFileSync(join(work, 'big', cls, `${i}.ppm`), ppm(8, 8, rgb, i + 1));
-    }
+    writeColourFolders(join(work, 'big'), COLOURS, 400);
     const b = await server.api('POST', '/api/v1/datasets', {
       name: 'big', source: { type: 'folder', train: join(work, 'big') },
       options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
@@ -132,7 +104,7 @@ describe('models', () => {
     const dir = join(server.dataDir, 'jobs', String(doneId));
     for (const f of ['network.prototxt', 'settings.json', 'labels.txt', 'snapshot_epoch_2.safetensors'])
       assert.ok(existsSync(join(dir, f)), f);
-    assert.equal(readFileSync(join(dir, 'network.prototxt'), 'utf8'), TINY);
+    assert.equal(readFileSync(join(dir, 'network.prototxt'), 'utf8'), TINY_NET);
 
     const g = await server.api('GET', `/api/v1/models/${doneId}`);
     assert.equal(g.status, 200);
@@ -208,7 +180,7 @@ describe('models', () => {
       [{ dataset: 'x' }, /^dataset: required/],
       [{ dataset: 999999 }, /^dataset: there is no job 999999/],
       [{ network: {} }, /^network: required, one of/],
-      [{ network: { standard: 'lenet', prototxt: TINY } }, /^network: required, one of/],
+      [{ network: { standard: 'lenet', prototxt: TINY_NET } }, /^network: required, one of/],
       [{ network: { standard: 'vgg' } }, /^network\.standard: must be one of lenet, alexnet/],
       [{ network: { nope: 1 } }, /^network\.nope: unknown field/],
       [{ network: { prototxt: 'layer { name: "a" type: "InnerProduct"\n  bottom: "data" top: }' } }, /^network\.prototxt: 2:\d+: /],
@@ -399,7 +371,7 @@ describe('models', () => {
     const ds = join(server.dataDir, 'jobs', String(dsId));
     const out = join(work, 'cli-out');
     const net = join(work, 'tiny.prototxt');
-    writeFileSync(net, TINY);
+    writeFileSync(net, TINY_NET);
     const { stderr } = await promisify(execFile)(BIN, ['train', '--dataset', ds, '--network', net, '--out', out,
       '--epochs', '2', '--lr', '0.05', '--threads', '1'], { timeout: 60000 });
     // not a terminal: one plain line per metric, as before
@@ -424,7 +396,7 @@ describe('models', () => {
     assert.equal(result.snapshot, 'snapshot_epoch_2.safetensors');
     assert.equal(result.stopped, false);
 
-    assert.equal(readFileSync(join(out, 'network.prototxt'), 'utf8'), TINY);
+    assert.equal(readFileSync(join(out, 'network.prototxt'), 'utf8'), TINY_NET);
     const settings = JSON.parse(readFileSync(join(out, 'settings.json'), 'utf8'));
     assert.equal(settings.network_name, 'custom');
     assert.equal(settings.batch_size, 4);

@@ -8,23 +8,13 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  startServer, waitState, assertError, assertSchema, loadOpenApi, createJob, killTrackedPids, trackPid,
+  startServer, waitState, assertError, assertSchema, loadOpenApi, createJob, killTrackedPids, trackPid, writeColourFolders,
 } from './helpers.mjs';
 
-/** A w×h P6 PPM of one colour with a little noise. */
-function ppm(w, h, [r, g, b], seed) {
-  const head = Buffer.from(`P6\n${w} ${h}\n255\n`);
-  const px = Buffer.alloc(w * h * 3);
-  let x = seed * 2654435761 >>> 0;
-  const noise = () => { x = (x * 1103515245 + 12345) >>> 0; return (x >>> 16) % 21 - 10; };
-  const clamp = (v) => Math.max(0, Math.min(255, v));
-  for (let i = 0; i < w * h; i++) px.set([clamp(r + noise()), clamp(g + noise()), clamp(b + noise())], i * 3);
-  return Buffer.concat([head, px]);
-}
 
 const COLOURS = { dark: [30, 30, 30], mid: [128, 128, 128], light: [230, 230, 230] };
 
@@ -64,10 +54,7 @@ describe('networks', () => {
   before(async () => {
     doc = loadOpenApi();
     work = mkdtempSync(join(tmpdir(), 'deepdesk-networks-'));
-    for (const [cls, rgb] of Object.entries(COLOURS)) {
-      mkdirSync(join(work, 'shades', cls), { recursive: true });
-      for (let i = 0; i < 8; i++) writeFileSync(join(work, 'shades', cls, `${i}.ppm`), ppm(8, 8, rgb, i + 1));
-    }
+    writeColourFolders(join(work, 'shades'), COLOURS, 8);
     server = await startServer({ args: ['--data-root', work] });
     const r = await server.api('POST', '/api/v1/datasets', {
       name: 'shades', source: { type: 'folder', train: join(work, 'shades') },
