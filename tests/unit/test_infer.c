@@ -24,6 +24,7 @@
 #include "../../networks/snapshot.h"
 #include "../../networks/train.h"
 #include "check.h"
+#include "quadrants.h"
 
 static char tmp[256], dsdir[512], jobdir[512];
 static double val_accuracy;
@@ -48,54 +49,9 @@ static const char small_net[] =
 	"  include { stage: \"val\" } }\n"
 	"layer { name: \"softmax\" type: \"Softmax\" bottom: \"fc\" top: \"softmax\" include { stage: \"deploy\" } }\n";
 
-static uint64_t rs = 12345;
-static int rnd(int n)
-{
-	rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-	return (int)((rs >> 33) % (uint64_t)n);
-}
-
 static int make_dataset(void)
 {
-	struct dd_err err = { 0 };
-	char src[512], path[768];
-	snprintf(src, sizeof src, "%s/src", tmp);
-	for (int cl = 0; cl < 4; cl++) {
-		snprintf(path, sizeof path, "%s/class%d", src, cl);
-		if (fs_mkdir_p(path, &err))
-			return -1;
-		for (int k = 0; k < 60; k++) {
-			struct image im = { .w = 16, .h = 16, .c = 1, .px = malloc(256) };
-			for (int y = 0; y < 16; y++)
-				for (int x = 0; x < 16; x++) {
-					int q = (y >= 8) * 2 + (x >= 8);
-					im.px[y * 16 + x] = (uint8_t)((q == cl ? 150 : 60) + rnd(60));
-				}
-			uint8_t *png;
-			size_t len;
-			int rc = image_encode_png(&im, 1, &png, &len, &err);
-			image_free(&im);
-			if (rc)
-				return -1;
-			snprintf(path, sizeof path, "%s/class%d/%03d.png", src, cl, k);
-			rc = fs_write_file_atomic(path, png, len, &err);
-			free(png);
-			if (rc)
-				return -1;
-		}
-	}
-	struct ds_options o;
-	ds_options_default(&o);
-	o.width = o.height = 16;
-	o.channels = 1;
-	o.encoding = DS_ENC_PNG;
-	o.val_pct = 25;
-	struct ds_source s = { .folder = { src } };
-	snprintf(dsdir, sizeof dsdir, "%s/ds", tmp);
-	int rc = ds_create(&s, &o, dsdir, NULL, NULL, &err);
-	if (rc)
-		fprintf(stderr, "ds_create: %s\n", err.msg);
-	return rc;
+	return quadrants_dataset(tmp, 150, 60, dsdir, sizeof dsdir);
 }
 
 /* Train 3 epochs into jobdir, written as a model job's folder. */

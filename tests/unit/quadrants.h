@@ -1,0 +1,70 @@
+/* quadrants.h — the tiny image dataset the training and inference tests share:
+ * four classes of 16x16 gray PNGs, each a bright quadrant (class k: quadrant k, in
+ * row order) on a dark ground with noise, 60 a class, 25% held out for validation
+ * (180 train, 60 val), built by datasets/create.c.  Seeded: the same every run.
+ * Header-only for the tests; every function is static. */
+#ifndef DD_TEST_QUADRANTS_H
+#define DD_TEST_QUADRANTS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../../common/fsutil.h"
+#include "../../datasets/create.h"
+#include "../../datasets/image.h"
+
+static int quadrants_rnd(uint64_t *s, int n)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (int)((*s >> 33) % (uint64_t)n);
+}
+
+/* Write the images under TMP/src and build the dataset into dsdir (TMP/ds).  A
+ * quadrant's pixels are bright + [0, 60), the rest dark + [0, 60).  0 or -1. */
+static int quadrants_dataset(const char *tmp, int bright, int dark, char *dsdir, size_t dslen)
+{
+	struct dd_err err = { 0 };
+	char src[512], path[768];
+	uint64_t rs = 12345;
+	snprintf(src, sizeof src, "%s/src", tmp);
+	for (int cl = 0; cl < 4; cl++) {
+		snprintf(path, sizeof path, "%s/class%d", src, cl);
+		if (fs_mkdir_p(path, &err))
+			return -1;
+		for (int k = 0; k < 60; k++) {
+			struct image im = { .w = 16, .h = 16, .c = 1, .px = malloc(256) };
+			if (!im.px)
+				return -1;
+			for (int y = 0; y < 16; y++)
+				for (int x = 0; x < 16; x++) {
+					int q = (y >= 8) * 2 + (x >= 8);
+					im.px[y * 16 + x] = (uint8_t)((q == cl ? bright : dark) + quadrants_rnd(&rs, 60));
+				}
+			uint8_t *png;
+			size_t len;
+			int rc = image_encode_png(&im, 1, &png, &len, &err);
+			image_free(&im);
+			if (rc)
+				return -1;
+			snprintf(path, sizeof path, "%s/class%d/%03d.png", src, cl, k);
+			rc = fs_write_file_atomic(path, png, len, &err);
+			free(png);
+			if (rc)
+				return -1;
+		}
+	}
+	struct ds_options o;
+	ds_options_default(&o);
+	o.width = o.height = 16;
+	o.channels = 1;
+	o.encoding = DS_ENC_PNG;
+	o.val_pct = 25;
+	struct ds_source s = { .folder = { src } };
+	snprintf(dsdir, dslen, "%s/ds", tmp);
+	int rc = ds_create(&s, &o, dsdir, NULL, NULL, &err);
+	if (rc)
+		fprintf(stderr, "ds_create: %s\n", err.msg);
+	return rc;
+}
+
+#endif
