@@ -381,14 +381,8 @@ int api_model_classify(struct req *r)
 	if ((rc = pick_snapshot(r->c, r->id, snapshot, &p)) || (rc = read_image(r->c, &u)) ||
 	    (rc = classify(r->c, r->id, snapshot, &u, (int)top, &p, pred, labels, &np, &w, &h)))
 		goto out;
-	cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "predictions");
-	for (int i = 0; i < np; i++) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "label", pred[i].label);
-		cJSON_AddNumberToObject(o, "index", pred[i].index);
-		cJSON_AddNumberToObject(o, "probability", pred[i].probability);
-		cJSON_AddItemToArray(arr, o);
-	}
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "predictions", infer_predictions_json(pred, np));
 	cJSON_AddNumberToObject(body, "model", (double)r->id);
 	cJSON_AddStringToObject(body, "snapshot", p.label);
 	cJSON *im = cJSON_AddObjectToObject(body, "image");

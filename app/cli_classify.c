@@ -185,14 +185,7 @@ int cli_classify(int argc, char **argv)
 		if (r) {
 			cJSON_AddNumberToObject(r, "width", iw);
 			cJSON_AddNumberToObject(r, "height", ih);
-			cJSON *arr = cJSON_AddArrayToObject(r, "predictions");
-			for (int i = 0; i < np; i++) {
-				cJSON *o = cJSON_CreateObject();
-				cJSON_AddStringToObject(o, "label", pred[i].label);
-				cJSON_AddNumberToObject(o, "index", pred[i].index);
-				cJSON_AddNumberToObject(o, "probability", pred[i].probability);
-				cJSON_AddItemToArray(arr, o);
-			}
+			cJSON_AddItemToObject(r, "predictions", infer_predictions_json(pred, np));
 		} else {
 			printf("%s\n", argv[a]);
 			for (int i = 0; i < np; i++)

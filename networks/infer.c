@@ -660,3 +660,20 @@ void infer_cache_stats(struct infer_cache *c, int *models, size_t *bytes)
 		*bytes = c->bytes;
 	pthread_mutex_unlock(&c->mu);
 }
+
+cJSON *infer_predictions_json(const struct infer_pred *pred, int n)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (int i = 0; arr && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			cJSON_Delete(arr);
+			return NULL;
+		}
+		cJSON_AddStringToObject(o, "label", pred[i].label);
+		cJSON_AddNumberToObject(o, "index", pred[i].index);
+		cJSON_AddNumberToObject(o, "probability", pred[i].probability);
+	}
+	return arr;
+}

@@ -79,6 +79,11 @@ const char *infer_label(const struct infer *h, int i);
  * first (ties: lower index first), into pred (room for top); their count into
  * *npred.  *w and *h (may be NULL) get the image's size as uploaded.  DD_EINVAL
  * for what is not an image; DD_ETOOBIG for one over the pixel cap. */
+/* n predictions as a JSON array of {"label", "index", "probability"}, what the API
+ * and `deepdesk classify --json` print.  Caller frees with cJSON_Delete(); NULL when
+ * out of memory. */
+cJSON *infer_predictions_json(const struct infer_pred *pred, int n);
+
 int infer_classify(struct infer *h, const void *data, size_t len, const char *name, int top,
 		   struct infer_pred *pred, int *npred, int *w, int *hgt, struct dd_err *err);
 /* The same for a decoded image (as image.h holds them). */
