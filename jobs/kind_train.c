@@ -546,7 +546,7 @@ cJSON *model_settings_from_opts(const struct train_opts *o)
 		cJSON_Delete(st);
 		return NULL;
 	}
-	cJSON_AddStringToObject(s, "type", o->solver_name ? o->solver_name : solver_type_name(o->solver));
+	cJSON_AddStringToObject(s, "type", solver_type_name(o->solver));
 	cJSON_AddNumberToObject(s, "base_lr", o->base_lr > 0 ? o->base_lr : 0.01);
 	cJSON_AddNumberToObject(s, "momentum", o->momentum >= 0 ? o->momentum : 0.9);
 	cJSON_AddNumberToObject(s, "momentum2", o->momentum2 > 0 ? o->momentum2 : 0.999);
@@ -812,8 +812,9 @@ static int run(struct worker *w, struct dd_err *err)
 	o.batch = param_int(p, "batch_size", 0);
 	o.crop = param_int(p, "crop_size", 0);
 	const cJSON *s = get(p, "solver");
-	o.solver_name = cJSON_GetStringValue(get(s, "type"));
-	o.solver = o.solver_name && strcmp(o.solver_name, "adam") == 0 ? SOLVER_ADAM : SOLVER_SGD;
+	const char *type = cJSON_GetStringValue(get(s, "type"));
+	if (type && (rc = solver_type_parse(type, &o.solver, err))) /* validate() has checked it */
+		return rc;
 	o.base_lr = param_num(s, "base_lr", 0.01);
 	o.momentum = param_num(s, "momentum", 0.9);
 	o.momentum2 = param_num(s, "momentum2", 0.999);

@@ -362,8 +362,6 @@ static int setup(struct run *r, struct dd_err *err)
 	/* the solver, DIGITS' way: step positions in percent of all iterations */
 	struct solver_config sc = { 0 };
 	sc.type = o->solver;
-	if (o->solver_name && (rc = solver_type_parse(o->solver_name, &sc.type, err)))
-		return rc;
 	train_lr_config(o, r->total, &sc);
 	sc.momentum = o->momentum >= 0 ? o->momentum : 0.9;
 	sc.momentum2 = o->momentum2 > 0 ? o->momentum2 : 0.999;

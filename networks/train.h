@@ -60,9 +60,7 @@ struct train_opts {
 	int batch;                 /* 0: the data layers' batch_size, else 16 */
 	int iter_size;             /* batch accumulation: passes per update; 0: 1 */
 	int crop;                  /* 0: the data layer's crop_size */
-	const char *solver_name;   /* "sgd", "nesterov", "adagrad", "rmsprop", "adadelta",
-				    * "adam"; NULL: `solver` below */
-	enum solver_type solver;   /* SGD */
+	enum solver_type solver;   /* SGD (solver_type_parse reads the names) */
 	double base_lr;            /* 0: 0.01 */
 	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1, AdaDelta's decay) */
 	double momentum2;          /* 0: 0.999 (Adam's beta2) */
