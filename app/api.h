@@ -31,6 +31,8 @@ int api_models_list(struct req *r);
 int api_model_get(struct req *r);
 int api_model_resume(struct req *r);
 int api_model_snapshot(struct req *r);
+int api_model_snapshot_delete(struct req *r);
+int api_model_snapshots_prune(struct req *r);
 int api_job_resources(struct req *r);
 int api_networks_list(struct req *r);
 int api_networks_check(struct req *r);

@@ -1,6 +1,7 @@
 /* api_models.c — /api/v1/models: start training jobs (kind "model", jobs/kind_train.c),
- * list and read them with their snapshots and last metrics, resume or extend one,
- * and download a snapshot.
+ * one or a sweep of them, list and read them with their snapshots and last metrics,
+ * resume or extend one, download a snapshot, and delete snapshots (one, or all but
+ * the last N or the best).
  *
  * Creating a model checks here what needs other jobs — the dataset is a finished
  * image classification dataset, a previous or fine-tuned model exists and has
@@ -9,6 +10,7 @@
  * by a worker.  The dataset (and a previous or fine-tuned model) become the job's
  * parents, so they cannot be deleted while the model exists. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -119,19 +121,69 @@ static int reply_job(struct req *r, int status, int64_t id)
 	return http_json(r->c, status, out);
 }
 
+/* ---- creating, and sweeps ---- */
+
+#define SWEEP_MAX 64 /* combinations one request may create */
+
+/* One axis of a sweep: v (body's solver.base_lr or batch_size, may be NULL) is one
+ * value or an array of distinct numbers; vals[] gets them (borrowed from v; one
+ * NULL when v is absent), *n their count.  0 or the status of the 400 sent. */
+static int sweep_axis(struct req *r, cJSON *v, const char *field, cJSON **vals, int *n)
+{
+	*n = 1;
+	vals[0] = v;
+	if (!cJSON_IsArray(v))
+		return 0; /* one value: validate() judges it */
+	int k = cJSON_GetArraySize(v), i = 0;
+	if (k < 1 || k > SWEEP_MAX)
+		return http_error(r->c, 400, "invalid", "%s: a sweep lists 1 to %d numbers; this list has %d", field,
+				  SWEEP_MAX, k);
+	cJSON *e;
+	cJSON_ArrayForEach(e, v)
+	{
+		if (!cJSON_IsNumber(e))
+			return http_error(r->c, 400, "invalid", "%s: item %d of the sweep is not a number", field, i + 1);
+		for (int j = 0; j < i; j++)
+			if (vals[j]->valuedouble == e->valuedouble)
+				return http_error(r->c, 400, "invalid", "%s: %g is listed twice in the sweep", field,
+						  e->valuedouble);
+		vals[i++] = e;
+	}
+	*n = k;
+	return 0;
+}
+
+/* " lr=0.01 bs=32": what sets a sweep's combination apart (the axes with more than
+ * one value), into buf; "" for a single model. */
+static void combo_text(char *buf, size_t len, const cJSON *lr, int nl, const cJSON *bs, int nb)
+{
+	buf[0] = 0;
+	if (nl > 1)
+		snprintf(buf, len, " lr=%g", lr->valuedouble);
+	if (nb > 1)
+		snprintf(buf + strlen(buf), len - strlen(buf), " bs=%g", bs->valuedouble);
+}
+
+/* POST /api/v1/models.  solver.base_lr and batch_size may each be a list (DIGITS'
+ * sweeps): one job per combination, all in one group (the body's, or the name).
+ * Every combination is validated and checked against the dataset before the first
+ * job is created, so a bad one creates none.  One combination answers
+ * {"job": detail}; several {"group", "models": [detail, …]}. */
 int api_models_create(struct req *r)
 {
 	static const char *const fields[] = { "name",	   "group",	  "dataset",	       "network",
 					      "solver",	   "epochs",	  "batch_size",	       "crop_size",
 					      "mean",	   "seed",	  "val_interval",      "snapshot_interval",
-					      "backend",   "finetune",	  NULL };
-	cJSON *body = NULL;
+					      "backend",   "finetune",	  "mirror",	       NULL };
+	cJSON *body = NULL, *detached = NULL, *out = NULL;
+	cJSON *params[SWEEP_MAX] = { 0 };
+	int64_t parents[SWEEP_MAX][3], ids[SWEEP_MAX];
+	int np[SWEEP_MAX], made = 0, nc = 0;
+	char (*names)[256] = NULL;
 	int rc = http_read_json(r->c, &body);
 	if (rc)
 		return rc;
 	struct dd_err err = { 0 };
-	int64_t parents[3], id;
-	int np = 0;
 	cJSON *name = get(body, "name");
 	if (get(body, "resume")) {
 		rc = http_error(r->c, 400, "invalid", "resume: a new model starts from scratch; resume one with POST /api/v1/models/{id}/resume");
@@ -143,25 +195,89 @@ int api_models_create(struct req *r)
 		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to 200 characters");
 		goto out;
 	}
-	cJSON *detached = cJSON_DetachItemFromObjectCaseSensitive(body, "name");
+	detached = cJSON_DetachItemFromObjectCaseSensitive(body, "name");
+	cJSON *lrs[SWEEP_MAX], *bss[SWEEP_MAX];
+	int nl, nb;
+	cJSON *solver = get(body, "solver");
+	if ((rc = sweep_axis(r, cJSON_IsObject(solver) ? get(solver, "base_lr") : NULL, "solver.base_lr", lrs, &nl)) ||
+	    (rc = sweep_axis(r, get(body, "batch_size"), "batch_size", bss, &nb)))
+		goto out;
+	if (nl * nb > SWEEP_MAX) {
+		rc = http_error(r->c, 400, "invalid",
+				"solver.base_lr, batch_size: %d learning rates times %d batch sizes is %d jobs; a sweep makes at most %d",
+				nl, nb, nl * nb, SWEEP_MAX);
+		goto out;
+	}
+	nc = nl * nb;
+	if (!(names = calloc((size_t)nc, sizeof *names))) {
+		rc = http_error(r->c, 500, "internal", "out of memory");
+		goto out;
+	}
 	const struct job_kind *kind = job_kind_find("model");
-	if (kind->validate(body, &err) != DD_OK) {
-		rc = http_error_dd(r->c, &err);
-		cJSON_Delete(detached);
+	cJSON *group = get(body, "group");
+	for (int i = 0; i < nc; i++) {
+		const cJSON *lr = lrs[i / nb], *bs = bss[i % nb];
+		char what[64];
+		combo_text(what, sizeof what, lr, nl, bs, nb);
+		snprintf(names[i], sizeof names[i], "%s%s", detached->valuestring, what);
+		cJSON *p = params[i] = cJSON_Duplicate(body, 1);
+		if (!p) {
+			rc = http_error(r->c, 500, "internal", "out of memory");
+			goto out;
+		}
+		if (cJSON_IsArray(get(get(p, "solver"), "base_lr")))
+			cJSON_ReplaceItemInObjectCaseSensitive(get(p, "solver"), "base_lr", cJSON_Duplicate(lr, 0));
+		if (cJSON_IsArray(get(p, "batch_size")))
+			cJSON_ReplaceItemInObjectCaseSensitive(p, "batch_size", cJSON_Duplicate(bs, 0));
+		if (nc > 1 && !group)
+			cJSON_AddStringToObject(p, "group", detached->valuestring);
+		if (kind->validate(p, &err) != DD_OK) {
+			size_t l = strlen(err.msg);
+			if (nc > 1)
+				snprintf(err.msg + l, sizeof err.msg - l, " (the sweep's combination%s)", what);
+			rc = http_error_dd(r->c, &err);
+			goto out;
+		}
+		if ((rc = check_related(r, p, parents[i], &np[i])))
+			goto out;
+	}
+	for (; made < nc; made++) {
+		if (sched_submit("model", names[made], server_user(r), params[made], 0, parents[made], np[made], &ids[made],
+				 &err) != DD_OK) {
+			/* the store failed midway: take back what was queued, so that a
+			 * sweep is all there or not at all */
+			for (int i = 0; i < made; i++) {
+				struct dd_err ignore = { 0 };
+				if (sched_abort(ids[i], &ignore) == DD_OK || ignore.code == DD_ECONFLICT)
+					sched_delete(ids[i], &ignore);
+			}
+			rc = http_error_dd(r->c, &err);
+			goto out;
+		}
+	}
+	if (nc == 1) {
+		rc = reply_job(r, 202, ids[0]);
 		goto out;
 	}
-	if ((rc = check_related(r, body, parents, &np))) {
-		cJSON_Delete(detached);
-		goto out;
+	out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "group", cJSON_GetStringValue(get(params[0], "group")));
+	cJSON *models = cJSON_AddArrayToObject(out, "models");
+	for (int i = 0; i < nc; i++) {
+		cJSON *job = NULL;
+		if (store_job_json(ids[i], 1, &job, &err) != DD_OK) {
+			rc = http_error_dd(r->c, &err);
+			goto out;
+		}
+		cJSON_AddItemToArray(models, job);
 	}
-	rc = sched_submit("model", detached->valuestring, server_user(r), body, 0, parents, np, &id, &err);
-	cJSON_Delete(detached);
-	if (rc != DD_OK) {
-		rc = http_error_dd(r->c, &err);
-		goto out;
-	}
-	rc = reply_job(r, 202, id);
+	rc = http_json(r->c, 202, out);
+	out = NULL;
 out:
+	cJSON_Delete(out);
+	for (int i = 0; i < nc; i++)
+		cJSON_Delete(params[i]);
+	free(names);
+	cJSON_Delete(detached);
 	cJSON_Delete(body);
 	return rc;
 }
@@ -473,4 +589,217 @@ int api_model_snapshot(struct req *r)
 		 (long long)r->id, r->name);
 	mg_send_mime_file2(r->c, path, "application/octet-stream", headers);
 	return 200;
+}
+
+/* ---- deleting snapshots ----
+ *
+ * Both routes are refused (409) while the job is queued or running: a running
+ * worker writes snapshots and a queued resume is about to read one, and a file
+ * deleted under either would turn into a failed job.  Once it has ended nothing
+ * else writes the folder.  The latest snapshot is never deleted, so the model can
+ * always be resumed, classified with and bundled. */
+
+/* What the val metrics say is best: the highest accuracy, or without accuracy the
+ * lowest loss; ties go to the later event (a resumed run's). */
+struct best {
+	int nacc, nloss;
+	double acc, acc_epoch, loss, loss_epoch;
+};
+
+static void best_event(void *vctx, int64_t seq, cJSON *ev)
+{
+	(void)seq;
+	struct best *b = vctx;
+	const cJSON *ep = get(ev, "epoch"), *acc = get(ev, "accuracy"), *loss = get(ev, "loss");
+	const char *type = cJSON_GetStringValue(get(ev, "type")), *kind = cJSON_GetStringValue(get(ev, "kind"));
+	if (!type || strcmp(type, "metric") != 0 || !kind || strcmp(kind, "val") != 0 || !cJSON_IsNumber(ep))
+		return;
+	if (cJSON_IsNumber(acc) && (!b->nacc++ || acc->valuedouble >= b->acc)) {
+		b->acc = acc->valuedouble;
+		b->acc_epoch = ep->valuedouble;
+	}
+	if (cJSON_IsNumber(loss) && (!b->nloss++ || loss->valuedouble <= b->loss)) {
+		b->loss = loss->valuedouble;
+		b->loss_epoch = ep->valuedouble;
+	}
+}
+
+/* Delete (or with dry, only measure) the snapshots of dir whose drop[i] is set,
+ * each with its .solverstate, and answer {"deleted": [{"label","epoch","bytes"}],
+ * "kept": [label, …], "freed_bytes", "dry_run"} plus extra (taken over, may be
+ * NULL) as "best". */
+static int remove_snapshots(struct req *r, const char *dir, const struct model_snapshot *snaps, int n,
+			    const char *drop, int dry, cJSON *extra)
+{
+	static const char *const exts[] = { "safetensors", "solverstate", NULL };
+	cJSON *out = cJSON_CreateObject();
+	cJSON *deleted = cJSON_AddArrayToObject(out, "deleted"), *kept = cJSON_AddArrayToObject(out, "kept");
+	double freed = 0;
+	for (int i = 0; i < n; i++) {
+		if (!drop[i]) {
+			cJSON_AddItemToArray(kept, cJSON_CreateString(snaps[i].label));
+			continue;
+		}
+		double bytes = 0;
+		for (int k = 0; exts[k]; k++) {
+			char path[PATH_MAX + 64];
+			struct stat st;
+			model_snapshot_path(dir, snaps[i].label, exts[k], path, sizeof path);
+			if (stat(path, &st) != 0)
+				continue;
+			if (!dry && unlink(path) != 0) {
+				if (errno == ENOENT)
+					continue; /* a second request got there first */
+				struct dd_err err = { 0 };
+				dd_err_sys(&err, DD_EIO, errno, "cannot delete %s", path);
+				cJSON_Delete(out);
+				cJSON_Delete(extra);
+				return http_error_dd(r->c, &err);
+			}
+			bytes += (double)st.st_size;
+		}
+		cJSON *s = cJSON_CreateObject();
+		cJSON_AddStringToObject(s, "label", snaps[i].label);
+		cJSON_AddNumberToObject(s, "epoch", snaps[i].epoch);
+		cJSON_AddNumberToObject(s, "bytes", bytes);
+		cJSON_AddItemToArray(deleted, s);
+		freed += bytes;
+	}
+	cJSON_AddNumberToObject(out, "freed_bytes", freed);
+	cJSON_AddBoolToObject(out, "dry_run", dry);
+	if (extra)
+		cJSON_AddItemToObject(out, "best", extra);
+	if (!dry && freed > 0)
+		sched_job_changed(r->id);
+	return http_json(r->c, 200, out);
+}
+
+/* The model r->id when it has ended, its folder into dir and its snapshots into
+ * *snaps (caller frees); 0 or the status of the error sent. */
+static int ended_model(struct req *r, char *dir, size_t len, struct model_snapshot **snaps, int *n)
+{
+	struct job_row row;
+	int rc = model_row(r, &row);
+	if (rc)
+		return rc;
+	if (row.state == JOB_QUEUED || row.state == JOB_RUNNING)
+		return http_error(r->c, 409, "conflict",
+				  "model %lld is %s; its snapshots can be deleted once it has ended (abort it first)",
+				  (long long)r->id, job_state_name(row.state));
+	sched_job_dir(r->id, dir, len);
+	struct dd_err err = { 0 };
+	if (model_snapshots(dir, snaps, n, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	return 0;
+}
+
+/* DELETE /api/v1/models/{id}/snapshots/{name}: one snapshot (not the latest). */
+int api_model_snapshot_delete(struct req *r)
+{
+	char dir[PATH_MAX];
+	struct model_snapshot *snaps = NULL;
+	char *drop = NULL;
+	int n = 0, rc = ended_model(r, dir, sizeof dir, &snaps, &n);
+	if (rc)
+		return rc;
+	int i = 0;
+	while (i < n && strcmp(snaps[i].label, r->name) != 0)
+		i++;
+	if (i == n)
+		rc = http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch \"%.32s\"", (long long)r->id,
+				r->name);
+	else if (i == n - 1)
+		rc = http_error(r->c, 409, "conflict",
+				"the snapshot at epoch %s is model %lld's latest, kept so that it can be resumed; delete the model to remove it",
+				snaps[i].label, (long long)r->id);
+	else if (!(drop = calloc((size_t)n, 1)))
+		rc = http_error(r->c, 500, "internal", "out of memory");
+	else {
+		drop[i] = 1;
+		rc = remove_snapshots(r, dir, snaps, n, drop, 0, NULL);
+	}
+	free(drop);
+	free(snaps);
+	return rc;
+}
+
+/* POST /api/v1/models/{id}/snapshots/prune {"keep_last": N} | {"keep": "best"},
+ * "dry_run"?: true.  keep_last keeps the N latest; best keeps the snapshot taken at
+ * the best validation (the highest val accuracy, else the lowest val loss; the
+ * nearest snapshot when none was taken at that epoch).  The latest is kept
+ * either way.  dry_run answers what would go, deleting nothing. */
+int api_model_snapshots_prune(struct req *r)
+{
+	static const char *const fields[] = { "keep_last", "keep", "dry_run", NULL };
+	cJSON *body = NULL, *extra = NULL;
+	struct model_snapshot *snaps = NULL;
+	char *drop = NULL;
+	int n = 0, rc = http_read_json(r->c, &body);
+	if (rc)
+		return rc;
+	if ((rc = http_only_fields(r->c, body, fields, "")))
+		goto out;
+	cJSON *kl = get(body, "keep_last"), *keep = get(body, "keep"), *dry = get(body, "dry_run");
+	if (!!kl == !!keep) {
+		rc = http_error(r->c, 400, "invalid", "keep_last or keep: give one, {\"keep_last\": N} or {\"keep\": \"best\"}");
+		goto out;
+	}
+	if (kl && (!cJSON_IsNumber(kl) || kl->valuedouble != floor(kl->valuedouble) || kl->valuedouble < 1 ||
+		   kl->valuedouble > 10000)) {
+		rc = http_error(r->c, 400, "invalid", "keep_last: must be an integer from 1 to 10000");
+		goto out;
+	}
+	if (keep && (!cJSON_IsString(keep) || strcmp(keep->valuestring, "best") != 0)) {
+		rc = http_error(r->c, 400, "invalid", "keep: must be \"best\" (or give keep_last: N)");
+		goto out;
+	}
+	if (dry && !cJSON_IsBool(dry)) {
+		rc = http_error(r->c, 400, "invalid", "dry_run: must be true or false");
+		goto out;
+	}
+	char dir[PATH_MAX];
+	if ((rc = ended_model(r, dir, sizeof dir, &snaps, &n)))
+		goto out;
+	if (!(drop = calloc((size_t)n + 1, 1))) {
+		rc = http_error(r->c, 500, "internal", "out of memory");
+		goto out;
+	}
+	if (kl) {
+		for (int i = 0; i < n - (int)kl->valuedouble; i++)
+			drop[i] = 1;
+	} else {
+		struct best b = { 0 };
+		struct events_tail t = { .offset = 0, .seq = 0 };
+		snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+		events_tail_poll(&t, best_event, &b, NULL);
+		if (!b.nacc && !b.nloss) {
+			rc = http_error(r->c, 409, "conflict",
+					"model %lld has no validation metrics to tell the best snapshot by; use keep_last",
+					(long long)r->id);
+			goto out;
+		}
+		double at = b.nacc ? b.acc_epoch : b.loss_epoch;
+		int k = -1;
+		for (int i = 0; i < n; i++)
+			if (k < 0 || fabs(snaps[i].epoch - at) < fabs(snaps[k].epoch - at))
+				k = i;
+		for (int i = 0; i < n; i++)
+			drop[i] = i != k;
+		extra = cJSON_CreateObject();
+		cJSON_AddStringToObject(extra, "by", b.nacc ? "accuracy" : "loss");
+		cJSON_AddNumberToObject(extra, "value", b.nacc ? b.acc : b.loss);
+		cJSON_AddNumberToObject(extra, "epoch", at);
+		if (k >= 0)
+			cJSON_AddStringToObject(extra, "label", snaps[k].label);
+	}
+	if (n > 0)
+		drop[n - 1] = 0; /* the latest stays */
+	rc = remove_snapshots(r, dir, snaps, n, drop, cJSON_IsTrue(dry), extra);
+	extra = NULL;
+out:
+	cJSON_Delete(extra);
+	free(drop);
+	free(snaps);
+	cJSON_Delete(body);
+	return rc;
 }

@@ -110,6 +110,8 @@ static const struct route routes[] = {
 	{ "GET", "/api/v1/models/{id}", api_model_get },
 	{ "POST", "/api/v1/models/{id}/resume", api_model_resume },
 	{ "GET", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot },
+	{ "DELETE", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot_delete },
+	{ "POST", "/api/v1/models/{id}/snapshots/prune", api_model_snapshots_prune },
 	{ "GET", "/api/v1/networks", api_networks_list },
 	{ "POST", "/api/v1/networks/check", api_networks_check },
 	{ "POST", "/api/v1/networks/visualize", api_networks_visualize },

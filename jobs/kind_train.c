@@ -10,7 +10,8 @@
  *              "weight_decay", "iter_size",
  *              "lr_policy": {"policy": "fixed"|"step"|"multistep"|"exp"|"inv"|"poly"|"sigmoid",
  *                            "step_pct"?, "multistep_pct"?, "gamma"?, "power"?}},
- *   "epochs", "batch_size"?, "crop_size"?, "mean": "none"|"image"|"pixel", "seed",
+ *   "epochs", "batch_size"?, "crop_size"?, "mirror"?: true|false,
+ *   "mean": "none"|"image"|"pixel", "seed",
  *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref",
  *   "finetune"?: {"model": MODEL_JOB_ID, "snapshot"?: EPOCH},
  *   "resume"?: {"snapshot"?: EPOCH},   (EPOCH: a snapshot's epoch, fractional for one
@@ -21,7 +22,8 @@
  * epochs, SGD at 0.01 with momentum 0.9 and weight decay 0.0005, the step policy
  * at 33% with gamma 0.1, mean image, a snapshot and a validation every epoch), so
  * the params a job keeps are the settings it ran with.  batch_size and crop_size
- * absent mean "the network's data layer's"; the API fills them in once it has
+ * absent mean "the network's data layer's" (mirror too: absent, the data
+ * layer's transform_param decides); the API fills them in once it has
  * checked the network against the dataset.  What needs other jobs (the dataset is
  * done, the previous model exists) is checked by the API (app/api_models.c) and
  * again by the worker, which reads those jobs' folders beside its own. */
@@ -439,7 +441,7 @@ static int validate(cJSON *params, struct dd_err *err)
 	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
 					   "batch_size", "crop_size", "mean",	    "seed",
 					   "val_interval", "snapshot_interval", "backend", "finetune",
-					   "resume",   "group",	      NULL };
+					   "resume",   "group",	      "mirror",	    NULL };
 	int rc;
 	if ((rc = only_fields(params, top, "", err)))
 		return rc;
@@ -475,6 +477,9 @@ static int validate(cJSON *params, struct dd_err *err)
 		if ((rc = only_fields(re, f, "resume.", err)) || (rc = snapshot_field(re, "resume.", err)))
 			return rc;
 	}
+	cJSON *mi = get(params, "mirror");
+	if (mi && !cJSON_IsBool(mi))
+		return dd_err_set(err, DD_EINVAL, "mirror: must be true or false (absent: the network's data layer decides)");
 	cJSON *g = get(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
@@ -576,6 +581,8 @@ cJSON *model_settings_from_opts(const struct train_opts *o)
 		cJSON_AddNumberToObject(st, "batch_size", o->batch);
 	if (o->crop > 0)
 		cJSON_AddNumberToObject(st, "crop_size", o->crop);
+	if (o->mirror)
+		cJSON_AddBoolToObject(st, "mirror", o->mirror > 0);
 	cJSON_AddStringToObject(st, "mean", o->mean == FEED_MEAN_NONE ? "none" : o->mean == FEED_MEAN_PIXEL ? "pixel" : "image");
 	cJSON_AddNumberToObject(st, "seed", (double)o->seed);
 	cJSON_AddNumberToObject(st, "val_interval", o->val_interval > 0 ? o->val_interval : 1);
@@ -811,6 +818,8 @@ static int run(struct worker *w, struct dd_err *err)
 	o.epochs = param_int(p, "epochs", 30);
 	o.batch = param_int(p, "batch_size", 0);
 	o.crop = param_int(p, "crop_size", 0);
+	const cJSON *mi = get(p, "mirror");
+	o.mirror = cJSON_IsBool(mi) ? (cJSON_IsTrue(mi) ? 1 : -1) : 0;
 	const cJSON *s = get(p, "solver");
 	const char *type = cJSON_GetStringValue(get(s, "type"));
 	if (type && (rc = solver_type_parse(type, &o.solver, err))) /* validate() has checked it */

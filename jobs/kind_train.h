@@ -83,7 +83,7 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 		       int batch, int crop, cJSON *settings, struct dd_err *err);
 
 /* The settings a job's params give for what train_opts o holds (solver, lr_policy,
- * epochs, batch_size, crop_size, mean, seed, val_interval, snapshot_interval,
+ * epochs, batch_size, crop_size, mirror when set, mean, seed, val_interval, snapshot_interval,
  * backend), in the params' shape, for a training not started from params (`deepdesk
  * train`).  Caller frees with cJSON_Delete(); NULL when out of memory. */
 cJSON *model_settings_from_opts(const struct train_opts *o);

@@ -311,7 +311,7 @@ static int setup(struct run *r, struct dd_err *err)
 	const struct net_node *tdn = data_node(r->tg), *vdn = data_node(r->vg);
 	if (!tdn || !vdn)
 		return dd_err_set(err, DD_EINVAL, "%s has no Data layer for the train or val stage", r->netname);
-	struct feed_opts fo = { .train = 1, .crop = r->tg->in.crop, .mirror = tdn->l.data.mirror,
+	struct feed_opts fo = { .train = 1, .crop = r->tg->in.crop, .mirror = o->mirror ? o->mirror > 0 : tdn->l.data.mirror,
 				.scale = tdn->l.data.scale, .mean = o->mean, .mean_value = tdn->l.data.mean_value,
 				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb };
 	if ((rc = feed_open(o->dataset_dir, "train", &fo, &r->ftr, err)))

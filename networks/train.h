@@ -60,6 +60,8 @@ struct train_opts {
 	int batch;                 /* 0: the data layers' batch_size, else 16 */
 	int iter_size;             /* batch accumulation: passes per update; 0: 1 */
 	int crop;                  /* 0: the data layer's crop_size */
+	int mirror;                /* training images flipped at random: 0 as the data
+				    * layer's transform_param says, 1 yes, -1 no */
 	enum solver_type solver;   /* SGD (solver_type_parse reads the names) */
 	double base_lr;            /* 0: 0.01 */
 	double momentum;           /* < 0: 0.9 (SGD momentum, Adam's beta1, AdaDelta's decay) */
