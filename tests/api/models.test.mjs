@@ -408,4 +408,25 @@ describe('models', () => {
     for (const f of ['labels.txt', 'snapshot_epoch_1.safetensors', 'snapshot_epoch_2.safetensors', 'snapshot_epoch_2.solverstate'])
       assert.ok(existsSync(join(out, f)), f);
   });
+  test('mirror: stored in the params and settings, refused unless boolean, and it changes what is fed', async () => {
+    const bad = await server.api('POST', '/api/v1/models', model({ mirror: 'yes' }));
+    assertError(bad, 400, 'invalid');
+    assert.match(bad.body.error.message, /^mirror: must be true or false/);
+    // the reference backend is deterministic: the same seed gives the same losses
+    // unless what is fed differs; TINY_NET's data layers do not mirror
+    const losses = {};
+    for (const [k, extra] of [['on', { mirror: true }], ['off', { mirror: false }], ['absent', {}]]) {
+      const r = await server.api('POST', '/api/v1/models', model({ name: `mirror ${k}`, epochs: 1, backend: 'ref', seed: 3, ...extra }));
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      assert.equal(r.body.job.params.mirror, extra.mirror);
+      const end = await waitState(server, r.body.job.id, ['done', 'error', 'aborted'], 120000);
+      assert.equal(end.state, 'done', end.error);
+      const m = (await server.api('GET', `/api/v1/models/${r.body.job.id}`)).body.model;
+      assertSchema(doc, 'ModelResponse', { model: m });
+      assert.equal(m.settings.mirror, extra.mirror);
+      losses[k] = (await allEvents(server, r.body.job.id)).filter((e) => e.type === 'metric' && e.kind === 'train').map((e) => e.loss);
+    }
+    assert.deepEqual(losses.off, losses.absent);
+    assert.notDeepEqual(losses.on, losses.off);
+  });
 });
