@@ -3,9 +3,10 @@
 // CodeMirror editor checked against the dataset as you type), DIGITS' solver options with a
 // live preview of the learning-rate curve, and the data transforms.
 //
-// Comma lists in the learning rate and the batch size are a sweep: the server takes one
-// value each, so the page creates one job per combination, all in one group.  Nothing is
-// queued until every field is valid and the network checks out.
+// Comma lists in the learning rate and the batch size are a sweep: the page sends them as
+// lists in one request and the server creates one job per combination, all in one group,
+// or none when any combination is wrong.  Nothing is queued until every field is valid and
+// the network checks out.
 import { h, setText, setAttr, setChildren, icon } from './dom.js';
 import { get, post, ApiError } from './api.js';
 import { bytes } from './format.js';
@@ -200,12 +201,19 @@ export function mountNewModel(root, { navigate }) {
   const meanR = radioGroup('mean', [['image', 'Image', 'subtract the mean image'], ['pixel', 'Pixel', 'subtract the mean colour'], ['none', 'None', 'raw pixels']], 'image');
   const cropIn = numIn('crop_size', '', { placeholder: 'none', inputmode: 'numeric' });
   const seedIn = numIn('seed', '0', { inputmode: 'numeric' });
+  const mirrorIn = h('input', { type: 'checkbox', id: 'f-mirror', name: 'mirror', class: 'check' });
+  const mirrorField = field('mirror', 'Mirror', h('label', { class: 'check-label', for: 'f-mirror' }, mirrorIn, ' Flip training images at random'),
+    'Half of the training images, left to right. Unticked: as the network\'s data layer says.', { input: mirrorIn });
+  // Device: CPU and the reference backend always; one choice per GPU that GET /info lists
+  // (the CUDA backend's), added once it answers.  Such a choice sends backend "cuda" and
+  // gpus [id].
   const backendR = radioGroup('backend', [['cpu', 'CPU', 'oneDNN, fast'], ['ref', 'Reference', 'plain loops, slow; the oracle']], 'cpu');
   const dataCard = section('dat', '4', 'Data and hardware', 'What is done to each image before it is fed, and where the work runs.',
     h('div', { class: 'field-row' }, wrapRadio('mean', 'Mean subtraction', meanR),
       h('div', { class: 'field-row' },
         field('crop_size', 'Crop size', cropIn, 'Random crops in training, centre crops in validation. Blank: the network\'s.'),
         field('seed', 'Random seed', seedIn, 'The same seed, the same curve.'))),
+    h('div', { class: 'field-row' }, mirrorField),
     wrapRadio('backend', 'Device', backendR));
   for (const i of [...meanR.inputs]) i.addEventListener('change', scheduleCheck);
   cropIn.addEventListener('input', scheduleCheck);
@@ -248,14 +256,19 @@ export function mountNewModel(root, { navigate }) {
 
   function radioGroup(name, items, value) {
     const inputs = [];
-    const el = h('div', { class: 'segmented', role: 'radiogroup', 'aria-label': name },
-      items.map(([v, title, text]) => {
-        const input = h('input', { type: 'radio', name, value: v, id: `f-${name}-${v}`, checked: v === value });
-        inputs.push(input);
-        return h('label', { class: 'segmented-item', for: input.id }, input,
-          h('span', { class: 'segmented-body' }, h('span', { class: 'segmented-title' }, title), h('span', { class: 'segmented-text' }, text)));
-      }));
-    return { el, inputs, value: () => (inputs.find((i) => i.checked) || {}).value, set: (v) => { for (const i of inputs) i.checked = i.value === v; } };
+    const item = ([v, title, text]) => {
+      const input = h('input', { type: 'radio', name, value: v, id: `f-${name}-${v.replace(/[^a-z0-9_-]/gi, '-')}`, checked: v === value });
+      inputs.push(input);
+      return h('label', { class: 'segmented-item', for: input.id }, input,
+        h('span', { class: 'segmented-body' }, h('span', { class: 'segmented-title' }, title), h('span', { class: 'segmented-text' }, text)));
+    };
+    const el = h('div', { class: 'segmented', role: 'radiogroup', 'aria-label': name }, items.map(item));
+    return {
+      el, inputs,
+      value: () => (inputs.find((i) => i.checked) || {}).value,
+      set: (v) => { for (const i of inputs) i.checked = i.value === v; },
+      add: (it) => { const label = item(it); el.append(label); return label; },
+    };
   }
   function wrapRadio(key, label, r) {
     const err = errorEl(key);
@@ -309,6 +322,18 @@ export function mountNewModel(root, { navigate }) {
       }
     }
     showTop(msg);
+  }
+
+  /* ---------- devices ---------- */
+  async function loadGpus() {
+    let info;
+    try { info = await get('/info'); } catch { return; } // the form still works on the CPU
+    if (!alive || !info || !Array.isArray(info.gpus)) return;
+    for (const g of info.gpus) {
+      if (!g || !Number.isInteger(g.id)) continue;
+      const mem = typeof g.memory_total === 'number' ? bytes(g.memory_total) : '';
+      backendR.add([`cuda:${g.id}`, `GPU ${g.id}`, [g.name, mem].filter(Boolean).join(', ') || 'CUDA']).dataset.gpu = String(g.id);
+    }
   }
 
   /* ---------- datasets ---------- */
@@ -693,7 +718,7 @@ export function mountNewModel(root, { navigate }) {
     return { errors, solver, epochs, list, real };
   }
 
-  /** {errors, bodies: [request per combination], sweep} */
+  /** {errors, body: the one request (lists for a sweep), count: the jobs it makes, sweep} */
   function collect() {
     const { errors, solver, epochs, list, real } = readSolver();
     const body = { name: nameIn.value.trim() };
@@ -724,36 +749,28 @@ export function mountNewModel(root, { navigate }) {
     const seed = real('seed', seedIn, 0, Number.MAX_SAFE_INTEGER, { integer: true });
     if (seed !== null) body.seed = seed;
     body.mean = meanR.value();
-    body.backend = backendR.value();
+    if (mirrorIn.checked) body.mirror = true;
+    const dev = backendR.value() || 'cpu';
+    if (dev.startsWith('cuda:')) { body.backend = 'cuda'; body.gpus = [Number(dev.slice(5))]; }
+    else body.backend = dev;
     if (!body.name) errors.name = 'Give the model a name.';
     const group = groupIn.value.trim();
     if (group) body.group = group;
 
+    // a list is sent as a list: the server makes one job per combination
     const lrs = solver.base_lr.length ? solver.base_lr : [0.01];
-    const bss = batches.length ? batches : [null];
-    const sweep = lrs.length * bss.length > 1;
-    if (lrs.length * bss.length > 32) errors['solver.base_lr'] = `${lrs.length * bss.length} combinations: at most 32 jobs at once.`;
-    const bodies = [];
-    for (const lr of lrs) {
-      for (const bs of bss) {
-        const b = structuredClone(body);
-        b.solver = { ...structuredClone(solver), base_lr: lr };
-        if (bs !== null) b.batch_size = bs;
-        if (sweep) {
-          b.group = group || body.name;
-          b.name = `${body.name}${lrs.length > 1 ? ` lr=${lr}` : ''}${bss.length > 1 ? ` batch=${bs}` : ''}`;
-        }
-        bodies.push(b);
-      }
-    }
-    return { errors, bodies, sweep };
+    const count = lrs.length * Math.max(1, batches.length);
+    if (count > 64) errors['solver.base_lr'] = `${count} combinations: a sweep makes at most 64 jobs.`;
+    body.solver = { ...solver, base_lr: lrs.length > 1 ? lrs : lrs[0] };
+    if (batches.length) body.batch_size = batches.length > 1 ? batches : batches[0];
+    return { errors, body, count, sweep: count > 1 };
   }
 
   function showErrors(errors) {
     const order = ['dataset', 'network', 'previous', 'finetune.snapshot', 'network.prototxt', 'epochs', 'snapshot_interval', 'val_interval',
       'batch_size', 'solver.iter_size', 'solver.type', 'solver.base_lr', 'solver.momentum', 'solver.weight_decay',
       'solver.lr_policy.policy', 'solver.lr_policy.step_pct', 'solver.lr_policy.multistep_pct', 'solver.lr_policy.gamma',
-      'solver.lr_policy.power', 'mean', 'crop_size', 'seed', 'backend', 'name', 'group'];
+      'solver.lr_policy.power', 'mean', 'crop_size', 'seed', 'mirror', 'backend', 'name', 'group'];
     let first = null;
     for (const k of order) {
       if (!errors[k]) continue;
@@ -767,13 +784,13 @@ export function mountNewModel(root, { navigate }) {
 
   /* ---------- submit ---------- */
   function updateSubmit() {
-    const { bodies, sweep } = collect();
+    const { count, sweep } = collect();
     submitBtn.disabled = submitting;
-    setText(submitBtn.querySelector('.btn-label'), submitting ? 'Creating…' : sweep ? `Create ${bodies.length} models` : 'Create model');
+    setText(submitBtn.querySelector('.btn-label'), submitting ? 'Creating…' : sweep ? `Create ${count} models` : 'Create model');
     let note = '';
     if (check.state === 'checking') note = 'Checking the network…';
     else if (check.state === 'invalid') note = 'The network has an error: fix it first.';
-    else if (sweep) note = `A sweep: ${bodies.length} jobs, one per learning rate and batch size, in one group.`;
+    else if (sweep) note = `A sweep: ${count} jobs, one per learning rate and batch size, in one group.`;
     else note = 'The job is queued and starts when a CPU slot is free.';
     setText(submitNote, note);
   }
@@ -788,23 +805,24 @@ export function mountNewModel(root, { navigate }) {
     if (checkTimer) { clearTimeout(checkTimer); checkTimer = null; checkPromise = runCheck(); }
     if (checkPromise) await checkPromise;
     if (!alive) return;
-    const { errors, bodies, sweep } = collect();
+    const { errors, body } = collect();
     if (Object.keys(errors).length) { showErrors(errors); return; }
     submitting = true;
     updateSubmit();
-    const made = [];
     try {
-      for (const b of bodies) {
-        const r = await post('/models', b);
-        made.push(r.job);
-      }
+      // one request, a sweep or not: the server creates every job or none
+      const r = await post('/models', body);
       if (!alive) return;
-      toast(sweep ? `Created ${made.length} models in group “${bodies[0].group}”.` : `Model “${bodies[0].name}” created as job #${made[0].id}.`, 'success');
-      navigate(sweep ? '/models' : `/models/${made[0].id}`);
+      if (r.models) {
+        toast(`Created ${r.models.length} models in group “${r.group}”.`, 'success');
+        navigate('/models');
+      } else {
+        toast(`Model “${r.job.name}” created as job #${r.job.id}.`, 'success');
+        navigate(`/models/${r.job.id}`);
+      }
     } catch (err) {
       if (!alive) return;
-      if (made.length) showTop(`${made.length} of ${bodies.length} models were created (${made.map((j) => `#${j.id}`).join(', ')}); then: ${err.message}`);
-      else placeServerError(err);
+      placeServerError(err);
     } finally {
       submitting = false;
       if (alive) updateSubmit();
@@ -834,7 +852,9 @@ export function mountNewModel(root, { navigate }) {
     if (lp.policy && POLICIES[lp.policy]) { polSel.value = lp.policy; applyPolicyDefaults(); }
     for (const k of Object.keys(POLICY_FIELD)) put(polInputs[k], lp[k]);
     if (p.mean) meanR.set(p.mean);
-    if (p.backend) backendR.set(p.backend);
+    mirrorIn.checked = p.mirror === true;
+    if (p.backend === 'cuda' && Array.isArray(p.gpus) && p.gpus.length) backendR.set(`cuda:${p.gpus[0]}`);
+    else if (p.backend) backendR.set(p.backend);
     nameIn.value = `${job.name || `Model ${fromId}`} (clone)`;
     groupIn.value = typeof p.group === 'string' ? p.group : '';
     const n = p.network || {};
@@ -869,7 +889,7 @@ export function mountNewModel(root, { navigate }) {
   updateSolverFields();
   setCheck({ state: 'idle' });
   const from = new URLSearchParams(location.search).get('from');
-  Promise.all([loadDatasets(), loadNetworks(), loadModels()]).then(() => {
+  Promise.all([loadDatasets(), loadNetworks(), loadModels(), loadGpus()]).then(() => {
     if (!alive) return;
     if (from && /^\d+$/.test(from)) copyFrom(Number(from));
     else {
