@@ -1,16 +1,16 @@
 // model_view.js — what a model job adds to its page (/models/ID): live charts of loss,
 // accuracy and learning rate, progress with images/s and ETA, a hardware panel, the
-// snapshots with the metrics at each, curves of other models to compare, and the
-// Resume / Extend action.
+// snapshots with the metrics at each (delete one, keep the last N or the best), curves
+// of other models to compare, and the Resume / Extend action.
 //
 // The job page (job.js) owns the event stream: it pages /jobs/ID/events from the start and
 // then follows the WebSocket, and hands every event to event() here, so the charts survive
 // a reload mid-training.  Every point is kept; only what is drawn is thinned.
 import { h, setText, setAttr, setChildren, icon } from './dom.js';
-import { get, post, ApiError } from './api.js';
+import { get, post, del, ApiError } from './api.js';
 import { live } from './live.js';
 import { bytes, duration, num } from './format.js';
-import { toast, showError, ACTIVE } from './ui.js';
+import { toast, showError, confirmDialog, ACTIVE } from './ui.js';
 import { loadChart, cssVar, onSchemeChange } from './charts.js';
 import { fmtLr } from './model_new.js';
 
@@ -96,8 +96,22 @@ export function modelView(id, { navigate } = {}) {
   /* ---------- snapshots ---------- */
   const snapBody = h('tbody');
   const snapCount = h('span', { class: 'card-count muted' });
+  // Pruning: keep the last N, or the best (and always the latest); asked once the job has
+  // ended, with the server's dry run saying what goes and what it frees.
+  const keepIn = h('input', { type: 'number', class: 'input num-input keep-n', id: `m${id}-keep`, min: 1, max: 10000, step: 1, value: 1 });
+  const keepLastBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'keep-last' } }, 'Keep last');
+  const keepBestBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'keep-best' } }, 'Keep best');
+  const pruneTools = h('div', { class: 'prune-tools', role: 'group', 'aria-label': 'Delete snapshots', hidden: true },
+    h('label', { class: 'sr-only', for: keepIn.id }, 'How many of the latest snapshots to keep'), keepLastBtn, keepIn, keepBestBtn);
+  keepLastBtn.addEventListener('click', () => {
+    const n = Number(keepIn.value);
+    if (!Number.isInteger(n) || n < 1) { toast('Keep last: a whole number, 1 or more.', 'error'); keepIn.focus(); return; }
+    prune({ keep_last: n }, `Keep the last ${n} snapshot${n === 1 ? '' : 's'}`);
+  });
+  keepBestBtn.addEventListener('click', () => prune({ keep: 'best' }, 'Keep the best snapshot'));
   const snapCard = h('section', { class: 'card snaps-card', 'aria-labelledby': `m${id}-snaps` },
-    h('div', { class: 'card-head' }, h('h2', { class: 'card-title', id: `m${id}-snaps` }, 'Snapshots'), snapCount),
+    h('div', { class: 'card-head' }, h('h2', { class: 'card-title', id: `m${id}-snaps` }, 'Snapshots'), snapCount,
+      h('span', { class: 'spacer' }), pruneTools),
     h('div', { class: 'table-scroll' }, h('table', { class: 'data-table snaps-table' },
       h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Epoch'), h('th', { scope: 'col', class: 'r' }, 'Size'),
         h('th', { scope: 'col', class: 'r' }, 'Train loss'), h('th', { scope: 'col', class: 'r' }, 'Val loss'),
@@ -519,8 +533,56 @@ export function modelView(id, { navigate } = {}) {
         h('td', { class: 'r num', text: tr ? num(tr.loss) : '—' }),
         h('td', { class: 'r num', text: v ? num(v.loss) : '—' }),
         h('td', { class: 'r num', text: v && typeof v.accuracy === 'number' ? pct(v.accuracy) : '—' }),
-        h('td', null, h('a', { href: s.url, download: `model-${id}-epoch-${s.epoch}.safetensors`, class: 'icon-btn', title: 'Download the weights', 'aria-label': `Download the weights of epoch ${s.epoch}` }, icon('download'))));
+        h('td', null, h('a', { href: s.url, download: `model-${id}-epoch-${s.epoch}.safetensors`, class: 'icon-btn', title: 'Download the weights', 'aria-label': `Download the weights of epoch ${s.epoch}` }, icon('download')),
+          s === snaps[snaps.length - 1] || !ended() ? null
+            : h('button', { type: 'button', class: 'icon-btn', title: 'Delete this snapshot', 'aria-label': `Delete the snapshot of epoch ${s.epoch}`,
+              dataset: { action: 'delete-snapshot' }, onclick: () => deleteSnapshot(s) }, icon('trash'))));
     }));
+    renderPrune();
+  }
+  const ended = () => !!job && !ACTIVE.has(job.state);
+  function renderPrune() {
+    const snaps = (model && model.snapshots) || [];
+    pruneTools.hidden = !ended() || snaps.length < 2;
+  }
+  function freedText(r) {
+    const eps = r.deleted.map((d) => d.label);
+    return `${eps.length} snapshot${eps.length === 1 ? '' : 's'} (epoch${eps.length === 1 ? '' : 's'} ${eps.join(', ')}), ${bytes(r.freed_bytes)}`;
+  }
+  /** Ask the server what body would delete, confirm with what it frees, then delete. */
+  async function prune(body, title) {
+    let dry;
+    try {
+      dry = await post(`/models/${id}/snapshots/prune`, { ...body, dry_run: true });
+    } catch (e) { if (alive) showError(e, 'Snapshots'); return; }
+    if (!alive) return;
+    if (!dry.deleted.length) { toast(`Nothing to delete: every snapshot is kept (${dry.kept.join(', ')}).`); return; }
+    const why = dry.best ? h('p', { class: 'muted' }, `The best validation ${dry.best.by === 'accuracy' ? `accuracy, ${pct(dry.best.value)}` : `loss, ${num(dry.best.value)}`}, was at epoch ${dry.best.epoch}.`) : null;
+    const ok = await confirmDialog({
+      title, confirm: `Delete and free ${bytes(dry.freed_bytes)}`, danger: true,
+      body: [h('p', { dataset: { frees: dry.freed_bytes } }, `This deletes ${freedText(dry)} of weights and solver states, and keeps epoch${dry.kept.length === 1 ? '' : 's'} ${dry.kept.join(', ')}.`), why,
+        h('p', { class: 'muted' }, 'The latest snapshot is always kept, so the model can still be resumed.')],
+    });
+    if (!ok || !alive) return;
+    try {
+      const r = await post(`/models/${id}/snapshots/prune`, body);
+      if (!alive) return;
+      toast(`Deleted ${freedText(r)}.`, 'success');
+      refreshModel();
+    } catch (e) { if (alive) showError(e, 'Snapshots'); }
+  }
+  async function deleteSnapshot(s) {
+    const ok = await confirmDialog({
+      title: `Delete the snapshot of epoch ${s.epoch}?`, confirm: 'Delete', danger: true,
+      body: h('p', { dataset: { frees: s.bytes } }, `It frees ${bytes(s.bytes)} of weights, and its solver state. The model can no longer be resumed or classify from epoch ${s.epoch}.`),
+    });
+    if (!ok || !alive) return;
+    try {
+      const r = await del(`/models/${id}/snapshots/${encodeURIComponent(s.label)}`);
+      if (!alive) return;
+      toast(`Deleted ${freedText(r)}.`, 'success');
+      refreshModel();
+    } catch (e) { if (alive) showError(e, 'Snapshots'); }
   }
 
   /* ---------- hardware ---------- */
@@ -629,6 +691,7 @@ export function modelView(id, { navigate } = {}) {
       else hwCard.hidden = true;
     }
     renderResume();
+    renderPrune();
     renderEta();
   }
 
