@@ -6,8 +6,8 @@
 //   train loss (and 0 gives the stored values back); "Compare with…" adds the other
 //   model's curves as extra series; the CSV download holds every stored metric point
 //   (checked against /api/v1/jobs/{id}/events); the best-validation marker sits at the
-//   best validation's epoch; and the snapshot list's "Keep last" asks with what it frees,
-//   then deletes.
+//   best validation's epoch; the snapshot list's "Keep last" asks with what it frees,
+//   then deletes; and the new-model form sends a sweep (comma lists) as one request.
 //
 //   node --test --test-concurrency=1 tests/browser/charts.test.mjs
 import { test, before, after } from 'node:test';
@@ -187,5 +187,41 @@ test('the snapshot list: "Keep last" says what it frees, then deletes', async ()
   await page.waitForFunction(() => document.querySelectorAll('.snaps-table tbody tr').length === 2);
   const after = (await server.api('GET', `/api/v1/models/${modelId}`)).body.model;
   assert.deepEqual(after.snapshots.map((s) => s.label), ['3', '4']);
+  assert.deepEqual(pageErrors, []);
+});
+
+test('the new-model form sends a sweep as one request; the server makes one job per combination, in one group', async () => {
+  // cloned from the charted model: its dataset and custom network come along
+  await page.goto(`${server.url}/models/new?from=${modelId}`);
+  await page.locator('.alert-info').filter({ hasText: 'Cloning' }).waitFor();
+  // no GPU listed by /info on this machine's test server: CPU and the reference backend only
+  const info = (await server.api('GET', '/api/v1/info')).body;
+  const gpus = Array.isArray(info.gpus) ? info.gpus.length : 0;
+  assert.equal(await page.locator('input[name="backend"]').count(), 2 + gpus);
+  await page.locator('#f-solver-base_lr').fill('0.01, 0.02');
+  await page.locator('#f-batch_size').fill('2, 4');
+  await page.locator('#f-mirror').check();
+  await page.locator('#f-name').fill('swept');
+  await page.locator('#f-group').fill('');
+  await page.locator('[data-action="create-model"] .btn-label', { hasText: 'Create 4 models' }).waitFor();
+  const posts = [];
+  page.on('request', (q) => { if (q.method() === 'POST' && new URL(q.url()).pathname === '/api/v1/models') posts.push(q.postDataJSON()); });
+  await page.locator('[data-action="create-model"]').click();
+  await page.waitForURL(/\/models$/);
+  assert.equal(posts.length, 1, 'one request');
+  assert.deepEqual(posts[0].solver.base_lr, [0.01, 0.02]);
+  assert.deepEqual(posts[0].batch_size, [2, 4]);
+  assert.equal(posts[0].mirror, true);
+  const list = (await server.api('GET', '/api/v1/jobs?kind=model&limit=50')).body.jobs.filter((j) => j.name.startsWith('swept'));
+  try {
+    assert.deepEqual(list.map((j) => j.name).sort(), ['swept lr=0.01 bs=2', 'swept lr=0.01 bs=4', 'swept lr=0.02 bs=2', 'swept lr=0.02 bs=4']);
+    for (const j of list) {
+      const d = (await server.api('GET', `/api/v1/jobs/${j.id}`)).body.job;
+      assert.equal(d.params.group, 'swept');
+      assert.equal(d.params.mirror, true);
+    }
+  } finally {
+    for (const j of list) await server.api('POST', `/api/v1/jobs/${j.id}/abort`);
+  }
   assert.deepEqual(pageErrors, []);
 });
