@@ -599,29 +599,62 @@ int api_model_snapshot(struct req *r)
  * else writes the folder.  The latest snapshot is never deleted, so the model can
  * always be resumed, classified with and bundled. */
 
-/* What the val metrics say is best: the highest accuracy, or without accuracy the
- * lowest loss; ties go to the later event (a resumed run's). */
-struct best {
-	int nacc, nloss;
-	double acc, acc_epoch, loss, loss_epoch;
+/* The validations that count, as the model page draws them: a resumed run starts
+ * again from a snapshot, so a validation is superseded by a later one at the same or an
+ * earlier iteration.  The best is then the first with the highest accuracy, or without
+ * accuracy the first with the lowest loss (ui/js/model_view.js best()). */
+struct val_point {
+	double iteration, epoch, acc, loss; /* acc, loss: NAN when absent */
 };
 
-static void best_event(void *vctx, int64_t seq, cJSON *ev)
+struct vals {
+	struct val_point *v;
+	int n, cap, oom;
+};
+
+static void val_event(void *vctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
-	struct best *b = vctx;
-	const cJSON *ep = get(ev, "epoch"), *acc = get(ev, "accuracy"), *loss = get(ev, "loss");
+	struct vals *vs = vctx;
+	const cJSON *it = get(ev, "iteration"), *ep = get(ev, "epoch"), *acc = get(ev, "accuracy"), *loss = get(ev, "loss");
 	const char *type = cJSON_GetStringValue(get(ev, "type")), *kind = cJSON_GetStringValue(get(ev, "kind"));
-	if (!type || strcmp(type, "metric") != 0 || !kind || strcmp(kind, "val") != 0 || !cJSON_IsNumber(ep))
+	if (!type || strcmp(type, "metric") != 0 || !kind || strcmp(kind, "val") != 0 || !cJSON_IsNumber(ep) ||
+	    !cJSON_IsNumber(it))
 		return;
-	if (cJSON_IsNumber(acc) && (!b->nacc++ || acc->valuedouble >= b->acc)) {
-		b->acc = acc->valuedouble;
-		b->acc_epoch = ep->valuedouble;
+	while (vs->n && vs->v[vs->n - 1].iteration >= it->valuedouble)
+		vs->n--;
+	if (vs->n == vs->cap) {
+		int cap = vs->cap ? vs->cap * 2 : 64;
+		struct val_point *g = realloc(vs->v, (size_t)cap * sizeof *g);
+		if (!g) {
+			vs->oom = 1;
+			return;
+		}
+		vs->v = g;
+		vs->cap = cap;
 	}
-	if (cJSON_IsNumber(loss) && (!b->nloss++ || loss->valuedouble <= b->loss)) {
-		b->loss = loss->valuedouble;
-		b->loss_epoch = ep->valuedouble;
+	vs->v[vs->n++] = (struct val_point){ it->valuedouble, ep->valuedouble,
+					     cJSON_IsNumber(acc) ? acc->valuedouble : NAN,
+					     cJSON_IsNumber(loss) ? loss->valuedouble : NAN };
+}
+
+/* The index in vs of the best validation, and *by_acc whether accuracy decided; -1
+ * when there is none. */
+static int val_best(const struct vals *vs, int *by_acc)
+{
+	int k = -1;
+	*by_acc = 0;
+	for (int i = 0; i < vs->n; i++)
+		if (!isnan(vs->v[i].acc) && (k < 0 || vs->v[i].acc > vs->v[k].acc))
+			k = i;
+	if (k >= 0) {
+		*by_acc = 1;
+		return k;
 	}
+	for (int i = 0; i < vs->n; i++)
+		if (!isnan(vs->v[i].loss) && (k < 0 || vs->v[i].loss < vs->v[k].loss))
+			k = i;
+	return k;
 }
 
 /* Delete (or with dry, only measure) the snapshots of dir whose drop[i] is set,
@@ -725,8 +758,8 @@ int api_model_snapshot_delete(struct req *r)
 
 /* POST /api/v1/models/{id}/snapshots/prune {"keep_last": N} | {"keep": "best"},
  * "dry_run"?: true.  keep_last keeps the N latest; best keeps the snapshot taken at
- * the best validation (the highest val accuracy, else the lowest val loss; the
- * nearest snapshot when none was taken at that epoch).  The latest is kept
+ * the best validation (val_best(); the nearest snapshot when none was taken at that
+ * epoch).  The latest is kept
  * either way.  dry_run answers what would go, deleting nothing. */
 int api_model_snapshots_prune(struct req *r)
 {
@@ -768,27 +801,31 @@ int api_model_snapshots_prune(struct req *r)
 		for (int i = 0; i < n - (int)kl->valuedouble; i++)
 			drop[i] = 1;
 	} else {
-		struct best b = { 0 };
+		struct vals vs = { 0 };
 		struct events_tail t = { .offset = 0, .seq = 0 };
 		snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
-		events_tail_poll(&t, best_event, &b, NULL);
-		if (!b.nacc && !b.nloss) {
-			rc = http_error(r->c, 409, "conflict",
-					"model %lld has no validation metrics to tell the best snapshot by; use keep_last",
-					(long long)r->id);
+		events_tail_poll(&t, val_event, &vs, NULL);
+		int by_acc, b = vs.oom ? -1 : val_best(&vs, &by_acc);
+		if (b < 0) {
+			free(vs.v);
+			rc = vs.oom ? http_error(r->c, 500, "internal", "out of memory") :
+				      http_error(r->c, 409, "conflict",
+						 "model %lld has no validation metrics to tell the best snapshot by; use keep_last",
+						 (long long)r->id);
 			goto out;
 		}
-		double at = b.nacc ? b.acc_epoch : b.loss_epoch;
+		struct val_point best = vs.v[b];
+		free(vs.v);
 		int k = -1;
 		for (int i = 0; i < n; i++)
-			if (k < 0 || fabs(snaps[i].epoch - at) < fabs(snaps[k].epoch - at))
+			if (k < 0 || fabs(snaps[i].epoch - best.epoch) < fabs(snaps[k].epoch - best.epoch))
 				k = i;
 		for (int i = 0; i < n; i++)
 			drop[i] = i != k;
 		extra = cJSON_CreateObject();
-		cJSON_AddStringToObject(extra, "by", b.nacc ? "accuracy" : "loss");
-		cJSON_AddNumberToObject(extra, "value", b.nacc ? b.acc : b.loss);
-		cJSON_AddNumberToObject(extra, "epoch", at);
+		cJSON_AddStringToObject(extra, "by", by_acc ? "accuracy" : "loss");
+		cJSON_AddNumberToObject(extra, "value", by_acc ? best.acc : best.loss);
+		cJSON_AddNumberToObject(extra, "epoch", best.epoch);
 		if (k >= 0)
 			cJSON_AddStringToObject(extra, "label", snaps[k].label);
 	}

@@ -156,17 +156,21 @@ describe('sweeps and snapshot pruning', () => {
     assert.equal(dry.body.freed_bytes, dry.body.deleted.reduce((a, s) => a + s.bytes, 0));
     assert.ok(existsSync(join(dir, 'snapshot_epoch_2.safetensors')), 'a dry run deletes nothing');
 
-    // the best validation from the job's own events: highest accuracy, the later on a tie
+    // the best validation from the job's own events: highest accuracy, the first on a
+    // tie (as the model page marks it)
     const val = (await allEvents(server, modelId)).filter((e) => e.type === 'metric' && e.kind === 'val');
     let best = val[0];
-    for (const v of val) if (v.accuracy >= best.accuracy) best = v;
-    const bestLabel = String(best.epoch);
+    for (const v of val) if (v.accuracy > best.accuracy) best = v;
+    // snapshot 1 is gone (the test before): the nearest snapshot to it stands in
+    const have = ['2', '3', '4'];
+    const bestLabel = have.reduce((a, l) => (Math.abs(Number(l) - best.epoch) < Math.abs(Number(a) - best.epoch) ? l : a));
     const r = await server.api('POST', url, { keep: 'best' });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assertSchema(doc, 'SnapshotsDeleted', r.body);
     assert.deepEqual(r.body.best, { by: 'accuracy', value: best.accuracy, epoch: best.epoch, label: bestLabel });
-    const kept = [...new Set([bestLabel === '1' ? null : bestLabel, '4'].filter(Boolean))].sort();
+    const kept = [...new Set([bestLabel, '4'])].sort();
     assert.deepEqual([...r.body.kept].sort(), kept);
+    assert.deepEqual(r.body.deleted.map((d) => d.label).sort(), have.filter((l) => !kept.includes(l)));
     const m = (await server.api('GET', `/api/v1/models/${modelId}`)).body.model;
     assert.deepEqual(m.snapshots.map((s) => s.label).sort(), kept);
 
@@ -182,5 +186,19 @@ describe('sweeps and snapshot pruning', () => {
     assert.equal(end.state, 'done', end.error);
     const m = (await server.api('GET', `/api/v1/models/${modelId}`)).body.model;
     assert.deepEqual(m.snapshots.map((s) => s.label), ['4', '5']);
+  });
+  test('keep best without an Accuracy layer goes by the lowest val loss', async () => {
+    const net = TINY_NET.split('\n').filter((l) => !l.includes('"Accuracy"')).join('\n');
+    const r = await server.api('POST', '/api/v1/models', model({ name: 'no acc', epochs: 3, network: { prototxt: net }, solver: { base_lr: 0.05 } }));
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const end = await waitState(server, r.body.job.id, ['done', 'error', 'aborted'], 120000);
+    assert.equal(end.state, 'done', end.error);
+    const val = (await allEvents(server, r.body.job.id)).filter((e) => e.type === 'metric' && e.kind === 'val');
+    assert.ok(val.every((v) => v.accuracy === undefined));
+    const best = val.reduce((a, v) => (v.loss < a.loss ? v : a));
+    const p = await server.api('POST', `/api/v1/models/${r.body.job.id}/snapshots/prune`, { keep: 'best', dry_run: true });
+    assert.equal(p.status, 200, JSON.stringify(p.body));
+    assert.deepEqual(p.body.best, { by: 'loss', value: best.loss, epoch: best.epoch, label: String(best.epoch) });
+    assert.deepEqual(p.body.kept.sort(), [...new Set([String(best.epoch), '3'])].sort());
   });
 });

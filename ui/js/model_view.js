@@ -98,7 +98,7 @@ export function modelView(id, { navigate } = {}) {
   const snapCount = h('span', { class: 'card-count muted' });
   // Pruning: keep the last N, or the best (and always the latest); asked once the job has
   // ended, with the server's dry run saying what goes and what it frees.
-  const keepIn = h('input', { type: 'number', class: 'input num-input keep-n', id: `m${id}-keep`, min: 1, max: 10000, step: 1, value: 1 });
+  const keepIn = h('input', { type: 'number', class: 'input num-input keep-n', id: `m${id}-keep`, min: 1, max: 10000, step: 1, value: 1, style: { width: '4.5em' } });
   const keepLastBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'keep-last' } }, 'Keep last');
   const keepBestBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'keep-best' } }, 'Keep best');
   const pruneTools = h('div', { class: 'prune-tools', role: 'group', 'aria-label': 'Delete snapshots', hidden: true },
