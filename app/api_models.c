@@ -46,8 +46,9 @@ static int has_snapshot(const char *dir, double epoch)
 }
 
 /* The checks that need other jobs, and the network against the dataset; fills
- * parents.  0 or the status of the error sent. */
-static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np)
+ * parents.  what (may be "") ends a network error: which combination of a sweep it
+ * is, since the batch size is part of the check.  0 or the status of the error sent. */
+static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np, const char *what)
 {
 	struct job_row row;
 	char dir[PATH_MAX], path[PATH_MAX + 32];
@@ -103,7 +104,7 @@ static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np
 				 (int)id_of(get(params, "crop_size")), NULL, NULL, NULL, &err);
 	free(prev_text);
 	if (rc == DD_EINVAL || rc == DD_ENOENT)
-		return http_error(r->c, 400, "invalid", "network: %s", err.msg);
+		return http_error(r->c, 400, "invalid", "network: %s%s", err.msg, what);
 	if (rc)
 		return http_error_dd(r->c, &err);
 	return 0;
@@ -231,14 +232,16 @@ int api_models_create(struct req *r)
 			cJSON_ReplaceItemInObjectCaseSensitive(p, "batch_size", cJSON_Duplicate(bs, 0));
 		if (nc > 1 && !group)
 			cJSON_AddStringToObject(p, "group", detached->valuestring);
+		char in_combo[96] = "";
+		if (nc > 1)
+			snprintf(in_combo, sizeof in_combo, " (the sweep's combination%s)", what);
 		if (kind->validate(p, &err) != DD_OK) {
 			size_t l = strlen(err.msg);
-			if (nc > 1)
-				snprintf(err.msg + l, sizeof err.msg - l, " (the sweep's combination%s)", what);
+			snprintf(err.msg + l, sizeof err.msg - l, "%s", in_combo);
 			rc = http_error_dd(r->c, &err);
 			goto out;
 		}
-		if ((rc = check_related(r, p, parents[i], &np[i])))
+		if ((rc = check_related(r, p, parents[i], &np[i], in_combo)))
 			goto out;
 	}
 	for (; made < nc; made++) {

@@ -92,6 +92,8 @@ describe('sweeps and snapshot pruning', () => {
       [{ batch_size: [] }, /batch_size: a sweep lists 1 to 64/, /./],
       [{ solver: { base_lr: [1, 2, 3, 4, 5, 6, 7, 8, 9] }, batch_size: [1, 2, 3, 4, 5, 6, 7, 8] }, /72 jobs; a sweep makes at most 64/, /./],
       [{ solver: { base_lr: [0.01, 0.02] }, mirror: 'yes' }, /mirror: must be true or false/, /lr=0.01/],
+      // the network against the dataset, for each combination: a crop larger than the 8×8 images
+      [{ solver: { base_lr: [0.01, 0.02] }, crop_size: 16 }, /^network: /, /\(the sweep's combination lr=0\.01\)$/],
     ];
     for (const [extra, field, value] of cases) {
       const r = await server.api('POST', '/api/v1/models', model(extra));
