@@ -254,7 +254,7 @@ static int classify(struct mg_connection *c, int64_t id, const struct pick *p, c
 	int rc = infer_service_call(req, data, len, out, &err);
 	cJSON_Delete(req);
 	if (rc == INFER_SERVICE_DIED)
-		return http_error(c, 502, "inference_failed",
+		return http_error(c, 503, "unavailable",
 				  "the inference worker stopped while classifying %s; it has been restarted", name);
 	if (rc == DD_ENOENT) /* deleted between the listing and now */
 		return http_error(c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)id, p->label);
@@ -609,7 +609,7 @@ int api_model_bundle(struct req *r)
 	struct bundle_task t = { .p = &p };
 	bundle_work(&t);
 	if (t.rc == INFER_SERVICE_DIED)
-		return http_error(r->c, 502, "inference_failed",
+		return http_error(r->c, 503, "unavailable",
 				  "the inference worker stopped while opening model %lld; it has been restarted",
 				  (long long)r->id);
 	if (t.rc == DD_ENOENT)

@@ -12,6 +12,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inflateSync } from 'node:zlib';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN, writeColourFolders, TINY_NET,
 } from './helpers.mjs';
@@ -40,6 +41,53 @@ function form(fields) {
     else f.append(k, String(v));
   }
   return f;
+}
+
+
+/** A small convolutional network: conv (4 filters, 3×3) + in-place ReLU, then an
+ *  InnerProduct and the deploy Softmax. */
+const CONV_NET = `name: "convy"
+layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+  inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
+`;
+
+/** A data: URL's PNG decoded: {w, h, colourType, px} (8-bit, no interlace, filters undone). */
+function decodePng(url) {
+  assert.match(url, /^data:image\/png;base64,/);
+  const b = Buffer.from(url.slice(url.indexOf(',') + 1), 'base64');
+  assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  let off = 8, w = 0, h = 0, ct = 0;
+  const idat = [];
+  while (off < b.length) {
+    const len = b.readUInt32BE(off), type = b.toString('latin1', off + 4, off + 8), data = b.subarray(off + 8, off + 8 + len);
+    if (type === 'IHDR') { w = data.readUInt32BE(0); h = data.readUInt32BE(4); ct = data[9]; assert.equal(data[8], 8); }
+    if (type === 'IDAT') idat.push(data);
+    off += 12 + len;
+  }
+  const bpp = ct === 2 ? 3 : 1, stride = w * bpp, raw = inflateSync(Buffer.concat(idat));
+  const px = Buffer.alloc(h * stride);
+  for (let y = 0; y < h; y++) {
+    const f = raw[y * (stride + 1)];
+    for (let x = 0; x < stride; x++) {
+      const v = raw[y * (stride + 1) + 1 + x];
+      const a = x >= bpp ? px[y * stride + x - bpp] : 0, up = y ? px[(y - 1) * stride + x] : 0;
+      const c = x >= bpp && y ? px[(y - 1) * stride + x - bpp] : 0;
+      const p = a + up - c, pa = Math.abs(p - a), pb = Math.abs(p - up), pc = Math.abs(p - c);
+      const pred = [0, a, up, (a + up) >> 1, pa <= pb && pa <= pc ? a : pb <= pc ? up : c][f];
+      px[y * stride + x] = (v + pred) & 255;
+    }
+  }
+  return { w, h, colourType: ct, px };
 }
 
 describe('infer', () => {
@@ -93,6 +141,65 @@ describe('infer', () => {
     assert.equal(one.status, 200, one.text);
     assert.equal(one.body.snapshot, '1');
     assert.equal(one.body.predictions.length, 1);
+  });
+
+  test('insides=1: the input as the network saw it and every blob, from the same forward pass', async () => {
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'convy', dataset: dsId, network: { prototxt: CONV_NET }, epochs: 2, solver: { base_lr: 0.05 },
+    });
+    assert.equal(m.status, 202, JSON.stringify(m.body));
+    assert.equal((await waitState(server, m.body.job.id, ['done', 'error'], 60000)).state, 'done');
+    const url = `/api/v1/models/${m.body.job.id}/classify`;
+    const img = png(16, 16, COLOURS.green);
+    const plain = await post(server, url, img);
+    assert.equal(plain.status, 200, plain.text);
+    assert.equal(plain.body.input, undefined);
+    assert.equal(plain.body.layers, undefined);
+    const r = await post(server, `${url}?insides=1`, img);
+    assert.equal(r.status, 200, r.text);
+    assertSchema(doc, 'ClassifyResponse', r.body);
+    assert.deepEqual(r.body.predictions, plain.body.predictions);
+
+    // the input: 3×8×8 after the resize, in colour; green stays the strongest channel
+    assert.deepEqual(r.body.input.shape, [3, 8, 8]);
+    const inp = decodePng(r.body.input.png);
+    assert.equal(inp.colourType, 2);
+    assert.equal(inp.w % 8, 0);
+    assert.equal(inp.w, inp.h);
+    const mid = ((inp.h >> 1) * inp.w + (inp.w >> 1)) * 3;
+    const [R, G, B] = inp.px.subarray(mid, mid + 3);
+    assert.ok(G > R && G > B, `the green image, less the mean, is greenest: ${[R, G, B]}`);
+
+    // the blobs in execution order; the in-place ReLU is shown under conv
+    assert.deepEqual(r.body.layers.map((l) => [l.name, l.type]),
+      [['data', 'Input'], ['conv', 'Convolution'], ['ip', 'InnerProduct'], ['prob', 'Softmax']]);
+    const by = Object.fromEntries(r.body.layers.map((l) => [l.name, l]));
+    for (const l of r.body.layers) {
+      const n = l.shape.reduce((a, b) => a * b, 1);
+      assert.equal(l.stats.histogram.reduce((a, b) => a + b, 0), n, `${l.name}: every value in a bin`);
+      assert.ok(l.stats.min <= l.stats.mean && l.stats.mean <= l.stats.max, l.name);
+      assert.ok(l.stats.std >= 0);
+      const im = decodePng(l.png);
+      assert.ok(im.w >= 1 && im.w <= 1024 && im.h >= 1 && im.h <= 1024, `${l.name}: ${im.w}x${im.h}`);
+    }
+    assert.deepEqual(by.conv.shape, [1, 4, 6, 6]);
+    assert.ok(by.conv.stats.min >= 0, 'the ReLU ran in place: no negative values left');
+    assert.deepEqual(by.conv.tiles, { shown: 4, of: 4 });
+    assert.equal(decodePng(by.conv.png).colourType, 0, 'a many-channel map is gray tiles');
+    assert.deepEqual(by.conv.weights.shape, [4, 3, 3, 3]);
+    assert.deepEqual(by.conv.weights.tiles, { shown: 4, of: 4 });
+    assert.equal(decodePng(by.conv.weights.png).colourType, 2, '3-channel filters are colour tiles');
+    assert.equal(by.ip.weights, undefined, 'weights only for convolutions');
+    // the Softmax's values are the probabilities answered
+    assert.ok(Math.abs(by.prob.stats.max - r.body.predictions[0].probability) < 1e-6);
+    assert.ok(Math.abs(by.prob.stats.mean * 3 - 1) < 1e-5);
+    assert.equal(decodePng(by.prob.png).colourType, 2, 'a vector goes through the colour map');
+
+    const only = await post(server, `${url}?input=1`, img);
+    assert.equal(only.status, 200, only.text);
+    assert.deepEqual(only.body.input, r.body.input);
+    assert.equal(only.body.layers, undefined);
+    assertError(await post(server, `${url}?insides=2`, img), 400, 'invalid', /insides/);
   });
 
   test('bad input: clear 4xx errors', async () => {

@@ -1,7 +1,7 @@
 // infer_service.test.mjs — the inference service as a process of its own
 // (app/infer_service.c): its pid, models and bytes in GET /api/v1/info; killed
 // with SIGKILL, it is restarted and the next request works; a request in flight
-// while it dies gets a 502 that names the image, not a hang; hostile images (not
+// while it dies gets a 503 that names the image, not a hang; hostile images (not
 // an image, a 60000×60000 header, a truncated PNG) are clear errors and the service
 // goes on (same pid); a model that has not written a snapshot yet is a 409; a
 // server that stops, or is killed outright, leaves no service running.
@@ -125,7 +125,7 @@ describe('infer service', () => {
     await waitFor(() => !alive(pid), 5000, 'the service to stop with the server');
   });
 
-  test('a request in flight when the service dies gets a 502 naming the image; the next works', async () => {
+  test('a request in flight when the service dies gets a 503 naming the image; the next works', async () => {
     // the service holds each classification this long, so that one is surely in flight
     process.env.DEEPDESK_INFER_DELAY_MS = '1500';
     try {
@@ -139,7 +139,7 @@ describe('infer service', () => {
     process.kill(pid, 'SIGKILL');
     const t0 = Date.now();
     const r = await inflight;
-    assertError(r, 502, 'inference_failed', /victim\.png.*restarted/);
+    assertError(r, 503, 'unavailable', /victim\.png.*restarted/);
     assert.ok(Date.now() - t0 < 5000, 'answered at once, not after a timeout');
     const next = await classify(server, modelId, png(8, 8, COLOURS.red));
     assert.equal(next.status, 200, next.text);
