@@ -600,9 +600,11 @@ int infer_tile(const float *v, int n, int h, int w, enum infer_tile_mode mode, i
 		th *= 2;
 	}
 	if (tw > max_side || th > max_side) {
-		double f = (double)max_side / (tw > th ? tw : th);
-		tw = tw * f >= 1 ? (int)(tw * f) : 1;
-		th = th * f >= 1 ? (int)(th * f) : 1;
+		int64_t m = tw > th ? tw : th;
+		tw = (int)((int64_t)tw * max_side / m);
+		th = (int)((int64_t)th * max_side / m);
+		tw = tw > 0 ? tw : 1;
+		th = th > 0 ? th : 1;
 	}
 	/* the grid: near square, as many planes as fit */
 	int cols = 1;
