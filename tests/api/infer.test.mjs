@@ -7,7 +7,7 @@
 // top classes and probabilities as the server.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
@@ -250,6 +250,55 @@ describe('infer', () => {
       form({ image_file: png(8, 8, COLOURS.blue) })), 400, 'invalid', /job_id/);
     assertError(await post(server, '/models/images/classification/classify_one.json',
       form({ job_id: modelId, image_file: png(8, 8, COLOURS.blue), snapshot_epoch: 9 })), 404, 'not_found');
+  });
+
+  test("DIGITS' classify_many.json: a list of server paths in, {classifications: {path: [[label, percent]]}} out", async () => {
+    // as DIGITS' docs show it: curl -F job_id=ID -F image_list=@list.txt [-F image_folder=DIR]
+    const dir = join(work, 'many');
+    mkdirSync(join(dir, 'sub'), { recursive: true });
+    const imgs = { 'a.png': png(8, 8, COLOURS.red), 'sub/b.png': png(12, 9, COLOURS.green), 'c.png': png(8, 8, COLOURS.blue) };
+    for (const [name, b] of Object.entries(imgs)) writeFileSync(join(dir, name), b);
+    const list = (lines) => new Blob([lines.join('\n') + '\n'], { type: 'text/plain' });
+    const many = (fields) => {
+      const f = new FormData();
+      for (const [k, v] of Object.entries(fields)) {
+        if (v instanceof Blob) f.append(k, v, 'list.txt'); else f.append(k, String(v));
+      }
+      return post(server, '/models/images/classification/classify_many.json', f);
+    };
+    const abs = join(dir, 'a.png');
+    const r = await many({ job_id: modelId, image_list: list([abs, 'sub/b.png 1', 'c.png 2']), image_folder: dir });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(Object.keys(r.body), ['classifications']);
+    assert.deepEqual(Object.keys(r.body.classifications).sort(), [abs, 'c.png', 'sub/b.png'].sort());
+    for (const [key, name] of [[abs, 'a.png'], ['sub/b.png', 'sub/b.png'], ['c.png', 'c.png']]) {
+      const one = await post(server, `/api/v1/models/${modelId}/classify`, imgs[name]);
+      const pairs = r.body.classifications[key];
+      assert.equal(pairs.length, 3);
+      pairs.forEach(([label, pct], i) => {
+        assert.equal(label, one.body.predictions[i].label);
+        assert.equal(pct, Math.round(one.body.predictions[i].probability * 10000) / 100);
+      });
+    }
+    assert.equal(r.body.classifications[abs][0][0], 'red');
+    assert.equal(r.body.classifications['sub/b.png'][0][0], 'green');
+
+    const two = await many({ job_id: modelId, image_list: list([abs, 'c.png']), image_folder: dir, num_test_images: 1, snapshot_epoch: '1.0' });
+    assert.equal(two.status, 200, two.text);
+    assert.deepEqual(Object.keys(two.body.classifications), [abs]);
+
+    // paths outside the --data-root folders, or climbing out of one, are refused and named
+    assertError(await many({ job_id: modelId, image_list: list([abs, '/etc/hostname']) }), 403, 'forbidden', /line 2: \/etc\/hostname.*--data-root/);
+    assertError(await many({ job_id: modelId, image_list: list(['../../../../../../etc/hostname']), image_folder: dir }), 403, 'forbidden', /--data-root/);
+    assertError(await many({ job_id: modelId, image_list: list(['a.png']) }), 400, 'invalid', /relative path and no image_folder/);
+    assertError(await many({ job_id: modelId, image_list: list([join(dir, 'nope.png')]) }), 404, 'not_found', /nope\.png/);
+    assertError(await many({ job_id: modelId, image_list: list(['', '  ']) }), 400, 'invalid', /no image paths/);
+    assertError(await many({ image_list: list([abs]) }), 400, 'invalid', /job_id/);
+    assertError(await many({ job_id: modelId, image_list: list([abs]), num_test_images: 'x' }), 400, 'invalid', /num_test_images/);
+    assertError(await many({ job_id: modelId, image_list: list([abs]), colour: 'red' }), 400, 'invalid', /colour/);
+    // a file in the list that is not an image: its path in the message
+    writeFileSync(join(dir, 'bad.png'), 'not a png');
+    assertError(await many({ job_id: modelId, image_list: list(['bad.png']), image_folder: dir }), 400, 'invalid', /bad\.png/);
   });
 
   test('the bundle: downloaded, run by `deepdesk classify`, the same answers as the server', async () => {
