@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, sleep, assertError, alive, createJob, writeColourFolders, TINY_NET,
 } from './helpers.mjs';
-import { png } from './png.mjs';
+import { png } from './infer_fixtures.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 
