@@ -8,7 +8,8 @@
 //      network saw it, the time taken;
 //   3. "Show inside the network": each blob's tiles, statistics and histogram, the
 //      convolution's weights;
-//   4. errors in words: a file that is not an image, a model with no snapshot yet.
+//   4. errors in words: a file that is not an image, one too big, a model with no
+//      snapshot yet.
 //
 //   node --test --test-concurrency=1 tests/browser/classify.test.mjs
 //
@@ -147,6 +148,11 @@ test('4. errors in words: not an image; a model with no snapshot yet', async () 
   assert.match(await err.textContent(), /notes\.png/);
   assert.equal(await page.locator('.cl-results').isHidden(), true);
   await shot('3-not-an-image');
+  // a header claiming 60000×60000 pixels: refused before decoding, in words
+  await page.locator('.classify-card .cl-error').evaluate((e) => { e.textContent = ''; });
+  await dropFile('huge.png', png(60000, 60000, [0, 0, 0], { bare: true }));
+  await page.waitForFunction(() => /60000/.test(document.querySelector('.classify-card .cl-error').textContent));
+  assert.match(await err.textContent(), /huge\.png.*60000/);
 
   // the one CPU slot held by a test job: a second model waits, with no snapshot
   const blocker = await server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 2000, step_ms: 50 } });
