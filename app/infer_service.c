@@ -449,16 +449,18 @@ static void bundle_work(struct infer_cache *cache, void *arg)
 	infer_cache_release(cache, m);
 }
 
-/* The model folder and weights of a request: the folder below the data folder,
- * the weights a .safetensors file directly in it. */
+/* The model folder and weights of a request: the folder a job's (DATA/jobs/N once
+ * resolved), the weights a .safetensors file directly in it. */
 static int model_paths(const cJSON *req, const char **dir, const char **weights, struct dd_err *err)
 {
 	*dir = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(req, "dir"));
 	*weights = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(req, "weights"));
 	if (!*dir || !*weights)
 		return dd_err_set(err, DD_EINVAL, "the request names no model folder and weights");
-	size_t dl = strlen(*dir), wl = strlen(*weights);
-	if (!fs_path_under(*dir, SV.data, NULL))
+	size_t dl = strlen(*dir), wl = strlen(*weights), rl = strlen(SV.data);
+	char real[PATH_MAX];
+	if (!fs_path_under(*dir, SV.data, real) || strncmp(real + rl, "/jobs/", 6) != 0 || !real[rl + 6] ||
+	    strspn(real + rl + 6, "0123456789") != strlen(real + rl + 6))
 		return dd_err_set(err, DD_EPERM, "%s is not a model folder below the data folder", *dir);
 	if (wl <= dl + 1 || strncmp(*weights, *dir, dl) != 0 || (*weights)[dl] != '/' ||
 	    strchr(*weights + dl + 1, '/') || wl < 12 || strcmp(*weights + wl - 12, ".safetensors") != 0)

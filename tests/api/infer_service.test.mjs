@@ -3,11 +3,13 @@
 // with SIGKILL, it is restarted and the next request works; a request in flight
 // while it dies gets a 503 that names the image, not a hang; hostile images (not
 // an image, a 60000×60000 header, a truncated PNG) are clear errors and the service
-// goes on (same pid); a model that has not written a snapshot yet is a 409; a
+// goes on (same pid); the socket refuses frames over its caps and paths outside
+// the data folder; a model that has not written a snapshot yet is a 409; a
 // server that stops, or is killed outright, leaves no service running.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -38,6 +40,29 @@ async function inference(server) {
   assert.equal(r.status, 200);
   return r.body.inference;
 }
+
+
+/** Send raw bytes on the service's socket; resolves to what came back before it closed. */
+function raw(sock, bytes) {
+  return new Promise((resolve, reject) => {
+    const c = createConnection(sock);
+    const got = [];
+    c.on('data', (d) => got.push(d));
+    // a service that hangs up on unread bytes resets the connection: that is a close too
+    c.on('error', (e) => (['ECONNRESET', 'EPIPE'].includes(e.code) ? resolve(Buffer.concat(got)) : reject(e)));
+    c.on('close', () => resolve(Buffer.concat(got)));
+    c.on('connect', () => c.end(bytes));
+  });
+}
+/** A frame as the service reads them: two uint32 lengths, the JSON header, the payload. */
+function frame(head, payload = Buffer.alloc(0), lens = null) {
+  const h = Buffer.from(typeof head === 'string' ? head : JSON.stringify(head));
+  const pre = Buffer.alloc(8);
+  pre.writeUInt32LE(lens ? lens[0] : h.length, 0);
+  pre.writeUInt32LE(lens ? lens[1] : payload.length, 4);
+  return Buffer.concat([pre, h, payload]);
+}
+const answer = (buf) => JSON.parse(buf.subarray(8, 8 + buf.readUInt32LE(0)).toString());
 
 describe('infer service', () => {
   let server, work, modelId, dsId;
@@ -90,6 +115,39 @@ describe('infer service', () => {
     const now = await inference(server);
     assert.equal(now.pid, pid, 'the service did not restart');
     assert.equal(now.restarts, 0);
+  });
+
+  test('the socket: only the server may use it, lengths are capped, paths stay below the data folder', async () => {
+    const { pid } = await inference(server);
+    const sock = join(server.dataDir, 'infer.sock');
+    const { statSync } = await import('node:fs');
+    assert.equal(statSync(sock).mode & 0o777, 0o600);
+    // lengths over the caps, an empty or malformed header: the connection is closed, nothing read
+    assert.equal((await raw(sock, frame('{}', Buffer.alloc(0), [0xffffffff, 0]))).length, 0);
+    assert.equal((await raw(sock, frame('{"op":"classify"}', Buffer.alloc(0), [17, 0x7fffffff]))).length, 0);
+    assert.equal((await raw(sock, frame('', Buffer.alloc(0), [0, 0]))).length, 0);
+    assert.equal((await raw(sock, frame('not json at all'))).length, 0);
+    assert.equal((await raw(sock, Buffer.from([1, 0, 0]))).length, 0, 'a cut frame');
+    // well-formed requests for what is not a model below the data folder: refused, named
+    const model = join(server.dataDir, 'jobs', String(modelId));
+    const cases = [
+      [{ op: 'classify', dir: '/etc', weights: '/etc/passwd' }, /\/etc is not a model folder/],
+      [{ op: 'classify', dir: model, weights: `${model}/../../deepdesk.db` }, /not a weights file/],
+      [{ op: 'bundle', dir: `${model}/../..`, weights: `${model}/../../x.safetensors` }, /not a model folder/],
+      [{ op: 'classify', dir: model }, /names no model folder/],
+      [{ op: 'format-disk' }, /unknown operation/],
+    ];
+    for (const [req, re] of cases) {
+      const a = answer(await raw(sock, frame(req, Buffer.from('x'))));
+      assert.ok(a.error && a.error.code < 0, JSON.stringify(a));
+      assert.match(a.error.message, re);
+    }
+    const st = answer(await raw(sock, frame({ op: 'stats' })));
+    assert.equal(st.pid, pid);
+    const now = await inference(server);
+    assert.equal(now.pid, pid, 'the service went on');
+    const r = await classify(server, modelId, png(8, 8, COLOURS.red));
+    assert.equal(r.status, 200, r.text);
   });
 
   test('a model still waiting to train has no snapshot yet: 409, said in words', async () => {
