@@ -638,6 +638,10 @@ int infer_service_main(int argc, char **argv)
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
+			if (errno == EBADF || errno == ENOTSOCK || errno == EINVAL) {
+				fprintf(stderr, "deepdesk infer-service: fd %d is not a listening socket\n", lfd);
+				return 1;
+			}
 			if (errno != EINTR && errno != ECONNABORTED)
 				usleep(10000); /* out of descriptors: let some requests finish */
 			continue;
