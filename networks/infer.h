@@ -25,8 +25,8 @@
  * the thread that opened it: a oneDNN primitive keeps its scratchpad in the thread
  * that made it, and running it from another crashes.  A struct infer_cache holds
  * open handles, bounded by count and bytes, least recently used first out, each
- * lent to one thread at a time; the server gives each of its inference threads a
- * cache of its own (app/api_infer.c) for that reason. */
+ * lent to one thread at a time; the inference service gives each of its lanes a
+ * cache of its own (app/infer_service.c) for that reason. */
 #ifndef DD_INFER_H
 #define DD_INFER_H
 
