@@ -620,7 +620,9 @@ int infer_service_main(int argc, char **argv)
 			return 2;
 		}
 		memcpy(a.sun_path, sock, strlen(sock) + 1);
-		unlink(sock);
+		struct stat st;
+		if (lstat(sock, &st) == 0 && S_ISSOCK(st.st_mode))
+			unlink(sock); /* a stale socket; anything else at PATH stays, and bind says so */
 		lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || chmod(sock, 0600) != 0 ||
 		    listen(lfd, 128) != 0) {
@@ -755,7 +757,9 @@ int infer_service_start(const char *exe, const char *data_dir, struct dd_err *er
 		snprintf(V.sock, sizeof V.sock, "/tmp/deepdesk-infer-%ld.sock", (long)getpid());
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	memcpy(a.sun_path, V.sock, strlen(V.sock) + 1);
-	unlink(V.sock);
+	struct stat st;
+	if (lstat(V.sock, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(V.sock); /* left by a server that was killed */
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || chmod(V.sock, 0600) != 0 ||
 	    listen(fd, 128) != 0) {
