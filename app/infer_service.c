@@ -539,28 +539,40 @@ static cJSON *serve_request(const cJSON *req, const char *data, size_t len)
 	return t.reply;
 }
 
+/* One connection: requests answered in turn until the server hangs up (it keeps
+ * idle connections for the next request) or sends what is not a frame. */
 static void *conn_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
-	cJSON *req = NULL, *reply = NULL;
-	char *data = NULL;
-	size_t len = 0;
-	if (wire_recv(fd, HEAD_MAX, INFER_SERVICE_BODY_MAX, &req, &data, &len) == WIRE_OK) {
+	for (;;) {
+		cJSON *req = NULL, *reply = NULL;
+		char *data = NULL;
+		size_t len = 0;
+		if (wire_recv(fd, HEAD_MAX, INFER_SERVICE_BODY_MAX, &req, &data, &len) != WIRE_OK)
+			break;
+		static const uint8_t ack[8];
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "ack")) &&
+		    send(fd, ack, sizeof ack, MSG_NOSIGNAL) != (ssize_t)sizeof ack) {
+			cJSON_Delete(req);
+			free(data);
+			break;
+		}
 		if (atomic_load(&SV.conns) > MAX_CONNS) {
 			struct dd_err err;
-			dd_err_set(&err, DD_EBUSY, "the inference service is busy (%d requests at once); try again",
+			dd_err_set(&err, DD_EBUSY, "the inference service is busy (%d connections); try again",
 				   MAX_CONNS);
 			reply = error_reply(&err);
 		} else
 			reply = serve_request(req, data, len);
 		char *text = reply ? cJSON_PrintUnformatted(reply) : NULL;
-		if (text && strlen(text) <= REPLY_MAX)
-			wire_send(fd, text, NULL, 0);
+		int sent = text && strlen(text) <= REPLY_MAX && wire_send(fd, text, NULL, 0) == WIRE_OK;
 		free(text);
+		cJSON_Delete(reply);
+		cJSON_Delete(req);
+		free(data);
+		if (!sent)
+			break;
 	}
-	cJSON_Delete(reply);
-	cJSON_Delete(req);
-	free(data);
 	close(fd);
 	atomic_fetch_sub(&SV.conns, 1);
 	return NULL;
@@ -670,6 +682,52 @@ static struct {
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char exe[PATH_MAX], data[PATH_MAX], log[PATH_MAX + 32];
 } V = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .lfd = -1 };
+
+/* Idle connections to the service, kept for the next request: a request then costs
+ * no connect and no new thread in the service. */
+#define POOL_MAX 16
+static struct {
+	pthread_mutex_t mu;
+	int fd[POOL_MAX];
+	int n;
+} P = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* An idle connection whose service is still there, or -1.  A service that died
+ * while the connection was idle has closed its end, which poll sees at once. */
+static int pool_take(void)
+{
+	for (;;) {
+		pthread_mutex_lock(&P.mu);
+		int fd = P.n ? P.fd[--P.n] : -1;
+		pthread_mutex_unlock(&P.mu);
+		if (fd < 0)
+			return -1;
+		struct pollfd pf = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		if (poll(&pf, 1, 0) == 0)
+			return fd;
+		close(fd);
+	}
+}
+
+static void pool_give(int fd)
+{
+	pthread_mutex_lock(&P.mu);
+	if (P.n < POOL_MAX && V.started) {
+		P.fd[P.n++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&P.mu);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void pool_drain(void)
+{
+	pthread_mutex_lock(&P.mu);
+	while (P.n)
+		close(P.fd[--P.n]);
+	pthread_mutex_unlock(&P.mu);
+}
 
 static pid_t spawn_service(void)
 {
@@ -808,25 +866,48 @@ void infer_service_stop(void)
 			kill(pid, SIGKILL);
 		pthread_join(V.sup, NULL);
 	}
+	pthread_mutex_lock(&P.mu);
+	V.started = 0;
+	pthread_mutex_unlock(&P.mu);
+	pool_drain();
 	close(V.lfd);
 	V.lfd = -1;
 	unlink(V.sock);
-	V.started = 0;
 }
 
-static int call(const cJSON *req, const void *data, size_t len, int timeout_ms, cJSON **reply, struct dd_err *err)
+/* Send req and read the answer.  On a kept connection the request asks for an
+ * acknowledgement (8 zero bytes) before the work starts: a service that died while
+ * the connection was idle, too recently for pool_take to see, never acknowledges,
+ * and the request goes again on a new connection, where it is answered by the next
+ * service.  Once acknowledged, a service that dies died with this request, and a
+ * hostile image is never sent twice. */
+static int call(const cJSON *req_in, const void *data, size_t len, int timeout_ms, cJSON **reply, struct dd_err *err)
 {
 	*reply = NULL;
 	if (!V.started)
 		return dd_err_set(err, DD_EBUSY, "the inference service is not running");
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	memcpy(a.sun_path, V.sock, strlen(V.sock) + 1);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-		int e = errno;
+	int fd = pool_take(), kept = fd >= 0;
+	cJSON *req = cJSON_Duplicate(req_in, 1);
+	if (!req) {
 		if (fd >= 0)
 			close(fd);
-		return dd_err_sys(err, DD_EBUSY, e, "cannot reach the inference service");
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	}
+again:
+	cJSON_DeleteItemFromObjectCaseSensitive(req, "ack");
+	if (kept)
+		cJSON_AddTrueToObject(req, "ack");
+	if (fd < 0) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		memcpy(a.sun_path, V.sock, strlen(V.sock) + 1);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+			int e = errno;
+			if (fd >= 0)
+				close(fd);
+			cJSON_Delete(req);
+			return dd_err_sys(err, DD_EBUSY, e, "cannot reach the inference service");
+		}
 	}
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -834,12 +915,29 @@ static int call(const cJSON *req, const void *data, size_t len, int timeout_ms, 
 	char *head = cJSON_PrintUnformatted(req);
 	int rc = head ? wire_send(fd, head, data, len) : WIRE_BAD;
 	free(head);
+	if (kept) {
+		uint8_t ack[8] = { 1 };
+		if (rc == WIRE_OK)
+			rc = read_full(fd, ack, sizeof ack);
+		if (rc == WIRE_EOF) { /* not taken up: a new connection, to the next service */
+			close(fd);
+			fd = -1;
+			kept = 0;
+			goto again;
+		}
+		if (rc == WIRE_OK && memcmp(ack, (uint8_t[8]){ 0 }, 8) != 0)
+			rc = WIRE_BAD;
+	}
+	cJSON_Delete(req);
 	char *none = NULL;
 	size_t nlen = 0;
 	if (rc == WIRE_OK)
 		rc = wire_recv(fd, REPLY_MAX, 0, reply, &none, &nlen);
 	free(none);
-	close(fd);
+	if (rc == WIRE_OK)
+		pool_give(fd); /* a whole exchange: the connection is ready for the next */
+	else
+		close(fd);     /* a late answer must not reach the next request */
 	if (rc == WIRE_EOF)
 		return INFER_SERVICE_DIED;
 	if (rc == WIRE_TIMEOUT)

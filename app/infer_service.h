@@ -5,7 +5,8 @@
  *
  * The server owns a listening Unix socket (DATA/infer.sock, mode 0600) and hands
  * it to the service it spawns (`deepdesk infer-service`, fd 3, its own session),
- * one request per connection.  A supervisor thread restarts a service that dies,
+ * requests one at a time on a connection, which the server keeps open for the next
+ * (a few idle ones at most).  A supervisor thread restarts a service that dies,
  * with a back-off; connections made meanwhile wait in the socket's backlog for the
  * next one.  Stopping the server stops the service; a server killed outright takes
  * the service with it (PR_SET_PDEATHSIG).
