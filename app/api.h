@@ -42,6 +42,7 @@ int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
+int api_digits_classify_many(struct req *r);
 
 /* Helpers the handlers share.  Each returns 0, or the status of the error it sent. */
 struct job_row;

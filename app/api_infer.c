@@ -1,27 +1,31 @@
 /* api_infer.c — classify with a trained model, and take it home:
  *
- *   POST /api/v1/models/{id}/classify?snapshot=LABEL&top=K   one image (a raw body,
- *        or multipart/form-data with the file in field "image") -> the top K
- *        classes with their probabilities
+ *   POST /api/v1/models/{id}/classify?snapshot=LABEL&top=K&insides=1   one image (a
+ *        raw body, or multipart/form-data with the file in field "image") -> the
+ *        top K classes with their probabilities; with insides=1 also the image as
+ *        the network saw it and every blob of the forward pass (shape, statistics,
+ *        histogram, tiles as PNG; a convolution's weights too)
  *   GET  /api/v1/models/{id}/bundle?snapshot=LABEL           the model as a .tar.gz
  *        (networks/infer.h: info.json, network.prototxt, deploy.prototxt,
  *        weights.safetensors, labels.txt, mean.binaryproto and mean.png), streamed
  *        as it is packed
  *   POST /models/images/classification/classify_one.json      DIGITS' route: form
  *        fields job_id, image_file, snapshot_epoch -> {"predictions": [[label, %]]}
+ *   POST /models/images/classification/classify_many.json     DIGITS' route: form
+ *        fields job_id, image_list (a file of server paths, one a line, an optional
+ *        label after a space), image_folder, num_test_images, snapshot_epoch ->
+ *        {"classifications": {path: [[label, %], ...]}}
  *
- * Models stay open in the inference lanes' caches (networks/infer.h: 4 models and
- * 1 GiB in all, least recently used out), keyed by the snapshot file as it is on
- * disk, so a request costs one forward pass.  A model still training answers with its latest
- * snapshot.  The snapshot is checked on every request: a deleted one is a 404 even
- * while its handle is still cached. */
+ * This process never decodes an image nor opens a model: it picks the snapshot,
+ * reads the upload, and passes both to the inference service (infer_service.h),
+ * which keeps recently used models loaded, so a request costs one forward pass.  A
+ * model still training answers with its latest snapshot.  The snapshot is checked
+ * on every request: a deleted one is a 404 even while its handle is still cached. */
 #define _GNU_SOURCE
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,112 +41,13 @@
 #include "../jobs/sched.h"
 #include "../networks/infer.h"
 #include "api.h"
+#include "infer_service.h"
 #include "server.h"
 #include "store.h"
 
 #define IMAGE_UPLOAD_CAP (64u << 20) /* bytes of one uploaded image */
-
-/* ---- the inference threads ----
- *
- * CivetWeb's request threads have small stacks (oneDNN's primitive set-up overflows
- * them) and come and go by the hundred; OpenMP keeps a thread team per thread that
- * calls it; and a oneDNN primitive must run on the thread that made it (its
- * scratchpad is that thread's).  So the work of loading and running a model is
- * handed to a few long-lived lanes: a thread of our own with a 16 MiB stack, its
- * share of the cores for OpenMP, a queue, and a cache of the models it has open.
- * A model always goes to the same lane (a hash of its weights file), so it is
- * loaded once and runs on the thread that loaded it; the request thread waits for
- * its answer. */
-
-#define LANES 2
-#define LANE_STACK (16u << 20)
-
-struct task {
-	void (*fn)(struct infer_cache *cache, void *arg);
-	void *arg;
-	int done;
-	pthread_cond_t cv;      /* signalled when done: only its own waiter wakes */
-	struct task *next;
-};
-
-struct lane {
-	pthread_mutex_t mu;
-	pthread_cond_t more;
-	struct task *head, *tail;
-	struct infer_cache *cache; /* 4 models and 1 GiB over all lanes */
-	int ok;
-};
-
-static struct lane lanes[LANES];
-static pthread_once_t lanes_once = PTHREAD_ONCE_INIT;
-
-static void *lane_main(void *arg)
-{
-	struct lane *l = arg;
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	omp_set_num_threads(cores / LANES > 1 ? (int)(cores / LANES) : 1);
-	pthread_mutex_lock(&l->mu);
-	for (;;) {
-		while (!l->head)
-			pthread_cond_wait(&l->more, &l->mu);
-		struct task *t = l->head;
-		l->head = t->next;
-		if (!l->head)
-			l->tail = NULL;
-		pthread_mutex_unlock(&l->mu);
-		t->fn(l->cache, t->arg);
-		pthread_mutex_lock(&l->mu);
-		t->done = 1;
-		pthread_cond_signal(&t->cv);
-	}
-	return NULL;
-}
-
-static void lanes_init(void)
-{
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, LANE_STACK);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	for (int i = 0; i < LANES; i++) {
-		struct lane *l = &lanes[i];
-		pthread_mutex_init(&l->mu, NULL);
-		pthread_cond_init(&l->more, NULL);
-		l->cache = infer_cache_new(4 / LANES, ((size_t)1 << 30) / LANES);
-		pthread_t th;
-		l->ok = l->cache && pthread_create(&th, &at, lane_main, l) == 0;
-		if (!l->ok)
-			log_error("cannot start inference thread %d: its models answer 500", i);
-	}
-	pthread_attr_destroy(&at);
-}
-
-/* Run fn(cache, arg) on the lane of the model whose weights are at key, and wait
- * for it.  0, or -1 when that lane did not start. */
-static int lane_run(const char *key, void (*fn)(struct infer_cache *, void *), void *arg)
-{
-	pthread_once(&lanes_once, lanes_init);
-	uint32_t hsh = 2166136261u; /* FNV-1a */
-	for (const char *c = key; *c; c++)
-		hsh = (hsh ^ (uint8_t)*c) * 16777619u;
-	struct lane *l = &lanes[hsh % LANES];
-	if (!l->ok)
-		return -1;
-	struct task t = { .fn = fn, .arg = arg };
-	pthread_cond_init(&t.cv, NULL);
-	pthread_mutex_lock(&l->mu);
-	if (l->tail)
-		l->tail->next = &t;
-	else
-		l->head = &t;
-	l->tail = &t;
-	pthread_cond_signal(&l->more);
-	while (!t.done)
-		pthread_cond_wait(&t.cv, &l->mu);
-	pthread_mutex_unlock(&l->mu);
-	pthread_cond_destroy(&t.cv);
-	return 0;
-}
+#define MANY_MAX 1000                /* images of one classify_many request */
+#define LIST_CAP (1u << 20)          /* bytes of its image_list */
 
 /* ---- which model and snapshot ---- */
 
@@ -190,41 +95,63 @@ static int pick_snapshot(struct mg_connection *c, int64_t id, const char *want, 
 	return 0;
 }
 
-/* ---- reading the image ---- */
+/* ---- reading the upload ---- */
 
 struct upload {
 	char *data;
 	size_t len;
 	int too_big, bad;
 	char why[200];
-	const char *file_field;   /* "image" or "image_file" */
-	char job_id[32], snapshot_epoch[32];
-	int digits;               /* the DIGITS form: job_id and snapshot_epoch allowed */
+	char name[96];            /* the file's name as sent, for messages */
+	const char *file_field;   /* "image", "image_file" or "image_list" */
+	char job_id[32], snapshot_epoch[32], num_test_images[32];
+	char image_folder[PATH_MAX];
+	int digits;               /* the DIGITS form: its other fields allowed */
 };
+
+/* The DIGITS form's text fields (besides the file) and where each goes. */
+static char *text_field(struct upload *u, const char *key, size_t *cap)
+{
+	if (!u->digits)
+		return NULL;
+	if (!strcmp(key, "job_id"))
+		return *cap = sizeof u->job_id, u->job_id;
+	if (!strcmp(key, "snapshot_epoch"))
+		return *cap = sizeof u->snapshot_epoch, u->snapshot_epoch;
+	if (!strcmp(u->file_field, "image_list") && !strcmp(key, "num_test_images"))
+		return *cap = sizeof u->num_test_images, u->num_test_images;
+	if (!strcmp(u->file_field, "image_list") && !strcmp(key, "image_folder"))
+		return *cap = sizeof u->image_folder, u->image_folder;
+	return NULL;
+}
 
 static int up_found(const char *key, const char *filename, char *path, size_t pathlen, void *ud)
 {
-	(void)filename;
 	(void)path;
 	(void)pathlen;
 	struct upload *u = ud;
-	if (strcmp(key, u->file_field) == 0)
+	size_t cap;
+	if (strcmp(key, u->file_field) == 0) {
+		if (filename && *filename)
+			snprintf(u->name, sizeof u->name, "%s", filename);
 		return MG_FORM_FIELD_STORAGE_GET;
-	if (u->digits && (!strcmp(key, "job_id") || !strcmp(key, "snapshot_epoch")))
+	}
+	if (text_field(u, key, &cap))
 		return MG_FORM_FIELD_STORAGE_GET;
 	u->bad = 1;
-	snprintf(u->why, sizeof u->why, "%.60s: unknown form field (the image goes in field \"%s\")", key,
-		 u->file_field);
+	snprintf(u->why, sizeof u->why, "%.60s: unknown form field (the %s goes in field \"%s\")", key,
+		 strcmp(u->file_field, "image_list") ? "image" : "list of images", u->file_field);
 	return MG_FORM_FIELD_STORAGE_ABORT;
 }
 
 static int up_get(const char *key, const char *value, size_t len, void *ud)
 {
 	struct upload *u = ud;
-	if (!strcmp(key, "job_id") || !strcmp(key, "snapshot_epoch")) {
-		char *dst = key[0] == 'j' ? u->job_id : u->snapshot_epoch;
+	size_t cap;
+	char *dst = strcmp(key, u->file_field) ? text_field(u, key, &cap) : NULL;
+	if (dst) {
 		size_t have = strlen(dst);
-		if (have + len >= sizeof u->job_id) {
+		if (have + len >= cap) {
 			u->bad = 1;
 			snprintf(u->why, sizeof u->why, "%s: too long", key);
 			return MG_FORM_FIELD_HANDLE_ABORT;
@@ -233,7 +160,8 @@ static int up_get(const char *key, const char *value, size_t len, void *ud)
 		dst[have + len] = 0;
 		return MG_FORM_FIELD_HANDLE_NEXT;
 	}
-	if (u->len + len > IMAGE_UPLOAD_CAP) {
+	size_t limit = strcmp(u->file_field, "image_list") ? IMAGE_UPLOAD_CAP : LIST_CAP;
+	if (u->len + len > limit) {
 		u->too_big = 1;
 		return MG_FORM_FIELD_HANDLE_ABORT;
 	}
@@ -245,6 +173,7 @@ static int up_get(const char *key, const char *value, size_t len, void *ud)
 	memcpy(g + u->len, value, len);
 	u->data = g;
 	u->len += len;
+	u->data[u->len] = 0;
 	return MG_FORM_FIELD_HANDLE_NEXT;
 }
 
@@ -269,7 +198,8 @@ static int read_image(struct mg_connection *c, struct upload *u)
 		struct mg_form_data_handler h = { up_found, up_get, up_store, u };
 		int n = mg_handle_form_request(c, &h);
 		if (u->too_big)
-			return http_error(c, 413, "too_large", "the image is over the %u-byte limit", IMAGE_UPLOAD_CAP);
+			return http_error(c, 413, "too_large", "%s is over the %u-byte limit", u->file_field,
+					  strcmp(u->file_field, "image_list") ? IMAGE_UPLOAD_CAP : LIST_CAP);
 		if (u->bad || n < 0)
 			return http_error(c, 400, "invalid", "%s", u->bad ? u->why : "malformed multipart form");
 	} else if (!u->digits) {
@@ -295,59 +225,41 @@ static int read_image(struct mg_connection *c, struct upload *u)
 			u->len += (size_t)got;
 		}
 	} else
-		return http_error(c, 400, "invalid", "send a multipart/form-data form with job_id and image_file");
+		return http_error(c, 400, "invalid", "send a multipart/form-data form with job_id and %s", u->file_field);
 	if (!u->len)
-		return http_error(c, 400, "invalid", "no image: send its bytes as the body, or a form with field \"%s\"",
-				  u->file_field);
+		return http_error(c, 400, "invalid", "no %s: send %s as the body, or a form with field \"%s\"",
+				  strcmp(u->file_field, "image_list") ? "image" : "image list",
+				  strcmp(u->file_field, "image_list") ? "its bytes" : "it", u->file_field);
 	return 0;
 }
 
-/* One classification, done on an inference thread. */
-struct classify_task {
-	struct pick *p;
-	struct upload *u;
-	int top;
-	struct infer_pred *pred;
-	char (*labels)[256];   /* pred's labels, copied out of the handle */
-	int npred, w, h, rc;
-	struct dd_err err;
-};
+/* ---- asking the service ---- */
 
-static void classify_work(struct infer_cache *cache, void *arg)
+/* Classify len bytes of data (named name in messages) with snapshot p of model id:
+ * the service's answer {"predictions", "width", "height"[, "input", "layers"]} into
+ * *out (caller frees).  0, or the status of the error sent. */
+static int classify(struct mg_connection *c, int64_t id, const struct pick *p, const void *data, size_t len,
+		    const char *name, int top, int insides, int input, cJSON **out)
 {
-	struct classify_task *t = arg;
-	struct infer *m = NULL;
-	if ((t->rc = infer_cache_get(cache, t->p->dir, t->p->weights, &m, NULL, &t->err)))
-		return;
-	t->rc = infer_classify(m, t->u->data, t->u->len, "the image", t->top, t->pred, &t->npred, &t->w, &t->h,
-			       &t->err);
-	for (int i = 0; !t->rc && i < t->npred; i++) {
-		/* labels are the handle's: copy them before it is lent again */
-		snprintf(t->labels[i], sizeof t->labels[i], "%s", t->pred[i].label);
-		t->pred[i].label = t->labels[i];
-	}
-	infer_cache_release(cache, m);
-}
-
-/* Classify u's image with model id's snapshot (p, when p->weights is set: picked
- * already); the predictions into pred, their labels in labels.  0, or the status of
- * the error sent. */
-static int classify(struct mg_connection *c, int64_t id, const char *snapshot, struct upload *u, int top,
-		    struct pick *p, struct infer_pred *pred, char (*labels)[256], int *npred, int *w, int *h)
-{
-	int rc = p->weights[0] ? 0 : pick_snapshot(c, id, snapshot, p);
-	if (rc)
-		return rc;
-	struct classify_task t = { .p = p, .u = u, .top = top, .pred = pred, .labels = labels };
-	if (lane_run(p->weights, classify_work, &t))
-		return http_error(c, 500, "internal", "the inference threads did not start");
-	if (t.rc == DD_ENOENT) /* deleted between the listing and now */
+	*out = NULL;
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "op", "classify");
+	cJSON_AddStringToObject(req, "dir", p->dir);
+	cJSON_AddStringToObject(req, "weights", p->weights);
+	cJSON_AddStringToObject(req, "name", name);
+	cJSON_AddNumberToObject(req, "top", top);
+	cJSON_AddBoolToObject(req, "insides", insides);
+	cJSON_AddBoolToObject(req, "input", input);
+	struct dd_err err = { 0 };
+	int rc = infer_service_call(req, data, len, out, &err);
+	cJSON_Delete(req);
+	if (rc == INFER_SERVICE_DIED)
+		return http_error(c, 503, "unavailable",
+				  "the inference worker stopped while classifying %s; it has been restarted", name);
+	if (rc == DD_ENOENT) /* deleted between the listing and now */
 		return http_error(c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)id, p->label);
-	if (t.rc)
-		return http_error_dd(c, &t.err);
-	*npred = t.npred;
-	*w = t.w;
-	*h = t.h;
+	if (rc)
+		return http_error_dd(c, &err);
 	return 0;
 }
 
@@ -358,65 +270,58 @@ static double ms_since(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
+static cJSON *take(cJSON *from, const char *key)
+{
+	return cJSON_DetachItemFromObjectCaseSensitive(from, key);
+}
+
 int api_model_classify(struct req *r)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	long long top = 5;
+	long long top = 5, insides = 0, input = 0;
 	int rc = http_query_int(r->c, "top", 5, 1, INFER_MAX_TOP, &top);
-	if (rc)
+	if (rc || (rc = http_query_int(r->c, "insides", 0, 0, 1, &insides)) ||
+	    (rc = http_query_int(r->c, "input", 0, 0, 1, &input)))
 		return rc;
 	char snapshot[64] = "";
 	http_query(r->ri, "snapshot", snapshot, sizeof snapshot);
-	struct upload u = { .file_field = "image" };
+	struct upload u = { .file_field = "image", .name = "the image" };
 	struct pick p;
-	struct infer_pred pred[INFER_MAX_TOP];
-	char (*labels)[256] = malloc(INFER_MAX_TOP * sizeof *labels);
-	int np = 0, w = 0, h = 0;
-	if (!labels) {
-		rc = http_error(r->c, 500, "internal", "out of memory");
-		goto out;
-	}
+	cJSON *ans = NULL;
 	/* the model and snapshot first: a bad one costs no upload */
 	if ((rc = pick_snapshot(r->c, r->id, snapshot, &p)) || (rc = read_image(r->c, &u)) ||
-	    (rc = classify(r->c, r->id, snapshot, &u, (int)top, &p, pred, labels, &np, &w, &h)))
+	    (rc = classify(r->c, r->id, &p, u.data, u.len, u.name, (int)top, (int)insides, (int)input, &ans)))
 		goto out;
 	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "predictions", infer_predictions_json(pred, np));
+	cJSON_AddItemToObject(body, "predictions", take(ans, "predictions"));
 	cJSON_AddNumberToObject(body, "model", (double)r->id);
 	cJSON_AddStringToObject(body, "snapshot", p.label);
 	cJSON *im = cJSON_AddObjectToObject(body, "image");
-	cJSON_AddNumberToObject(im, "width", w);
-	cJSON_AddNumberToObject(im, "height", h);
+	cJSON_AddItemToObject(im, "width", take(ans, "width"));
+	cJSON_AddItemToObject(im, "height", take(ans, "height"));
+	if (cJSON_HasObjectItem(ans, "input"))
+		cJSON_AddItemToObject(body, "input", take(ans, "input"));
+	if (cJSON_HasObjectItem(ans, "layers"))
+		cJSON_AddItemToObject(body, "layers", take(ans, "layers"));
 	cJSON_AddNumberToObject(body, "time_ms", ms_since(&t0));
 	rc = http_json(r->c, 200, body);
 out:
-	free(labels);
+	cJSON_Delete(ans);
 	free(u.data);
 	return rc;
 }
 
-/* DIGITS' POST /models/images/classification/classify_one.json: a form with
- * job_id, image_file and snapshot_epoch (optional) -> {"predictions": [["label",
- * 99.87], ...]}, the top 5 as percentages rounded to 2 decimals, as DIGITS sends. */
-int api_digits_classify_one(struct req *r)
+/* The DIGITS form's job_id and snapshot_epoch into p ("3.0" is epoch 3's label
+ * "3").  0, or the status of the error sent. */
+static int digits_pick(struct mg_connection *c, const struct upload *u, struct pick *p, int64_t *id)
 {
-	struct upload u = { .file_field = "image_file", .digits = 1 };
-	struct pick p = { .weights = "" };
-	struct infer_pred pred[5];
-	char labels[5][256];
-	int np = 0, w, h, rc;
-	if ((rc = read_image(r->c, &u)))
-		goto out;
 	char *end;
-	long long id = strtoll(u.job_id, &end, 10);
-	if (!u.job_id[0] || *end || id < 1) {
-		rc = http_error(r->c, 400, "invalid", "job_id: the model's job id is required");
-		goto out;
-	}
-	/* DIGITS' snapshot_epoch is a number; "3.0" is epoch 3's label "3" */
+	long long v = strtoll(u->job_id, &end, 10);
+	if (!u->job_id[0] || *end || v < 1)
+		return http_error(c, 400, "invalid", "job_id: the model's job id is required");
 	char label[32];
-	snprintf(label, sizeof label, "%s", u.snapshot_epoch);
+	snprintf(label, sizeof label, "%s", u->snapshot_epoch);
 	char *dot = strchr(label, '.');
 	if (dot) {
 		char *z = label + strlen(label);
@@ -425,18 +330,168 @@ int api_digits_classify_one(struct req *r)
 		if (z == dot + 1)
 			*dot = 0;
 	}
-	if ((rc = classify(r->c, id, label, &u, 5, &p, pred, labels, &np, &w, &h)))
-		goto out;
-	cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "predictions");
-	for (int i = 0; i < np; i++) {
+	*id = v;
+	return pick_snapshot(c, v, label, p);
+}
+
+/* [[label, percent], ...] as DIGITS sends: percentages rounded to 2 decimals. */
+static cJSON *digits_pairs(const cJSON *preds)
+{
+	cJSON *arr = cJSON_CreateArray();
+	const cJSON *pr;
+	cJSON_ArrayForEach(pr, preds)
+	{
 		cJSON *pair = cJSON_CreateArray();
-		cJSON_AddItemToArray(pair, cJSON_CreateString(pred[i].label));
-		double pct = (double)pred[i].probability * 100.0;
+		cJSON_AddItemToArray(pair, cJSON_CreateString(
+						   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pr, "label"))));
+		double pct = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(pr, "probability")) * 100.0;
 		cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)(long long)(pct * 100.0 + 0.5) / 100.0));
 		cJSON_AddItemToArray(arr, pair);
 	}
+	return arr;
+}
+
+/* DIGITS' POST /models/images/classification/classify_one.json: a form with
+ * job_id, image_file and snapshot_epoch (optional) -> {"predictions": [["label",
+ * 99.87], ...]}, the top 5 as percentages rounded to 2 decimals, as DIGITS sends. */
+int api_digits_classify_one(struct req *r)
+{
+	struct upload u = { .file_field = "image_file", .digits = 1, .name = "the image" };
+	struct pick p;
+	int64_t id = 0;
+	cJSON *ans = NULL;
+	int rc;
+	if ((rc = read_image(r->c, &u)) || (rc = digits_pick(r->c, &u, &p, &id)) ||
+	    (rc = classify(r->c, id, &p, u.data, u.len, u.name, 5, 0, 0, &ans)))
+		goto out;
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "predictions",
+			      digits_pairs(cJSON_GetObjectItemCaseSensitive(ans, "predictions")));
 	rc = http_json(r->c, 200, body);
 out:
+	cJSON_Delete(ans);
+	free(u.data);
+	return rc;
+}
+
+/* A server path of the list, below image_folder when relative: resolved into real
+ * when it is below an allowed --data-root.  0, or the status of the error sent. */
+static int many_path(struct mg_connection *c, const struct upload *u, const char *line, int n, char *real)
+{
+	char path[PATH_MAX * 2];
+	if (line[0] == '/')
+		snprintf(path, sizeof path, "%s", line);
+	else if (u->image_folder[0])
+		snprintf(path, sizeof path, "%s/%s", u->image_folder, line);
+	else
+		return http_error(c, 400, "invalid",
+				  "image_list line %d: %.200s is a relative path and no image_folder was given", n, line);
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return http_error(c, 404, "not_found", "image_list line %d: %.200s: no such file", n, path);
+	if (!server_path_allowed(path, real))
+		return http_error(c, 403, "forbidden",
+				  "image_list line %d: %.200s is not below a folder the server allows (--data-root)", n,
+				  path);
+	if (!S_ISREG(st.st_mode))
+		return http_error(c, 400, "invalid", "image_list line %d: %.200s is not a file", n, path);
+	if (st.st_size > (off_t)IMAGE_UPLOAD_CAP)
+		return http_error(c, 413, "too_large", "image_list line %d: %.200s is over the %u-byte limit", n, path,
+				  IMAGE_UPLOAD_CAP);
+	return 0;
+}
+
+/* DIGITS' POST /models/images/classification/classify_many.json: a form with
+ * job_id, image_list (a file: one server path a line, a label after a space
+ * allowed and ignored), image_folder (the folder of relative paths),
+ * num_test_images (the first N only) and snapshot_epoch -> {"classifications":
+ * {path: [["label", 99.87], ...]}}, the top 5 of each image as DIGITS sends; paths
+ * as written in the list, so duplicates collapse as in DIGITS.  Every path must
+ * be below a --data-root; at most MANY_MAX images.  The whole list is checked
+ * before any image is classified. */
+int api_digits_classify_many(struct req *r)
+{
+	struct upload u = { .file_field = "image_list", .digits = 1, .name = "the image list" };
+	struct pick p;
+	int64_t id = 0;
+	cJSON *body = NULL, *map = NULL;
+	char **lines = NULL, *real = NULL;
+	int n = 0, rc;
+	if ((rc = read_image(r->c, &u)) || (rc = digits_pick(r->c, &u, &p, &id)))
+		goto out;
+	long long limit = MANY_MAX;
+	if (u.num_test_images[0]) {
+		char *end;
+		limit = strtoll(u.num_test_images, &end, 10);
+		if (*end || limit < 1) {
+			rc = http_error(r->c, 400, "invalid", "num_test_images: must be a positive whole number");
+			goto out;
+		}
+	}
+	lines = calloc(MANY_MAX, sizeof *lines);
+	real = malloc(PATH_MAX);
+	if (!lines || !real) {
+		rc = http_error(r->c, 500, "internal", "out of memory");
+		goto out;
+	}
+	int lineno = 0;
+	for (char *s = u.data, *nl; s && *s && n < limit; s = nl ? nl + 1 : NULL) {
+		nl = strchr(s, '\n');
+		if (nl)
+			*nl = 0;
+		lineno++;
+		size_t l = strlen(s);
+		while (l && (s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
+			s[--l] = 0;
+		char *sp = strrchr(s, ' '); /* "path label": the label is DIGITS' ground truth */
+		if (sp && sp[1] && strspn(sp + 1, "0123456789") == strlen(sp + 1))
+			*sp = 0;
+		if (!*s)
+			continue;
+		if (n == MANY_MAX) {
+			rc = http_error(r->c, 413, "too_large",
+					"image_list: more than %d images; send num_test_images or split the list", MANY_MAX);
+			goto out;
+		}
+		if ((rc = many_path(r->c, &u, s, lineno, real)))
+			goto out;
+		lines[n++] = s;
+	}
+	if (!n) {
+		rc = http_error(r->c, 400, "invalid", "image_list: no image paths in it");
+		goto out;
+	}
+	body = cJSON_CreateObject();
+	map = cJSON_AddObjectToObject(body, "classifications");
+	for (int i = 0; i < n; i++) {
+		char path[PATH_MAX * 2];
+		if (lines[i][0] == '/')
+			snprintf(path, sizeof path, "%s", lines[i]);
+		else
+			snprintf(path, sizeof path, "%s/%s", u.image_folder, lines[i]);
+		char *data = NULL;
+		size_t len = 0;
+		struct dd_err err = { 0 };
+		cJSON *ans = NULL;
+		if (!server_path_allowed(path, real) || fs_read_file(real, IMAGE_UPLOAD_CAP, &data, &len, &err)) {
+			rc = err.code ? http_error_dd(r->c, &err) :
+					http_error(r->c, 403, "forbidden", "%.200s: no longer below a --data-root", path);
+			goto out;
+		}
+		rc = classify(r->c, id, &p, data, len, lines[i], 5, 0, 0, &ans);
+		free(data);
+		if (rc)
+			goto out;
+		cJSON_DeleteItemFromObjectCaseSensitive(map, lines[i]);
+		cJSON_AddItemToObject(map, lines[i], digits_pairs(cJSON_GetObjectItemCaseSensitive(ans, "predictions")));
+		cJSON_Delete(ans);
+	}
+	rc = http_json(r->c, 200, body);
+	body = NULL;
+out:
+	cJSON_Delete(body);
+	free(lines);
+	free(real);
 	free(u.data);
 	return rc;
 }
@@ -511,7 +566,7 @@ static int add_file(struct archive *a, const char *name, const char *path, int o
 	return rc;
 }
 
-/* What a bundle needs of the open model, copied out on an inference thread. */
+/* What a bundle needs of the open model, copied out by the inference service. */
 struct bundle_task {
 	struct pick *p;
 	char *info, *text;     /* info.json, the network; the caller frees them */
@@ -521,19 +576,26 @@ struct bundle_task {
 	struct dd_err err;
 };
 
-static void bundle_work(struct infer_cache *cache, void *arg)
+/* The service opens the model and sends these back (infer_service.c). */
+static void bundle_work(void *arg)
 {
 	struct bundle_task *t = arg;
-	struct infer *m = NULL;
-	if ((t->rc = infer_cache_get(cache, t->p->dir, t->p->weights, &m, NULL, &t->err)))
+	cJSON *req = cJSON_CreateObject(), *ans = NULL;
+	cJSON_AddStringToObject(req, "op", "bundle");
+	cJSON_AddStringToObject(req, "dir", t->p->dir);
+	cJSON_AddStringToObject(req, "weights", t->p->weights);
+	cJSON_AddStringToObject(req, "label", t->p->label);
+	t->rc = infer_service_call(req, NULL, 0, &ans, &t->err);
+	cJSON_Delete(req);
+	if (t->rc)
 		return;
-	cJSON *man = infer_manifest(m, t->p->label);
-	t->info = man ? cJSON_Print(man) : NULL;
-	cJSON_Delete(man);
-	t->text = strdup(infer_network_text(m));
-	t->deploy = infer_deploy_text(m);
-	snprintf(t->mean, sizeof t->mean, "%s", infer_mean_path(m) ? infer_mean_path(m) : "");
-	infer_cache_release(cache, m);
+	const char *s;
+	t->info = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info"))) ? strdup(s) : NULL;
+	t->text = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "text"))) ? strdup(s) : NULL;
+	t->deploy = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "deploy"))) ? strdup(s) : NULL;
+	s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "mean"));
+	snprintf(t->mean, sizeof t->mean, "%s", s ? s : "");
+	cJSON_Delete(ans);
 }
 
 int api_model_bundle(struct req *r)
@@ -545,8 +607,11 @@ int api_model_bundle(struct req *r)
 	if (rc)
 		return rc;
 	struct bundle_task t = { .p = &p };
-	if (lane_run(p.weights, bundle_work, &t))
-		return http_error(r->c, 500, "internal", "the inference threads did not start");
+	bundle_work(&t);
+	if (t.rc == INFER_SERVICE_DIED)
+		return http_error(r->c, 503, "unavailable",
+				  "the inference worker stopped while opening model %lld; it has been restarted",
+				  (long long)r->id);
 	if (t.rc == DD_ENOENT)
 		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)r->id,
 				  p.label);

@@ -10,6 +10,7 @@
 #include "../common/version.h"
 #include "../jobs/worker.h"
 #include "cli.h"
+#include "infer_service.h"
 #include "server.h"
 
 static const char usage[] =
@@ -200,6 +201,8 @@ int main(int argc, char **argv)
 		return cmd_worker(argc, argv);
 	if (strcmp(verb, "routes") == 0)
 		return cmd_routes(argc, argv);
+	if (strcmp(verb, "infer-service") == 0) /* hidden: the server starts it */
+		return infer_service_main(argc, argv);
 	if (strcmp(verb, "dataset") == 0)
 		return cli_dataset(argc, argv);
 	if (strcmp(verb, "example") == 0)

@@ -38,6 +38,7 @@
 #include "../datasets/example.h"
 #include "../jobs/sched.h"
 #include "api.h"
+#include "infer_service.h"
 #include "store.h"
 #include "ws.h"
 
@@ -126,6 +127,7 @@ static const struct route routes[] = {
  * are in docs/api.md). */
 static const struct route digits_routes[] = {
 	{ "POST", "/models/images/classification/classify_one.json", api_digits_classify_one },
+	{ "POST", "/models/images/classification/classify_many.json", api_digits_classify_many },
 	{ NULL, NULL, NULL },
 };
 
@@ -419,6 +421,7 @@ int api_info(struct req *r)
 	cJSON *roots = cJSON_AddArrayToObject(o, "data_roots");
 	for (int i = 0; i < S.opts.nroots; i++)
 		cJSON_AddItemToArray(roots, cJSON_CreateString(S.opts.data_roots[i]));
+	cJSON_AddItemToObject(o, "inference", infer_service_info());
 	return http_json(r->c, 200, o);
 }
 
@@ -535,9 +538,15 @@ int server_run(const struct server_opts *opts)
 		log_error("%s", err.msg);
 		return 1;
 	}
+	if (infer_service_start(exe, S.data_dir, &err) != DD_OK) {
+		log_error("%s", err.msg);
+		sched_stop();
+		return 1;
+	}
 	struct mg_context *ctx = mg_start(&cb, NULL, options);
 	if (!ctx) {
 		log_error("cannot listen on %s (in use, or not an address of this machine?)", opts->listen);
+		infer_service_stop();
 		sched_stop();
 		return 1;
 	}
@@ -576,6 +585,7 @@ int server_run(const struct server_opts *opts)
 		 strsignal(sig));
 	atomic_store(&S.stopping, 1);
 	mg_stop(ctx);
+	infer_service_stop();
 	sched_stop();
 	store_thread_end();
 	return 0;

@@ -10,6 +10,7 @@
 #include "infer.h"
 
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,6 +486,182 @@ cJSON *infer_manifest(const struct infer *h, const char *snapshot)
 	if (h->settings)
 		cJSON_AddItemToObject(j, "settings", cJSON_Duplicate(h->settings, 1));
 	return j;
+}
+
+/* ---- inside the network ---- */
+
+static void blob_shape(struct infer_blob *b, const struct net_shape *s)
+{
+	b->ndim = s->ndim < 4 ? s->ndim : 4;
+	for (int d = 0; d < b->ndim; d++)
+		b->dim[d] = s->dim[d];
+}
+
+int infer_visit(struct infer *h, int (*fn)(const struct infer_blob *b, void *ud), void *ud)
+{
+	const struct net_graph *ng = h->ng;
+	for (int k = 0; k < ng->nnode; k++) {
+		const struct net_node *nd = &ng->node[k];
+		if (nd->in_place)
+			continue; /* its values are already shown under the blob's maker */
+		for (int t = 0; t < nd->l.ntop; t++) {
+			const struct net_blob *nb = &ng->blob[nd->top[t]];
+			struct net_shape sh;
+			struct infer_blob b = { .name = nb->name, .layer = nd->l.name ? nd->l.name : "",
+						.type = net_layer_type_name(nd->l.type) };
+			b.data = graph_blob(h->gr, nb->name, &sh);
+			if (!b.data)
+				continue;
+			blob_shape(&b, &sh);
+			b.count = nb->count;
+			if (nd->l.type == NET_CONVOLUTION && t == 0)
+				for (int i = 0; i < graph_nparam(h->gr); i++) {
+					const struct graph_param *p = graph_param(h->gr, i);
+					if (strcmp(p->layer, b.layer) != 0 || strcmp(p->role, "weights") != 0 ||
+					    p->shape.ndim != 4)
+						continue;
+					b.weights = p->w;
+					b.wcount = p->count;
+					for (int d = 0; d < 4; d++)
+						b.wdim[d] = p->shape.dim[d];
+					break;
+				}
+			int rc = fn(&b, ud);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+void infer_stats(const float *v, int64_t n, struct infer_stats *s)
+{
+	memset(s, 0, sizeof *s);
+	if (n < 1)
+		return;
+	double sum = 0, sq = 0;
+	float lo = v[0], hi = v[0];
+	for (int64_t i = 0; i < n; i++) {
+		sum += v[i];
+		sq += (double)v[i] * v[i];
+		if (v[i] < lo)
+			lo = v[i];
+		if (v[i] > hi)
+			hi = v[i];
+	}
+	s->mean = sum / (double)n;
+	double var = sq / (double)n - s->mean * s->mean;
+	s->std = var > 0 ? sqrt(var) : 0;
+	s->min = lo;
+	s->max = hi;
+	double width = ((double)hi - lo) / INFER_HIST_BINS;
+	for (int64_t i = 0; i < n; i++) {
+		int bin = width > 0 ? (int)(((double)v[i] - lo) / width) : 0;
+		s->hist[bin < 0 ? 0 : bin >= INFER_HIST_BINS ? INFER_HIST_BINS - 1 : bin]++;
+	}
+}
+
+/* A dark-blue to yellow colour map (five stops, linear between them), so that a
+ * one-channel map reads as heat rather than as a photo. */
+static void colour_map(uint8_t g, uint8_t *rgb)
+{
+	static const uint8_t stop[5][3] = {
+		{ 48, 18, 59 }, { 50, 130, 220 }, { 40, 200, 120 }, { 240, 200, 40 }, { 250, 250, 180 },
+	};
+	int seg = g * 4 / 256, base = seg * 64;
+	int f = (g - base) * 4; /* 0..255 within the segment */
+	for (int c = 0; c < 3; c++)
+		rgb[c] = (uint8_t)(stop[seg][c] + (stop[seg + 1][c] - stop[seg][c]) * f / 256);
+}
+
+int infer_tile(const float *v, int n, int h, int w, enum infer_tile_mode mode, int max_side, struct image *out,
+	       int *shown, struct dd_err *err)
+{
+	*out = (struct image){ 0 };
+	if (shown)
+		*shown = 0;
+	if (n < 1 || h < 1 || w < 1 || max_side < 8)
+		return dd_err_set(err, DD_EINVAL, "nothing to draw");
+	int per = mode == INFER_TILE_BGR ? 3 : 1;
+	int64_t total = (int64_t)n * per * h * w;
+	float lo = v[0], hi = v[0];
+	for (int64_t i = 0; i < total; i++) {
+		if (v[i] < lo)
+			lo = v[i];
+		if (v[i] > hi)
+			hi = v[i];
+	}
+	float span = hi > lo ? hi - lo : 1;
+	/* the tile's size: enlarged up to 8x while a tile is under 32 px, and at most
+	 * the whole image */
+	int tw = w, th = h;
+	while (tw * 2 <= 32 && th * 2 <= 32 && tw <= w * 4) {
+		tw *= 2;
+		th *= 2;
+	}
+	if (tw > max_side || th > max_side) {
+		int64_t m = tw > th ? tw : th;
+		tw = (int)((int64_t)tw * max_side / m);
+		th = (int)((int64_t)th * max_side / m);
+		tw = tw > 0 ? tw : 1;
+		th = th > 0 ? th : 1;
+	}
+	/* the grid: near square, as many planes as fit */
+	int cols = 1;
+	while (cols * cols < n)
+		cols++;
+	int maxcols = (max_side + 1) / (tw + 1), maxrows = (max_side + 1) / (th + 1);
+	while (cols > 1 && cols > maxcols) {
+		/* too wide: shrink the tiles if they were enlarged, else show fewer planes */
+		if (tw > w && th > h) {
+			tw /= 2;
+			th /= 2;
+			maxcols = (max_side + 1) / (tw + 1);
+			maxrows = (max_side + 1) / (th + 1);
+		} else
+			cols = maxcols;
+	}
+	int rows = (n + cols - 1) / cols;
+	if (rows > maxrows)
+		rows = maxrows;
+	int count = cols * rows < n ? cols * rows : n;
+	if (rows * cols > count)
+		rows = (count + cols - 1) / cols;
+	int oc = mode == INFER_TILE_GRAY ? 1 : 3;
+	int ow = cols * (tw + 1) - 1, oh = rows * (th + 1) - 1;
+	out->w = ow;
+	out->h = oh;
+	out->c = oc;
+	out->px = calloc((size_t)ow * oh * oc, 1);
+	if (!out->px)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	if (oc == 3) /* the gaps: mid gray */
+		memset(out->px, 96, (size_t)ow * oh * oc);
+	for (int t = 0; t < count; t++) {
+		int gx = (t % cols) * (tw + 1), gy = (t / cols) * (th + 1);
+		const float *plane = v + (int64_t)t * per * h * w;
+		for (int y = 0; y < th; y++) {
+			int sy = (int)((int64_t)y * h / th);
+			uint8_t *row = out->px + ((size_t)(gy + y) * ow + gx) * oc;
+			for (int x = 0; x < tw; x++) {
+				int sx = (int)((int64_t)x * w / tw);
+				if (mode == INFER_TILE_BGR) {
+					for (int c = 0; c < 3; c++) /* B G R planes -> R G B pixels */
+						row[x * 3 + c] = (uint8_t)((plane[(int64_t)(2 - c) * h * w + sy * w + sx] - lo) /
+									   span * 255.0f + 0.5f);
+					continue;
+				}
+				uint8_t g = (uint8_t)((plane[sy * w + sx] - lo) / span * 255.0f + 0.5f);
+				if (mode == INFER_TILE_GRAY)
+					row[x] = g;
+				else
+					colour_map(g, row + x * 3);
+			}
+		}
+	}
+	if (shown)
+		*shown = count;
+	return DD_OK;
 }
 
 /* ---- the cache ---- */

@@ -25,8 +25,8 @@
  * the thread that opened it: a oneDNN primitive keeps its scratchpad in the thread
  * that made it, and running it from another crashes.  A struct infer_cache holds
  * open handles, bounded by count and bytes, least recently used first out, each
- * lent to one thread at a time; the server gives each of its inference threads a
- * cache of its own (app/api_infer.c) for that reason. */
+ * lent to one thread at a time; the inference service gives each of its lanes a
+ * cache of its own (app/infer_service.c) for that reason. */
 #ifndef DD_INFER_H
 #define DD_INFER_H
 
@@ -107,6 +107,59 @@ const char *infer_network_text(const struct infer *h);
 char *infer_deploy_text(const struct infer *h);
 /* The mean file used (a path, borrowed), or NULL when the model uses no mean file. */
 const char *infer_mean_path(const struct infer *h);
+
+/* ---- inside the network ----
+ *
+ * What DIGITS showed under "Show visualizations and statistics", from the one
+ * forward pass infer_classify just ran: every blob with its shape and values, the
+ * weights of convolution layers, summary statistics, and the values laid out as an
+ * image of tiles. */
+
+/* One blob of the last forward pass.  Everything is borrowed from the handle and
+ * valid until its next classification. */
+struct infer_blob {
+	const char *name;      /* the blob */
+	const char *layer;     /* the layer that made it ("" when unnamed) */
+	const char *type;      /* that layer's Caffe type: "Convolution", "ReLU", ... */
+	int ndim;
+	int64_t dim[4];        /* (N, C, H, W); fewer dims for InnerProduct and Softmax tops */
+	const float *data;     /* (count) */
+	int64_t count;
+	const float *weights;  /* a Convolution's weights (C_out, C_in/group, kh, kw), or NULL */
+	int64_t wdim[4];
+	int64_t wcount;
+};
+
+/* Call fn(blob, ud) for each blob of the last forward pass in execution order: the
+ * input first, then each layer's tops.  A blob an in-place layer (ReLU) rewrites is
+ * shown once, under the layer that made it, with its final values.  Returns 0, or
+ * fn's first non-zero return, which stops the walk. */
+int infer_visit(struct infer *h, int (*fn)(const struct infer_blob *b, void *ud), void *ud);
+
+#define INFER_HIST_BINS 20
+
+/* Mean, standard deviation (of the population), min, max and a histogram of
+ * INFER_HIST_BINS equal bins from min to max (the last bin holds max). */
+struct infer_stats {
+	double mean, std;
+	float min, max;
+	int64_t hist[INFER_HIST_BINS];
+};
+void infer_stats(const float *v, int64_t n, struct infer_stats *s);
+
+enum infer_tile_mode {
+	INFER_TILE_GRAY,       /* each plane a gray tile */
+	INFER_TILE_COLOURMAP,  /* each plane through a colour map (one-channel maps) */
+	INFER_TILE_BGR,        /* planes in threes, B G R, each three one colour tile */
+};
+
+/* Lay n planes of h×w values (v: n*h*w, or n*3*h*w for INFER_TILE_BGR) out as
+ * tiles on a grid with 1-pixel gaps, in an image at most max_side pixels a side:
+ * values scaled from the whole tensor's min..max to 0..255, small planes enlarged
+ * (at most 8x), large ones sampled down, and only as many planes as fit (*shown,
+ * may be NULL).  DD_OK and *out (caller frees with image_free()); DD_ENOMEM. */
+int infer_tile(const float *v, int n, int h, int w, enum infer_tile_mode mode, int max_side, struct image *out,
+	       int *shown, struct dd_err *err);
 
 /* ---- a cache of open handles ---- */
 

@@ -7,46 +7,19 @@
 // top classes and probabilities as the server.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, readdirSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { deflateSync } from 'node:zlib';
+import { inflateSync } from 'node:zlib';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN, writeColourFolders, TINY_NET,
 } from './helpers.mjs';
+import { png, CONV_NET } from './infer_fixtures.mjs';
 
 const run = promisify(execFile);
 
-
-const CRC = new Int32Array(256).map((_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
-  return c;
-});
-function crc32(buf) {
-  let c = -1;
-  for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8);
-  return (c ^ -1) >>> 0;
-}
-function chunk(type, data) {
-  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
-  const td = Buffer.concat([Buffer.from(type), data]);
-  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
-  return Buffer.concat([len, td, crc]);
-}
-/** An 8-bit RGB PNG, w×h, of one colour (a header only, claiming w×h, when bare). */
-export function png(w, h, [r, g, b], { bare = false } = {}) {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8);
-  const sig = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  if (bare) return Buffer.concat([sig, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(16))), chunk('IEND', Buffer.alloc(0))]);
-  const raw = Buffer.alloc(h * (1 + w * 3));
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw.set([r, g, b], y * (1 + w * 3) + 1 + x * 3);
-  return Buffer.concat([sig, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 
@@ -68,6 +41,37 @@ function form(fields) {
     else f.append(k, String(v));
   }
   return f;
+}
+
+
+
+/** A data: URL's PNG decoded: {w, h, colourType, px} (8-bit, no interlace, filters undone). */
+function decodePng(url) {
+  assert.match(url, /^data:image\/png;base64,/);
+  const b = Buffer.from(url.slice(url.indexOf(',') + 1), 'base64');
+  assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  let off = 8, w = 0, h = 0, ct = 0;
+  const idat = [];
+  while (off < b.length) {
+    const len = b.readUInt32BE(off), type = b.toString('latin1', off + 4, off + 8), data = b.subarray(off + 8, off + 8 + len);
+    if (type === 'IHDR') { w = data.readUInt32BE(0); h = data.readUInt32BE(4); ct = data[9]; assert.equal(data[8], 8); }
+    if (type === 'IDAT') idat.push(data);
+    off += 12 + len;
+  }
+  const bpp = ct === 2 ? 3 : 1, stride = w * bpp, raw = inflateSync(Buffer.concat(idat));
+  const px = Buffer.alloc(h * stride);
+  for (let y = 0; y < h; y++) {
+    const f = raw[y * (stride + 1)];
+    for (let x = 0; x < stride; x++) {
+      const v = raw[y * (stride + 1) + 1 + x];
+      const a = x >= bpp ? px[y * stride + x - bpp] : 0, up = y ? px[(y - 1) * stride + x] : 0;
+      const c = x >= bpp && y ? px[(y - 1) * stride + x - bpp] : 0;
+      const p = a + up - c, pa = Math.abs(p - a), pb = Math.abs(p - up), pc = Math.abs(p - c);
+      const pred = [0, a, up, (a + up) >> 1, pa <= pb && pa <= pc ? a : pb <= pc ? up : c][f];
+      px[y * stride + x] = (v + pred) & 255;
+    }
+  }
+  return { w, h, colourType: ct, px };
 }
 
 describe('infer', () => {
@@ -123,6 +127,65 @@ describe('infer', () => {
     assert.equal(one.body.predictions.length, 1);
   });
 
+  test('insides=1: the input as the network saw it and every blob, from the same forward pass', async () => {
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'convy', dataset: dsId, network: { prototxt: CONV_NET }, epochs: 2, solver: { base_lr: 0.05 },
+    });
+    assert.equal(m.status, 202, JSON.stringify(m.body));
+    assert.equal((await waitState(server, m.body.job.id, ['done', 'error'], 60000)).state, 'done');
+    const url = `/api/v1/models/${m.body.job.id}/classify`;
+    const img = png(16, 16, COLOURS.green);
+    const plain = await post(server, url, img);
+    assert.equal(plain.status, 200, plain.text);
+    assert.equal(plain.body.input, undefined);
+    assert.equal(plain.body.layers, undefined);
+    const r = await post(server, `${url}?insides=1`, img);
+    assert.equal(r.status, 200, r.text);
+    assertSchema(doc, 'ClassifyResponse', r.body);
+    assert.deepEqual(r.body.predictions, plain.body.predictions);
+
+    // the input: 3×8×8 after the resize, in colour; green stays the strongest channel
+    assert.deepEqual(r.body.input.shape, [3, 8, 8]);
+    const inp = decodePng(r.body.input.png);
+    assert.equal(inp.colourType, 2);
+    assert.equal(inp.w % 8, 0);
+    assert.equal(inp.w, inp.h);
+    const mid = ((inp.h >> 1) * inp.w + (inp.w >> 1)) * 3;
+    const [R, G, B] = inp.px.subarray(mid, mid + 3);
+    assert.ok(G > R && G > B, `the green image, less the mean, is greenest: ${[R, G, B]}`);
+
+    // the blobs in execution order; the in-place ReLU is shown under conv
+    assert.deepEqual(r.body.layers.map((l) => [l.name, l.type]),
+      [['data', 'Input'], ['conv', 'Convolution'], ['ip', 'InnerProduct'], ['prob', 'Softmax']]);
+    const by = Object.fromEntries(r.body.layers.map((l) => [l.name, l]));
+    for (const l of r.body.layers) {
+      const n = l.shape.reduce((a, b) => a * b, 1);
+      assert.equal(l.stats.histogram.reduce((a, b) => a + b, 0), n, `${l.name}: every value in a bin`);
+      assert.ok(l.stats.min <= l.stats.mean && l.stats.mean <= l.stats.max, l.name);
+      assert.ok(l.stats.std >= 0);
+      const im = decodePng(l.png);
+      assert.ok(im.w >= 1 && im.w <= 1024 && im.h >= 1 && im.h <= 1024, `${l.name}: ${im.w}x${im.h}`);
+    }
+    assert.deepEqual(by.conv.shape, [1, 4, 6, 6]);
+    assert.ok(by.conv.stats.min >= 0, 'the ReLU ran in place: no negative values left');
+    assert.deepEqual(by.conv.tiles, { shown: 4, of: 4 });
+    assert.equal(decodePng(by.conv.png).colourType, 0, 'a many-channel map is gray tiles');
+    assert.deepEqual(by.conv.weights.shape, [4, 3, 3, 3]);
+    assert.deepEqual(by.conv.weights.tiles, { shown: 4, of: 4 });
+    assert.equal(decodePng(by.conv.weights.png).colourType, 2, '3-channel filters are colour tiles');
+    assert.equal(by.ip.weights, undefined, 'weights only for convolutions');
+    // the Softmax's values are the probabilities answered
+    assert.ok(Math.abs(by.prob.stats.max - r.body.predictions[0].probability) < 1e-6);
+    assert.ok(Math.abs(by.prob.stats.mean * 3 - 1) < 1e-5);
+    assert.equal(decodePng(by.prob.png).colourType, 2, 'a vector goes through the colour map');
+
+    const only = await post(server, `${url}?input=1`, img);
+    assert.equal(only.status, 200, only.text);
+    assert.deepEqual(only.body.input, r.body.input);
+    assert.equal(only.body.layers, undefined);
+    assertError(await post(server, `${url}?insides=2`, img), 400, 'invalid', /insides/);
+  });
+
   test('bad input: clear 4xx errors', async () => {
     const url = `/api/v1/models/${modelId}/classify`;
     assertError(await post(server, url, Buffer.from('hello, not an image')), 400, 'invalid');
@@ -171,6 +234,55 @@ describe('infer', () => {
       form({ image_file: png(8, 8, COLOURS.blue) })), 400, 'invalid', /job_id/);
     assertError(await post(server, '/models/images/classification/classify_one.json',
       form({ job_id: modelId, image_file: png(8, 8, COLOURS.blue), snapshot_epoch: 9 })), 404, 'not_found');
+  });
+
+  test("DIGITS' classify_many.json: a list of server paths in, {classifications: {path: [[label, percent]]}} out", async () => {
+    // as DIGITS' docs show it: curl -F job_id=ID -F image_list=@list.txt [-F image_folder=DIR]
+    const dir = join(work, 'many');
+    mkdirSync(join(dir, 'sub'), { recursive: true });
+    const imgs = { 'a.png': png(8, 8, COLOURS.red), 'sub/b.png': png(12, 9, COLOURS.green), 'c.png': png(8, 8, COLOURS.blue) };
+    for (const [name, b] of Object.entries(imgs)) writeFileSync(join(dir, name), b);
+    const list = (lines) => new Blob([lines.join('\n') + '\n'], { type: 'text/plain' });
+    const many = (fields) => {
+      const f = new FormData();
+      for (const [k, v] of Object.entries(fields)) {
+        if (v instanceof Blob) f.append(k, v, 'list.txt'); else f.append(k, String(v));
+      }
+      return post(server, '/models/images/classification/classify_many.json', f);
+    };
+    const abs = join(dir, 'a.png');
+    const r = await many({ job_id: modelId, image_list: list([abs, 'sub/b.png 1', 'c.png 2']), image_folder: dir });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(Object.keys(r.body), ['classifications']);
+    assert.deepEqual(Object.keys(r.body.classifications).sort(), [abs, 'c.png', 'sub/b.png'].sort());
+    for (const [key, name] of [[abs, 'a.png'], ['sub/b.png', 'sub/b.png'], ['c.png', 'c.png']]) {
+      const one = await post(server, `/api/v1/models/${modelId}/classify`, imgs[name]);
+      const pairs = r.body.classifications[key];
+      assert.equal(pairs.length, 3);
+      pairs.forEach(([label, pct], i) => {
+        assert.equal(label, one.body.predictions[i].label);
+        assert.equal(pct, Math.round(one.body.predictions[i].probability * 10000) / 100);
+      });
+    }
+    assert.equal(r.body.classifications[abs][0][0], 'red');
+    assert.equal(r.body.classifications['sub/b.png'][0][0], 'green');
+
+    const two = await many({ job_id: modelId, image_list: list([abs, 'c.png']), image_folder: dir, num_test_images: 1, snapshot_epoch: '1.0' });
+    assert.equal(two.status, 200, two.text);
+    assert.deepEqual(Object.keys(two.body.classifications), [abs]);
+
+    // paths outside the --data-root folders, or climbing out of one, are refused and named
+    assertError(await many({ job_id: modelId, image_list: list([abs, '/etc/hostname']) }), 403, 'forbidden', /line 2: \/etc\/hostname.*--data-root/);
+    assertError(await many({ job_id: modelId, image_list: list(['../../../../../../etc/hostname']), image_folder: dir }), 403, 'forbidden', /--data-root/);
+    assertError(await many({ job_id: modelId, image_list: list(['a.png']) }), 400, 'invalid', /relative path and no image_folder/);
+    assertError(await many({ job_id: modelId, image_list: list([join(dir, 'nope.png')]) }), 404, 'not_found', /nope\.png/);
+    assertError(await many({ job_id: modelId, image_list: list(['', '  ']) }), 400, 'invalid', /no image paths/);
+    assertError(await many({ image_list: list([abs]) }), 400, 'invalid', /job_id/);
+    assertError(await many({ job_id: modelId, image_list: list([abs]), num_test_images: 'x' }), 400, 'invalid', /num_test_images/);
+    assertError(await many({ job_id: modelId, image_list: list([abs]), colour: 'red' }), 400, 'invalid', /colour/);
+    // a file in the list that is not an image: its path in the message
+    writeFileSync(join(dir, 'bad.png'), 'not a png');
+    assertError(await many({ job_id: modelId, image_list: list(['bad.png']), image_folder: dir }), 400, 'invalid', /bad\.png/);
   });
 
   test('the bundle: downloaded, run by `deepdesk classify`, the same answers as the server', async () => {

@@ -13,6 +13,7 @@ import { bytes, duration, num } from './format.js';
 import { toast, showError, confirmDialog, ACTIVE } from './ui.js';
 import { loadChart, cssVar, onSchemeChange } from './charts.js';
 import { fmtLr } from './model_new.js';
+import { classifyPanel } from './classify.js';
 
 const MAX_DRAWN = 600;   // points per series on screen; the rest is averaged away
 const PALETTE = ['#cf222e', '#8250df', '#1a7f37', '#bc4c00', '#0a7f8f', '#bf3989'];
@@ -122,7 +123,7 @@ export function modelView(id, { navigate } = {}) {
   const resumeBtn = h('button', { type: 'button', class: 'btn', hidden: true, dataset: { action: 'resume' } }, icon('next'), 'Resume');
   resumeBtn.addEventListener('click', resumeDialog);
 
-  const main = h('div', { class: 'model-main' }, progressCard, chartsCard, snapCard);
+  const main = h('div', { class: 'model-main' }, progressCard, chartsCard, snapCard, classifyPanel(id).el);
   const side = h('div', { class: 'model-side' }, hwCard);
 
   /* ---------- the data ---------- */
