@@ -38,6 +38,7 @@ int api_networks_visualize(struct req *r);
 int api_lr_preview(struct req *r);
 int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);
+int api_models_import(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 

@@ -116,6 +116,7 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/lr-preview", api_lr_preview },
 	{ "POST", "/api/v1/models/{id}/classify", api_model_classify },
 	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle },
+	{ "POST", "/api/v1/models/import", api_models_import },
 	{ NULL, NULL, NULL },
 };
 
