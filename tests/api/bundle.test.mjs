@@ -277,6 +277,63 @@ describe('bundle', () => {
     assert.deepEqual(readdirSync(uploads), []);
   });
 
+  test('`deepdesk classify` over folders and list files: CSV and JSON lines as they come, flat memory', async () => {
+    // a folder with a sub-folder, a non-image and a hidden file; a list with DIGITS' "path label" lines
+    const dir = join(work, 'many');
+    mkdirSync(join(dir, 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'b.ppm'), readFileSync(heldOut[1]));
+    writeFileSync(join(dir, 'a.ppm'), readFileSync(heldOut[0]));
+    writeFileSync(join(dir, 'sub', 'c.ppm'), readFileSync(heldOut[2]));
+    writeFileSync(join(dir, 'notes.txt'), 'not an image');
+    writeFileSync(join(dir, '.hidden.ppm'), 'hidden');
+    const csv = join(work, 'out.csv');
+    const r = await run(BIN, ['classify', '--model', tgz, '--out', csv, dir]);
+    assert.match(r.stderr, /3 images \(0 failed\) in [\d.]+ s, [\d.]+ images\/s/);
+    const rows = readFileSync(csv, 'utf8').trim().split('\n').map((l) => l.split(','));
+    assert.deepEqual(rows[0], ['image', 'width', 'height', 'label_1', 'index_1', 'probability_1', 'label_2', 'index_2',
+      'probability_2', 'label_3', 'index_3', 'probability_3', 'error']);
+    assert.deepEqual(rows.slice(1).map((row) => row[0]), [join(dir, 'a.ppm'), join(dir, 'b.ppm'), join(dir, 'sub', 'c.ppm')]);
+    const ref = JSON.parse((await run(BIN, ['classify', '--model', tgz, '--json', ...heldOut.slice(0, 3)])).stdout).results;
+    rows.slice(1).forEach((row, i) => {
+      assert.deepEqual([Number(row[1]), Number(row[2])], [ref[i].width, ref[i].height]);
+      ref[i].predictions.forEach((p, k) => {
+        assert.equal(row[3 + 3 * k], p.label);
+        assert.equal(Number(row[4 + 3 * k]), p.index);
+        assert.ok(Math.abs(Number(row[5 + 3 * k]) - p.probability) < 1e-7);
+      });
+      assert.equal(row[12], '');
+    });
+
+    const list = join(dir, 'list.txt');
+    writeFileSync(list, `a.ppm 0\n# a comment\n\nsub/c.ppm\t2\nmissing.ppm 1\n${heldOut[3]}\n`);
+    const jl = join(work, 'out.jsonl');
+    await assert.rejects(run(BIN, ['classify', '--model', unpacked, '--list', list, '--out', jl, '--top', '2']),
+      (e) => e.code === 1 && /4 images \(1 failed\)/.test(e.stderr));
+    const lines = readFileSync(jl, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => l.image), [join(dir, 'a.ppm'), join(dir, 'sub/c.ppm'), join(dir, 'missing.ppm'), heldOut[3]]);
+    assert.equal(lines[0].predictions.length, 2);
+    assert.deepEqual(lines[0].predictions, ref[0].predictions.slice(0, 2));
+    assert.match(lines[2].error, /missing\.ppm/);
+    await assert.rejects(run(BIN, ['classify', '--model', unpacked, '--json', '--out', jl, heldOut[0]]), (e) => e.code === 2);
+
+    // memory does not grow with the number of images: 20 times the images, about the same peak
+    const big = join(work, 'big');
+    mkdirSync(big);
+    const img = readFileSync(heldOut[0]);
+    for (let i = 0; i < 8000; i++) writeFileSync(join(big, `${String(i).padStart(5, '0')}.ppm`), img);
+    const small = join(work, 'small');
+    mkdirSync(small);
+    for (let i = 0; i < 400; i++) writeFileSync(join(small, `${i}.ppm`), img);
+    const peak = async (folder) => Number((await run(PY, ['-c', `
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+`, BIN, 'classify', '--model', unpacked, '--out', join(work, 'peak.csv'), folder])).stdout);
+    const few = await peak(small), many = await peak(big);
+    assert.equal(readFileSync(join(work, 'peak.csv'), 'utf8').trim().split('\n').length, 8001);
+    assert.ok(many < few + 4096, `peak RSS ${few} KiB for 400 images, ${many} KiB for 8000`);
+  });
+
   test('docs/bundle_torch.py gives the server\'s and the CLI\'s top-5 and probabilities', async () => {
     const cli = JSON.parse((await run(BIN, ['classify', '--model', tgz, '--json', ...heldOut])).stdout);
     const py = JSON.parse((await run(PY, [join(ROOT, 'docs', 'bundle_torch.py'), unpacked, '--json', ...heldOut],
