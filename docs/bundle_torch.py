@@ -26,6 +26,7 @@ import os
 import re
 import struct
 import sys
+import time
 
 import numpy as np
 import torch
@@ -418,11 +419,13 @@ def main():
     ap.add_argument("--batch", type=int, default=1, help="images per forward pass (1)")
     ap.add_argument("--json", action="store_true", help="print what `deepdesk classify --json` prints")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: its default)")
+    ap.add_argument("--time", action="store_true", help="print images/s of the classifying (not the start) to stderr")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
     model = Model(a.bundle)
     results, pending = [], []
+    t0 = time.perf_counter()
 
     def flush():
         probs = model.classify([x for _, x, _ in pending])
@@ -444,6 +447,9 @@ def main():
             flush()
     if pending:
         flush()
+    if a.time:
+        s = time.perf_counter() - t0
+        print(f"bundle_torch.py: {len(a.images)} images in {s:.3f} s, {len(a.images) / s:.1f} images/s", file=sys.stderr)
     if a.json:
         print(json.dumps({"model": a.bundle, "snapshot": model.man.get("snapshot", ""), "results": results}, indent=1))
 
