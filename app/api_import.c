@@ -413,7 +413,11 @@ int api_models_import(struct req *r)
 	if (rc)
 		goto fail;
 	sched_job_dir(id, dir, sizeof dir);
+	char evpath[PATH_MAX + 32];
+	struct stat evst;
+	snprintf(evpath, sizeof evpath, "%s/" EVENTS_FILE, dir);
 	if ((rc = fill_folder(scratch, dir, man, label, &err)) || (rc = store_job_started(id, 0, 0, &err)) ||
+	    (rc = store_job_tail_save(id, stat(evpath, &evst) == 0 ? (int64_t)evst.st_size : 0, 1, &err)) ||
 	    (rc = store_job_progress(id, 1.0, 0, &err)) || (rc = store_job_move(id, JOB_DONE, NULL, 0, -1, &err)) ||
 	    (rc = write_job_json(id, dir, &err)))
 		goto fail;
