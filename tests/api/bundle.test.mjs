@@ -22,6 +22,32 @@ import {
 const run = promisify(execFile);
 const PY = '/usr/bin/python3'; // Debian's, with torch, numpy and PIL
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
+// AlexNet's layer types, small: strided and grouped convolutions with pads, LRN, MAX and
+// AVE pooling whose windows run off the edge (Caffe rounds the output size up), Dropout,
+// Power, a crop and a mean; 24×24 colour images, 20×20 crops.
+const MINI_ALEX = `name: "minialex"
+layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
+  data_param { batch_size: 4 } transform_param { crop_size: 20 scale: 0.0078125 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
+  data_param { batch_size: 4 } transform_param { crop_size: 20 scale: 0.0078125 } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 8 kernel_size: 5 stride: 2 pad: 2 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "norm1" type: "LRN" bottom: "conv1" top: "norm1" lrn_param { local_size: 3 alpha: 0.01 beta: 0.75 } }
+layer { name: "pool1" type: "Pooling" bottom: "norm1" top: "pool1" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+  convolution_param { num_output: 8 kernel_size: 3 pad: 1 group: 2 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "fc1" type: "InnerProduct" bottom: "pool2" top: "fc1" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+layer { name: "relu3" type: "ReLU" bottom: "fc1" top: "fc1" }
+layer { name: "drop1" type: "Dropout" bottom: "fc1" top: "fc1" dropout_param { dropout_ratio: 0.5 } }
+layer { name: "fc2" type: "InnerProduct" bottom: "fc1" top: "fc2" inner_product_param { weight_filler { type: "xavier" } } }
+layer { name: "pow" type: "Power" bottom: "fc2" top: "out" power_param { scale: 0.9 shift: 0.1 } }
+layer { name: "accuracy" type: "Accuracy" bottom: "out" bottom: "label" top: "accuracy" include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "out" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "prob" type: "Softmax" bottom: "out" top: "prob" include { stage: "deploy" } }
+`;
 const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
 
 /** A .tar.gz at path made by Python's tarfile from entries [{name, data?, type?, size?, link?}]:
@@ -358,5 +384,49 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     cpSync(unpacked, dir, { recursive: true });
     writeFileSync(join(dir, 'labels.txt'), 'x\ny\nz\n');
     await assert.rejects(run(PY, [join(ROOT, 'docs', 'bundle_torch.py'), dir, heldOut[0]]), /labels\.txt: does not match/);
+  });
+
+  test('docs/bundle_torch.py on AlexNet\'s layer types, with a crop, a mean and the fill resize mode', async () => {
+    writeColourFolders(join(work, 'colours24'), COLOURS, 12, 24);
+    const r = await server.api('POST', '/api/v1/datasets', {
+      name: 'colours24', source: { type: 'folder', train: join(work, 'colours24') },
+      options: { width: 24, height: 24, channels: 3, val_pct: 25, seed: 2, resize_mode: 'fill' },
+    });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    assert.equal((await waitState(server, r.body.job.id, ['done', 'error'], 30000)).state, 'done');
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'minialex', dataset: r.body.job.id, network: { prototxt: MINI_ALEX }, epochs: 8, solver: { base_lr: 0.05 },
+    });
+    assert.equal(m.status, 202, JSON.stringify(m.body));
+    const done = await waitState(server, m.body.job.id, ['done', 'error'], 120000);
+    assert.equal(done.state, 'done', done.error);
+    const res = await fetch(`${server.url}/api/v1/models/${m.body.job.id}/bundle`);
+    assert.equal(res.status, 200);
+    const t = join(work, 'minialex.tar.gz'), dir = join(work, 'minialex');
+    writeFileSync(t, Buffer.from(await res.arrayBuffer()));
+    mkdirSync(dir);
+    await run('tar', ['xzf', t, '-C', dir]);
+    const info = JSON.parse(readFileSync(join(dir, 'info.json'), 'utf8'));
+    assert.equal(info.crop, 20);
+    assert.equal(info.resize_mode, 'fill');
+    assert.deepEqual(info.net_input.shape, [1, 3, 20, 20]);
+    const deploy = readFileSync(join(dir, 'deploy.prototxt'), 'utf8');
+    for (const kind of ['LRN', 'Pooling', 'Dropout', 'Power', 'group: 2']) assert.match(deploy, new RegExp(kind));
+    // other shapes than the dataset's: wide and tall, so fill pads both ways with its noise
+    const imgs = [[30, 12, [190, 50, 40]], [9, 27, [50, 60, 200]], [24, 24, [60, 190, 70]], [17, 16, [128, 128, 40]], [40, 8, [128, 128, 128]], [6, 30, [100, 110, 120]]]
+      .map(([w, h, rgb], i) => { const p = join(work, `alex${i}.ppm`); writeFileSync(p, noisyPpm(w, h, rgb, 700 + i)); return p; });
+    const py = JSON.parse((await run(PY, [join(ROOT, 'docs', 'bundle_torch.py'), dir, '--json', ...imgs])).stdout);
+    const cli = JSON.parse((await run(BIN, ['classify', '--model', t, '--json', ...imgs])).stdout);
+    assert.ok(py.results.some((x) => x.predictions[0].probability > 0.6), 'a model that tells the colours apart');
+    for (let i = 0; i < imgs.length; i++) {
+      const s = await classify(server, m.body.job.id, imgs[i]);
+      const p = py.results[i].predictions;
+      assert.deepEqual(p.map((q) => q.index), s.map((q) => q.index), `image ${i}`);
+      assert.deepEqual(p.map((q) => q.index), cli.results[i].predictions.map((q) => q.index), `image ${i}`);
+      p.forEach((q, k) => {
+        assert.ok(Math.abs(q.probability - s[k].probability) <= 1e-4, `image ${i} class ${k}: ${q.probability} vs ${s[k].probability}`);
+        assert.ok(Math.abs(q.probability - cli.results[i].predictions[k].probability) <= 1e-4);
+      });
+    }
   });
 });
