@@ -342,12 +342,29 @@ def resize(img, w, h, mode):
 
 
 def decode(path, channels):
-    """The image as (H, W, channels) uint8: EXIF orientation applied, gray from
-    colour with the ITU-R 601 weights Pillow and deepdesk both use."""
-    im = ImageOps.exif_transpose(Image.open(path))
-    if channels == 1:
-        im = im.convert("L") if im.mode != "L" else im
-    else:
+    """The image as (H, W, channels) uint8, as deepdesk decodes it: a JPEG turned by
+    its EXIF orientation; 16-bit samples rounded to 8 bits; alpha composited over
+    white; gray from colour with the ITU-R 601 weights Pillow and deepdesk share,
+    colour from gray by copying."""
+    im = Image.open(path)
+    if im.format == "JPEG":
+        im = ImageOps.exif_transpose(im)
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        a = np.asarray(im).astype(np.uint32)
+        im = Image.fromarray(((a * 255 + 32767) // 65535).astype(np.uint8), "L")
+    if im.mode == "P":
+        im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+    if im.mode in ("LA", "RGBA", "PA"):
+        a = np.asarray(im).astype(np.uint32)
+        alpha = a[..., -1:]
+        x = a[..., :-1] * alpha + (255 - alpha) * 255 + 128  # PIL's DIV255, over white
+        a = ((x + (x >> 8)) >> 8).astype(np.uint8)
+        im = Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a)
+    if im.mode not in ("L", "RGB"):
+        im = im.convert("RGB")
+    if channels == 1 and im.mode != "L":
+        im = im.convert("L")
+    elif channels == 3 and im.mode != "RGB":
         im = im.convert("RGB")
     a = np.asarray(im, dtype=np.uint8)
     return a.reshape(a.shape[0], a.shape[1], channels)

@@ -361,6 +361,19 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
   });
 
   test('docs/bundle_torch.py gives the server\'s and the CLI\'s top-5 and probabilities', async () => {
+    // besides the PPMs: a PNG with alpha, a gray+alpha one, a 16-bit gray one, a palette one and a JPEG
+    const more = ['rgba.png', 'la.png', 'g16.png', 'pal.png', 'photo.jpg'].map((n) => join(work, n));
+    await run(PY, ['-c', `
+import sys, numpy as np
+from PIL import Image
+r = np.random.RandomState(5)
+Image.fromarray(r.randint(0, 255, (19, 23, 4)).astype('uint8'), 'RGBA').save(sys.argv[1])
+Image.fromarray(r.randint(0, 255, (14, 9, 2)).astype('uint8'), 'LA').save(sys.argv[2])
+Image.fromarray(r.randint(0, 65535, (10, 12)).astype('uint16')).save(sys.argv[3])
+Image.fromarray(r.randint(0, 255, (12, 12, 3)).astype('uint8')).convert('P', palette=Image.ADAPTIVE, colors=16).save(sys.argv[4])
+Image.fromarray(np.clip(np.array([200, 40, 30]) + r.randint(-30, 30, (31, 17, 3)), 0, 255).astype('uint8')).save(sys.argv[5], quality=85)
+`, ...more]);
+    heldOut = [...heldOut, ...more];
     const cli = JSON.parse((await run(BIN, ['classify', '--model', tgz, '--json', ...heldOut])).stdout);
     const py = JSON.parse((await run(PY, [join(ROOT, 'docs', 'bundle_torch.py'), unpacked, '--json', ...heldOut],
       { env: { ...process.env, OMP_NUM_THREADS: '1' } })).stdout);
