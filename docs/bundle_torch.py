@@ -40,7 +40,11 @@ def load_manifest(folder):
     """info.json, after checking each file it lists against its size and sha256."""
     with open(os.path.join(folder, "info.json")) as f:
         man = json.load(f)
-    for name, want in man.get("files", {}).items():
+    if "files" not in man:
+        sys.exit("info.json has no \"files\" (each file's size and sha256): not a bundle of format 2")
+    for name, want in man["files"].items():
+        if "/" in name or name.startswith("."):
+            sys.exit(f"info.json: files names {name!r}, which is not a bundle file")
         path = os.path.join(folder, name)
         with open(path, "rb") as f:
             data = f.read()
