@@ -40,9 +40,13 @@ int api_networks_visualize(struct req *r);
 int api_lr_preview(struct req *r);
 int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);
+int api_models_import(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 int api_digits_classify_many(struct req *r);
+int api_digits_index(struct req *r);
+int api_digits_dataset(struct req *r);
+int api_digits_model(struct req *r);
 
 /* Helpers the handlers share.  Each returns 0, or the status of the error it sent. */
 struct job_row;

@@ -39,6 +39,7 @@
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
 #include "../jobs/sched.h"
+#include "../networks/bundle.h"
 #include "../networks/infer.h"
 #include "api.h"
 #include "infer_service.h"
@@ -569,7 +570,8 @@ static int add_file(struct archive *a, const char *name, const char *path, int o
 /* What a bundle needs of the open model, copied out by the inference service. */
 struct bundle_task {
 	struct pick *p;
-	char *info, *text;     /* info.json, the network; the caller frees them */
+	cJSON *man;            /* info.json, less its "files"; the caller frees it */
+	char *text;            /* the network; the caller frees it */
 	char *deploy;          /* deploy.prototxt; the caller frees it */
 	char mean[PATH_MAX];   /* "" when no mean file */
 	int rc;
@@ -590,7 +592,7 @@ static void bundle_work(void *arg)
 	if (t->rc)
 		return;
 	const char *s;
-	t->info = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info"))) ? strdup(s) : NULL;
+	t->man = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info"))) ? cJSON_Parse(s) : NULL;
 	t->text = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "text"))) ? strdup(s) : NULL;
 	t->deploy = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "deploy"))) ? strdup(s) : NULL;
 	s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "mean"));
@@ -619,17 +621,40 @@ int api_model_bundle(struct req *r)
 		dd_err_prefix(&t.err, "model %lld", (long long)r->id);
 		return http_error_dd(r->c, &t.err);
 	}
-	char *info = t.info, *text = t.text, *deploy = t.deploy, *mean = t.mean, mean_png[PATH_MAX + 8] = "";
+	char *info = NULL, *text = t.text, *deploy = t.deploy, *mean = t.mean, mean_png[PATH_MAX + 8] = "";
 	if (mean[0])
 		snprintf(mean_png, sizeof mean_png, "%.*s.png", (int)(strlen(mean) - strlen(".binaryproto")), mean);
-	if (!info || !text || !deploy) {
+	char labels[PATH_MAX + 16];
+	snprintf(labels, sizeof labels, "%s/labels.txt", p.dir);
+	/* the size and sha256 of every other file into the manifest (networks/bundle.h),
+	 * hashed here, before the status is sent, so a file that cannot be read is
+	 * still a clean error */
+	struct dd_err herr = { 0 };
+	int hrc = !t.man || !text || !deploy ? DD_ENOMEM : DD_OK;
+	if (!hrc)
+		hrc = bundle_manifest_add_bytes(t.man, "network.prototxt", text, strlen(text));
+	if (!hrc)
+		hrc = bundle_manifest_add_bytes(t.man, "deploy.prototxt", deploy, strlen(deploy));
+	if (!hrc)
+		hrc = bundle_manifest_add_file(t.man, "weights.safetensors", p.weights, &herr);
+	if (!hrc && access(labels, F_OK) == 0)
+		hrc = bundle_manifest_add_file(t.man, "labels.txt", labels, &herr);
+	if (!hrc && mean[0]) {
+		hrc = bundle_manifest_add_file(t.man, "mean.binaryproto", mean, &herr);
+		if (!hrc && access(mean_png, F_OK) == 0)
+			hrc = bundle_manifest_add_file(t.man, "mean.png", mean_png, &herr);
+	}
+	if (!hrc)
+		info = cJSON_Print(t.man);
+	cJSON_Delete(t.man);
+	if (hrc || !info) {
 		free(info);
 		free(text);
 		free(deploy);
+		if (hrc && hrc != DD_ENOMEM)
+			return http_error_dd(r->c, &herr);
 		return http_error(r->c, 500, "internal", "out of memory");
 	}
-	char labels[PATH_MAX + 16];
-	snprintf(labels, sizeof labels, "%s/labels.txt", p.dir);
 
 	mg_printf(r->c,
 		  "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nTransfer-Encoding: chunked\r\n"

@@ -119,6 +119,7 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/lr-preview", api_lr_preview },
 	{ "POST", "/api/v1/models/{id}/classify", api_model_classify },
 	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle },
+	{ "POST", "/api/v1/models/import", api_models_import },
 	{ NULL, NULL, NULL },
 };
 
@@ -128,6 +129,9 @@ static const struct route routes[] = {
 static const struct route digits_routes[] = {
 	{ "POST", "/models/images/classification/classify_one.json", api_digits_classify_one },
 	{ "POST", "/models/images/classification/classify_many.json", api_digits_classify_many },
+	{ "GET", "/index.json", api_digits_index },
+	{ "GET", "/datasets/{id}.json", api_digits_dataset },
+	{ "GET", "/models/{id}.json", api_digits_model },
 	{ NULL, NULL, NULL },
 };
 
@@ -153,7 +157,10 @@ static int match(const char *pattern, const char *uri, struct req *r)
 			const char *close = strchr(p, '}');
 			size_t plen = close ? (size_t)(close - p) + 1 : 1;
 			const char *start = u;
-			while (*u && *u != '/')
+			/* a segment ends at '/', or where the pattern goes on with a
+			 * literal after it ("{id}.json") */
+			char stop = close && close[1] != '/' ? close[1] : 0;
+			while (*u && *u != '/' && !(stop && *u == stop))
 				u++;
 			size_t len = (size_t)(u - start);
 			if (len == 0)
@@ -553,8 +560,18 @@ int server_run(const struct server_opts *opts)
 	mg_set_request_handler(ctx, "/api/v1/", api_dispatch, (void *)routes);
 	mg_set_request_handler(ctx, "/api/v1$", api_dispatch, (void *)routes);
 	for (const struct route *rt = digits_routes; rt->pattern; rt++) {
+		/* CivetWeb's pattern: a {segment} is "*" (anything but '/'), then match() parses it */
 		char exact[256];
-		snprintf(exact, sizeof exact, "%s$", rt->pattern);
+		size_t o = 0;
+		for (const char *q = rt->pattern; *q && o + 2 < sizeof exact; q++) {
+			if (*q == '{' && strchr(q, '}')) {
+				exact[o++] = '*';
+				q = strchr(q, '}');
+			} else
+				exact[o++] = *q;
+		}
+		exact[o++] = '$';
+		exact[o] = 0;
 		mg_set_request_handler(ctx, exact, api_dispatch, (void *)digits_routes);
 	}
 	mg_set_request_handler(ctx, "/", static_handler, NULL);

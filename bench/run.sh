@@ -35,6 +35,7 @@ for dir in bench/*/; do
 	echo "   ($name took $(($(date +%s) - t0)) s)"
 	[ -f "bench/results/$name-latest.json" ] && ran="$ran bench/results/$name-latest.json"
 	[ -f "bench/results/$name-latest.json" ] || { case " $failed " in *" $name "*) ;; *) failed="$failed $name" ;; esac; }
+	[ "$name" = infer ] && [ -f bench/infer/many.mjs ] && { echo "== bench infer-many"; rm -f bench/results/infer-many-latest.json; node bench/infer/many.mjs || failed="$failed infer-many"; [ -f bench/results/infer-many-latest.json ] && ran="$ran bench/results/infer-many-latest.json"; }
 done
 
 echo

@@ -22,6 +22,7 @@
 #include "../common/version.h"
 #include "../datasets/image.h"
 #include "backend.h"
+#include "bundle.h"
 #include "feed.h"
 #include "graph.h"
 #include "net.h"
@@ -50,6 +51,7 @@ struct infer {
 	char *names;                  /* "class N" strings */
 	size_t bytes;
 	cJSON *settings;              /* a job folder's settings.json, or NULL */
+	cJSON *manifest;              /* a bundle's info.json, or NULL */
 	char input_blob[64], output_blob[64];
 };
 
@@ -162,7 +164,7 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	return DD_OK;
 }
 
-/* A bundle: info.json. */
+/* A bundle: info.json, checked against the files (bundle.h) before any is read. */
 static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32];
@@ -171,6 +173,7 @@ static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 	int rc = read_json(path, &j, err);
 	if (rc)
 		return rc;
+	h->manifest = j;
 	const cJSON *in = get(j, "input"), *mean = get(j, "mean");
 	const char *mode = cJSON_GetStringValue(get(j, "resize_mode"));
 	const char *order = cJSON_GetStringValue(get(in, "order"));
@@ -178,15 +181,94 @@ static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 	    !int_in(get(in, "width"), 1, 1 << 16, &h->prep.w) || !int_in(get(j, "classes"), 1, 1 << 20, &h->prep.classes) ||
 	    !int_in(get(j, "crop"), 0, 1 << 16, &h->prep.crop) || !mode || resize_mode_parse(mode, &h->resize) != 0 ||
 	    !mean_parse(cJSON_GetStringValue(get(mean, "mode")), &h->mean_mode) || !order ||
-	    strcmp(order, h->prep.c == 3 ? "BGR" : "gray") != 0) {
-		cJSON_Delete(j);
+	    strcmp(order, h->prep.c == 3 ? "BGR" : "gray") != 0)
 		return dd_err_set(err, DD_EINVAL,
 				  "%s is not a deepdesk bundle manifest (input.channels/height/width/order, classes, crop, "
 				  "resize_mode and mean.mode are required and must be valid)",
 				  path);
+	if ((rc = bundle_verify(dir, j, err))) {
+		dd_err_prefix(err, "bundle %s", dir);
+		return rc;
 	}
-	cJSON_Delete(j);
 	snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", dir);
+	return DD_OK;
+}
+
+/* The manifest against the network, the weights and labels.txt, once the deploy
+ * graph is built and before the weights are loaded: the input the network takes,
+ * the crop and scale it applies, the classes of its last InnerProduct's weights
+ * and the lines of labels.txt must all be what info.json says. */
+static int check_bundle(struct infer *h, const char *dir, const char *wpath, struct dd_err *err)
+{
+	const cJSON *j = h->manifest;
+	const cJSON *shape = get(get(j, "net_input"), "shape");
+	int want[4] = { 1, h->prep.c, h->ih, h->iw };
+	if (shape) {
+		int ok = cJSON_IsArray(shape) && cJSON_GetArraySize(shape) == 4;
+		for (int i = 0; ok && i < 4; i++) {
+			int v;
+			ok = int_in(cJSON_GetArrayItem(shape, i), 0, 1 << 16, &v) && v == want[i];
+		}
+		if (!ok)
+			return dd_err_set(err, DD_EINVAL,
+					  "info.json: net_input.shape is not [1, %d, %d, %d], the input network.prototxt takes",
+					  want[1], want[2], want[3]);
+	}
+	int crop = -1;
+	if (int_in(get(j, "crop"), 0, 1 << 16, &crop) && crop != h->prep.crop)
+		return dd_err_set(err, DD_EINVAL, "info.json: crop %d, network.prototxt's deploy stage crops to %d", crop,
+				  h->prep.crop);
+	const cJSON *scale = get(j, "scale");
+	if (cJSON_IsNumber(scale) && fabs(scale->valuedouble - h->prep.scale) > 1e-6 * fabs(h->prep.scale))
+		return dd_err_set(err, DD_EINVAL, "info.json: scale %g, network.prototxt's data layer scales by %g",
+				  scale->valuedouble, h->prep.scale);
+
+	/* the last InnerProduct's weights: (classes, inputs) */
+	const struct net_node *last = NULL;
+	for (int k = 0; k < h->ng->nnode; k++)
+		if (h->ng->node[k].l.type == NET_INNER_PRODUCT)
+			last = &h->ng->node[k];
+	if (last) {
+		struct st_file *f = NULL;
+		struct st_tensor t;
+		char name[160];
+		snprintf(name, sizeof name, "%s.0", last->l.name);
+		int rc = st_open(wpath, &f, err);
+		if (rc) {
+			dd_err_prefix(err, "weights.safetensors");
+			return rc;
+		}
+		rc = st_find(f, name, &t);
+		int64_t rows = rc == DD_OK && t.ndim >= 1 ? t.shape[0] : -1;
+		st_close(f);
+		if (rows < 0)
+			return dd_err_set(err, DD_EINVAL, "weights.safetensors has no tensor %s, the last layer's weights", name);
+		if (rows != h->prep.classes)
+			return dd_err_set(err, DD_EINVAL,
+					  "weights.safetensors: the last layer %s has %lld outputs, info.json says %d classes",
+					  last->l.name, (long long)rows, h->prep.classes);
+	}
+
+	/* labels.txt: one line a class */
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	char *text = NULL;
+	size_t len = 0;
+	if (access(path, F_OK) == 0) {
+		int rc = fs_read_file(path, 64u << 20, &text, &len, err);
+		if (rc)
+			return rc;
+		int lines = 0;
+		for (size_t i = 0; i < len; i++)
+			if (text[i] == '\n' && (i == 0 || text[i - 1] != '\n'))
+				lines++;
+		if (len && text[len - 1] != '\n')
+			lines++;
+		free(text);
+		if (lines != h->prep.classes)
+			return dd_err_set(err, DD_EINVAL, "labels.txt: %d lines, info.json says %d classes", lines,
+					  h->prep.classes);
+	}
 	return DD_OK;
 }
 
@@ -289,12 +371,19 @@ int infer_open(const char *dir, const char *weights, struct infer **out, struct 
 	if (mean_value || h->mean_mode == FEED_MEAN_NONE)
 		h->mean_path[0] = 0;
 	if ((rc = feed_mean_load(h->mean_path, h->mean_mode, mean_value, nmean_value, h->prep.c, h->prep.h, h->prep.w,
-				 &h->mean, err)))
+				 &h->mean, err))) {
+		if (bundle)
+			dd_err_prefix(err, "bundle %s: against info.json's input", dir);
 		goto fail;
+	}
 
 	/* the graph and its weights */
 	if ((rc = backend_create("cpu", &h->be, err)) || (rc = graph_create(h->ng, h->be, 0, &h->gr, err)))
 		goto fail;
+	if (bundle && (rc = check_bundle(h, dir, wpath, err))) {
+		dd_err_prefix(err, "bundle %s", dir);
+		goto fail;
+	}
 	if ((rc = snapshot_load_weights(h->gr, wpath, 0, NULL, 0, err)))
 		goto fail;
 	const struct net_node *first = &h->ng->node[0], *soft = NULL;
@@ -350,6 +439,7 @@ void infer_close(struct infer *h)
 	free(h->img);
 	free(h->mean);
 	cJSON_Delete(h->settings);
+	cJSON_Delete(h->manifest);
 	free(h);
 }
 
@@ -443,7 +533,7 @@ cJSON *infer_manifest(const struct infer *h, const char *snapshot)
 	if (!j)
 		return NULL;
 	cJSON_AddStringToObject(j, "format", "deepdesk-bundle");
-	cJSON_AddNumberToObject(j, "format_version", 1);
+	cJSON_AddNumberToObject(j, "format_version", BUNDLE_FORMAT_VERSION);
 	cJSON_AddStringToObject(j, "deepdesk", DD_VERSION);
 	cJSON_AddStringToObject(j, "network", "network.prototxt");
 	cJSON_AddStringToObject(j, "stage", "deploy");

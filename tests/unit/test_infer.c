@@ -19,6 +19,7 @@
 #include "../../jobs/kind_train.h"
 #include "../../networks/feed.h"
 #include "../../networks/graph.h"
+#include "../../networks/bundle.h"
 #include "../../networks/infer.h"
 #include "../../networks/net.h"
 #include "../../networks/snapshot.h"
@@ -231,13 +232,8 @@ static void test_bundle_folder(void)
 	snprintf(bdir, sizeof bdir, "%s/bundle", tmp);
 	CHECK_EQ_INT(fs_mkdir_p(bdir, &err), DD_OK);
 	cJSON *m = infer_manifest(h, "3");
-	char *text = cJSON_Print(m);
-	snprintf(a, sizeof a, "%s/info.json", bdir);
-	CHECK_EQ_INT(fs_write_file_atomic(a, text, strlen(text), &err), DD_OK);
-	free(text);
 	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "input"), "order")), "gray");
 	CHECK(cJSON_GetObjectItem(m, "settings") != NULL);
-	cJSON_Delete(m);
 	snprintf(b, sizeof b, "%s/network.prototxt", bdir);
 	CHECK_EQ_INT(fs_write_file_atomic(b, infer_network_text(h), strlen(infer_network_text(h)), &err), DD_OK);
 	snprintf(b, sizeof b, "%s/weights.safetensors", bdir);
@@ -248,6 +244,17 @@ static void test_bundle_folder(void)
 	snprintf(a, sizeof a, "%s/labels.txt", jobdir);
 	snprintf(b, sizeof b, "%s/labels.txt", bdir);
 	CHECK_EQ_INT(copy(a, b), 0);
+	/* the size and sha256 of each file, as the bundle route records them (bundle.h) */
+	static const char *const files[] = { "network.prototxt", "weights.safetensors", "mean.binaryproto", "labels.txt" };
+	for (int i = 0; i < 4; i++) {
+		snprintf(b, sizeof b, "%s/%s", bdir, files[i]);
+		CHECK_EQ_INT(bundle_manifest_add_file(m, files[i], b, &err), DD_OK);
+	}
+	char *text = cJSON_Print(m);
+	snprintf(a, sizeof a, "%s/info.json", bdir);
+	CHECK_EQ_INT(fs_write_file_atomic(a, text, strlen(text), &err), DD_OK);
+	free(text);
+	cJSON_Delete(m);
 	CHECK_EQ_INT(infer_open(bdir, NULL, &hb, &err), DD_OK);
 	if (!hb) {
 		fprintf(stderr, "  %s\n", err.msg);

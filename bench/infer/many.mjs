@@ -1,0 +1,153 @@
+// bench/infer/many.mjs — classify-many images/s: `deepdesk classify --model BUNDLE
+// --out x.csv FOLDER` against docs/bundle_torch.py (PyTorch CPU) on the same bundle
+// and the same images.  LeNet (the standard network) is trained one epoch on
+// generated 28×28 gray bars (10 classes), its bundle downloaded; then
+// BENCH_MANY_N (2,000) held-out 28×28 PNGs are classified, 3 runs of each
+// (BENCH_MANY_RUNS), medians reported:
+//   - end to end: the whole command's wall time (start, unpack or load, every image);
+//   - steady: the classifying alone, as each tool reports it on stderr.
+// Both run batch 1 (one image per forward pass) with the same threads
+// (BENCH_THREADS, default all cores: OMP_NUM_THREADS for deepdesk, --threads for
+// torch); the ratio is deepdesk / torch (above 1: deepdesk is faster).  The top-1
+// class of every image is compared between the two, as a check that both ran the
+// same model.  Run by bench/run.sh after the infer suite, or alone:
+//   node bench/infer/many.mjs
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { tmpdir, cpus } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+import { startServer, waitState, ROOT } from '../../tests/lib/server.mjs';
+
+const run = promisify(execFile);
+const HERE = dirname(fileURLToPath(import.meta.url));
+const N = Number(process.env.BENCH_MANY_N || 2000);
+const RUNS = Number(process.env.BENCH_MANY_RUNS || 3);
+const THREADS = Number(process.env.BENCH_THREADS || cpus().length);
+const BIN = process.env.DEEPDESK_SHIPPED_BIN || join(ROOT, 'build', 'deepdesk');
+const PY = '/usr/bin/python3';
+
+const CRC = new Int32Array(256).map((_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
+function pngChunk(type, data) {
+  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
+  const td = Buffer.concat([Buffer.from(type), data]);
+  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
+  return Buffer.concat([len, td, crc]);
+}
+/** A 28×28 gray PNG of class k: a bright horizontal bar at rows 2k..2k+4, noise elsewhere. */
+function bars(k, seed) {
+  const w = 28, h = 28, raw = Buffer.alloc(h * (1 + w));
+  let x = (seed * 2654435761) >>> 0;
+  for (let y = 0; y < h; y++) {
+    for (let i = 0; i < w; i++) {
+      x = (x * 1103515245 + 12345) >>> 0;
+      raw[y * (1 + w) + 1 + i] = (y >= 2 * k && y < 2 * k + 5 ? 200 : 30) + ((x >>> 16) % 40);
+    }
+  }
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr.set([8, 0, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr),
+    pngChunk('IDAT', deflateSync(raw)), pngChunk('IEND', Buffer.alloc(0))]);
+}
+
+const median = (v) => { const s = [...v].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+
+async function timed(cmd, args, env, re) {
+  const t0 = process.hrtime.bigint();
+  const r = await run(cmd, args, { env: { ...process.env, ...env }, maxBuffer: 1 << 28 });
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const m = r.stderr.match(re);
+  if (!m) throw new Error(`${cmd}: no images/s on stderr: ${r.stderr}`);
+  return { wall, steady: Number(m[1]), stdout: r.stdout };
+}
+
+async function main() {
+  const work = mkdtempSync(join(tmpdir(), 'deepdesk-bench-many-'));
+  let server;
+  const out = { bench: 'infer-many', ok: false, rows: [], n: N, threads: THREADS };
+  try {
+    for (let k = 0; k < 10; k++) {
+      mkdirSync(join(work, 'train', `c${k}`), { recursive: true });
+      for (let i = 0; i < 20; i++) writeFileSync(join(work, 'train', `c${k}`, `${i}.png`), bars(k, i + 1));
+    }
+    server = await startServer({ args: ['--data-root', work] });
+    const ds = await server.api('POST', '/api/v1/datasets', {
+      name: 'bars', source: { type: 'folder', train: join(work, 'train') },
+      options: { width: 28, height: 28, channels: 1, val_pct: 20, seed: 1 },
+    });
+    if (ds.status !== 202) throw new Error(JSON.stringify(ds.body));
+    await waitState(server, ds.body.job.id, ['done'], 60000);
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'lenet', dataset: ds.body.job.id, network: { standard: 'lenet' }, epochs: 1,
+    });
+    if (m.status !== 202) throw new Error(JSON.stringify(m.body));
+    await waitState(server, m.body.job.id, ['done'], 180000);
+    const res = await fetch(`${server.url}/api/v1/models/${m.body.job.id}/bundle`);
+    if (res.status !== 200) throw new Error(`bundle: ${res.status}`);
+    const tgz = join(work, 'lenet.tar.gz');
+    writeFileSync(tgz, Buffer.from(await res.arrayBuffer()));
+    await server.stop();
+    server.cleanup();
+    server = null;
+    const unpacked = join(work, 'lenet');
+    mkdirSync(unpacked);
+    await run('tar', ['xzf', tgz, '-C', unpacked]);
+
+    const imgs = join(work, 'images');
+    mkdirSync(imgs);
+    const files = [];
+    for (let i = 0; i < N; i++) {
+      const p = join(imgs, `${String(i).padStart(6, '0')}.png`);
+      writeFileSync(p, bars(i % 10, 100000 + i));
+      files.push(p);
+    }
+
+    const dd = [], tc = [];
+    let ddCsv = '', tcJson = null;
+    for (let r = 0; r < RUNS; r++) {
+      const csv = join(work, 'out.csv');
+      dd.push(await timed(BIN, ['classify', '--model', tgz, '--out', csv, imgs], { OMP_NUM_THREADS: String(THREADS) },
+        /([\d.]+) images\/s/));
+      ddCsv = readFileSync(csv, 'utf8');
+      const t = await timed(PY, [join(ROOT, 'docs', 'bundle_torch.py'), unpacked, '--json', '--time', '--top', '1',
+        '--threads', String(THREADS), ...files], { OMP_NUM_THREADS: String(THREADS) }, /([\d.]+) images\/s/);
+      tc.push(t);
+      tcJson = JSON.parse(t.stdout);
+    }
+    // the same model: top-1 per image
+    const ddTop = new Map(ddCsv.trim().split('\n').slice(1).map((l) => { const c = l.split(','); return [c[0], c[3]]; }));
+    const agree = tcJson.results.filter((r) => ddTop.get(r.image) === r.predictions[0].label).length;
+    const e2e = (runs) => N / median(runs.map((x) => x.wall));
+    const steady = (runs) => median(runs.map((x) => x.steady));
+    const ddE = e2e(dd), tcE = e2e(tc), ddS = steady(dd), tcS = steady(tc);
+    out.rows.push(
+      { metric: 'LeNet classify-many deepdesk, end to end', value: +ddE.toFixed(1), unit: 'images/s', note: `${N} 28x28 PNGs, batch 1, ${THREADS} threads, median of ${RUNS}` },
+      { metric: 'LeNet classify-many PyTorch, end to end', value: +tcE.toFixed(1), unit: 'images/s', note: 'docs/bundle_torch.py, same bundle and images (includes importing torch)' },
+      { metric: 'LeNet classify-many deepdesk/PyTorch, end to end', value: +(ddE / tcE).toFixed(2), unit: 'x' },
+      { metric: 'LeNet classify-many deepdesk, steady', value: +ddS.toFixed(1), unit: 'images/s', note: 'the classifying alone, as reported on stderr' },
+      { metric: 'LeNet classify-many PyTorch, steady', value: +tcS.toFixed(1), unit: 'images/s' },
+      { metric: 'LeNet classify-many deepdesk/PyTorch, steady', value: +(ddS / tcS).toFixed(2), unit: 'x' },
+      { metric: 'LeNet classify-many top-1 agreement', value: agree, unit: `of ${N}` },
+    );
+    out.raw = { deepdesk: dd.map(({ wall, steady: s }) => ({ wall, steady: s })), torch: tc.map(({ wall, steady: s }) => ({ wall, steady: s })) };
+    out.ok = agree === N;
+    if (!out.ok) console.error(`top-1 differs on ${N - agree} of ${N} images`);
+  } finally {
+    await server?.stop();
+    server?.cleanup?.();
+    rmSync(work, { recursive: true, force: true });
+    mkdirSync(join(HERE, '..', 'results'), { recursive: true });
+    writeFileSync(join(HERE, '..', 'results', 'infer-many-latest.json'), JSON.stringify(out, null, 1));
+    for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+  }
+  if (!out.ok) process.exit(1);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
