@@ -348,8 +348,10 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 	gr->dacts = infer ? NULL : backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
 	if (!gr->node || !gr->param || !gr->blob || !gr->dblob || !gr->ptrs || !gr->params ||
 	    (!infer && (!gr->grads || !gr->dacts)) || !gr->acts) {
-		dd_err_set(err, DD_ENOMEM, "out of memory for the network's %lld parameters and %lld activations",
-			   (long long)gr->nparams, (long long)gr->nacts);
+		dd_err_set(err, DD_ENOMEM,
+			   "%s for the network's %lld parameters and %lld activations at batch size %d: "
+			   "try a smaller batch size",
+			   be->ops->sync ? "out of device memory" : "out of memory", (long long)gr->nparams, (long long)gr->nacts, g->in.n);
 		goto fail;
 	}
 

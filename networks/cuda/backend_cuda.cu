@@ -68,6 +68,13 @@ struct cuda_ctx {
 	void *ws;                   /* (ws_bytes) the running convolution's workspace */
 	size_t ws_bytes;
 	char gpu_name[96];
+	size_t budget;              /* bytes the arenas may take: free memory at start less a reserve */
+	size_t used;                /* bytes the arenas take now */
+	/* the data blobs the host writes each step (a data layer's top), prefetched to
+	 * the device when a layer reads them rather than faulted in page by page */
+	const void *data[8];
+	size_t data_bytes[8];
+	int ndata;
 };
 
 struct cu_layer {
@@ -787,6 +794,13 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	if (bl->count == 0)
 		return DD_OK;
 	switch (l->type) {
+	case NET_DATA:
+	case NET_INPUT:
+		if (cx->ndata < 8) {
+			cx->data[cx->ndata] = bl->y;
+			cx->data_bytes[cx->ndata++] = (size_t)bl->count * sizeof(float);
+		}
+		break;
 	case NET_CONVOLUTION:
 		return conv_init(cx, st, bl, err);
 	case NET_LRN:
@@ -850,6 +864,15 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	float *y = bl->y;
 	int64_t n = bl->count;
 	const float one = 1.0f, zero = 0.0f;
+	for (int i = 0; i < cx->ndata; i++)
+		if (x == cx->data[i]) {
+			struct cudaMemLocation at;
+			memset(&at, 0, sizeof at);
+			at.type = cudaMemLocationTypeDevice;
+			at.id = cx->device;
+			if (cudaMemPrefetchAsync(x, cx->data_bytes[i], at, 0, s) != cudaSuccess)
+				cudaGetLastError(); /* only a hint */
+		}
 	switch (l->type) {
 	case NET_CONVOLUTION: {
 		const struct conv_desc *d = &bl->d.conv;
@@ -1141,29 +1164,46 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 
 /* ---- memory, sync, solver ---- */
 
+/* Managed memory can be oversubscribed: an arena larger than the GPU would page
+ * between host and device for ever instead of failing.  So the arenas are held to
+ * a budget (the free memory when the backend started, less a reserve for cuDNN,
+ * cuBLAS and the workspace), and each block carries its size in a 64-byte header
+ * for cu_free to give back. */
+#define HEADER 64
+#define RESERVE ((size_t)1536 << 20)
+
 static void *cu_alloc(struct backend *be, size_t bytes)
 {
 	struct cuda_ctx *cx = ctx_of(be);
-	void *p = NULL;
-	if (cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal) != cudaSuccess) {
+	size_t total = bytes + HEADER;
+	if (total > cx->budget || cx->used > cx->budget - total)
+		return NULL;
+	unsigned char *base = NULL;
+	if (cudaMallocManaged((void **)&base, total, cudaMemAttachGlobal) != cudaSuccess) {
 		cudaGetLastError();
 		return NULL;
 	}
 	/* zeroed, as the vtable promises; the host may write it at once (fillers) */
-	if (cudaMemsetAsync(p, 0, bytes, cx->stream) != cudaSuccess || cudaStreamSynchronize(cx->stream) != cudaSuccess) {
+	if (cudaMemsetAsync(base, 0, total, cx->stream) != cudaSuccess ||
+	    cudaStreamSynchronize(cx->stream) != cudaSuccess) {
 		cudaGetLastError();
-		cudaFree(p);
+		cudaFree(base);
 		return NULL;
 	}
-	return p;
+	*(size_t *)base = total;
+	cx->used += total;
+	return base + HEADER;
 }
 
 static void cu_free(struct backend *be, void *p)
 {
-	if (p) {
-		cudaStreamSynchronize(ctx_of(be)->stream);
-		cudaFree(p);
-	}
+	if (!p)
+		return;
+	struct cuda_ctx *cx = ctx_of(be);
+	unsigned char *base = (unsigned char *)p - HEADER;
+	cudaStreamSynchronize(cx->stream);
+	cx->used -= *(size_t *)base;
+	cudaFree(base);
 }
 
 static void cu_sync(struct backend *be) { cudaStreamSynchronize(ctx_of(be)->stream); }
@@ -1308,6 +1348,18 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create(const struct bac
 		goto fail;
 	}
 	snprintf(cx->gpu_name, sizeof cx->gpu_name, "%s", p.name);
+	{
+		size_t free_b = 0, total_b = 0;
+		e = cudaMemGetInfo(&free_b, &total_b);
+		if (e != cudaSuccess) {
+			rc = cuda_fail(err, bl, e, "reading the free memory");
+			goto fail;
+		}
+		const char *cap = getenv("DEEPDESK_CUDA_MEMORY_MB"); /* a smaller budget, for tests */
+		cx->budget = free_b > RESERVE ? free_b - RESERVE : free_b / 2;
+		if (cap && atol(cap) > 0 && (size_t)atol(cap) << 20 < cx->budget)
+			cx->budget = (size_t)atol(cap) << 20;
+	}
 	{
 		cudnnStatus_t ds = cudnnCreate(&cx->dnn);
 		if (ds == CUDNN_STATUS_SUCCESS)
