@@ -87,6 +87,7 @@ struct cu_layer {
 	cudnnConvolutionFwdAlgo_t fwd_algo;
 	cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+	cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math; /* what each algorithm asked for */
 	/* LRN */
 	cudnnLRNDescriptor_t lrn;
 	/* device scratch */
@@ -94,7 +95,6 @@ struct cu_layer {
 	uint8_t *mask;              /* dropout (count) */
 	float *prob;                /* softmax loss (N,C,inner) */
 	int *valid;                 /* softmax loss: counted positions (1) */
-	float **ptrs;               /* eltwise / concat: device copies of x[] and dx[] */
 };
 
 static struct cuda_ctx *ctx_of(struct backend *be) { return (struct cuda_ctx *)be->ctx; }
@@ -483,9 +483,21 @@ struct coeff8 {
 	float v[8];
 	int has;
 };
-__global__ void k_eltwise_fwd(float *y, int32_t *argmax, const float *const *x, int k, int64_t n, int op,
+struct ptr8 { /* the inputs, by value */
+	const float *p[8];
+};
+static struct ptr8 ptr8_of(const struct backend_layer *bl)
+{
+	struct ptr8 x;
+	memset(&x, 0, sizeof x);
+	for (int j = 0; j < bl->nbottom && j < 8; j++)
+		x.p[j] = bl->x[j];
+	return x;
+}
+__global__ void k_eltwise_fwd(float *y, int32_t *argmax, struct ptr8 xs, int k, int64_t n, int op,
 			      struct coeff8 co)
 {
+	const float *const *x = xs.p;
 	FOR_EACH(i, n)
 	{
 		if (op == ELTWISE_PROD) {
@@ -512,9 +524,10 @@ __global__ void k_eltwise_fwd(float *y, int32_t *argmax, const float *const *x, 
 		}
 	}
 }
-__global__ void k_eltwise_bwd(float *dx, int j, const float *dy, const float *const *x, const int32_t *argmax, int k,
+__global__ void k_eltwise_bwd(float *dx, int j, const float *dy, struct ptr8 xs, const int32_t *argmax, int k,
 			      int64_t n, int op, float coeff)
 {
+	const float *const *x = xs.p;
 	FOR_EACH(i, n)
 	{
 		if (op == ELTWISE_PROD) {
@@ -633,8 +646,8 @@ static int native(const struct backend_layer *bl)
 		return 1;
 	case NET_ELTWISE:
 		return bl->nbottom <= 8;
-	case NET_LRN:
-		return bl->d.lrn.size >= CUDNN_LRN_MIN_N && bl->d.lrn.size <= CUDNN_LRN_MAX_N &&
+	case NET_LRN: /* (cuDNN's LRN is not documented to run in place) */
+		return !bl->in_place && bl->d.lrn.size >= CUDNN_LRN_MIN_N && bl->d.lrn.size <= CUDNN_LRN_MAX_N &&
 		       bl->d.lrn.k >= CUDNN_LRN_MIN_K && bl->d.lrn.beta >= CUDNN_LRN_MIN_BETA;
 	default:
 		return 0;
@@ -663,7 +676,6 @@ static void cu_layer_fini(struct backend *be, void *state)
 	cudaFree(st->mask);
 	cudaFree(st->prob);
 	cudaFree(st->valid);
-	cudaFree(st->ptrs);
 	free(st);
 }
 
@@ -682,11 +694,18 @@ static int ws_need(struct cuda_ctx *cx, size_t bytes, const struct backend_layer
 }
 
 /* cuDNN's v7 heuristics give algorithms best first: take the first that works with
- * our math type, fits the cap and, in deterministic mode, is deterministic. */
+ * our math (FP32 FMA or cuDNN's default, which NVIDIA_TF32_OVERRIDE=0 keeps off
+ * TF32; tensor-op math only with DEEPDESK_CUDA_TF32=1), fits the cap and, in
+ * deterministic mode, is deterministic.  Each algorithm's math type is set on the
+ * descriptor before it runs. */
+static int math_ok(const struct cuda_ctx *cx, cudnnMathType_t m)
+{
+	return cx->tf32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+}
 static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
 	const struct conv_desc *d = &bl->d.conv;
-	cudnnMathType_t math = cx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+	cudnnMathType_t math = cx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 	DNN(cudnnCreateTensorDescriptor(&st->xd), "tensor descriptor");
 	DNN(cudnnCreateTensorDescriptor(&st->yd), "tensor descriptor");
 	DNN(cudnnCreateFilterDescriptor(&st->wd), "filter descriptor");
@@ -711,15 +730,16 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	    "forward algorithm");
 	int found = 0;
 	for (int i = 0; i < n && !found; i++)
-		if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= WS_CAP &&
-		    (cx->tf32 || fp[i].mathType != CUDNN_TENSOR_OP_MATH) &&
+		if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= WS_CAP && math_ok(cx, fp[i].mathType) &&
 		    (!cx->deterministic || fp[i].determinism == CUDNN_DETERMINISTIC)) {
 			st->fwd_algo = fp[i].algo;
+			st->fwd_math = fp[i].mathType;
 			found = 1;
 		}
 	if (!found)
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
 			       WS_CAP >> 20);
+	DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
 	DNN(cudnnGetConvolutionForwardWorkspaceSize(cx->dnn, st->xd, st->wd, st->cd, st->yd, st->fwd_algo, &bytes),
 	    "forward workspace");
 	need = bytes > need ? bytes : need;
@@ -730,15 +750,16 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	    "backward data algorithm");
 	found = 0;
 	for (int i = 0; i < n && !found; i++)
-		if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= WS_CAP &&
-		    (cx->tf32 || dp[i].mathType != CUDNN_TENSOR_OP_MATH) &&
+		if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= WS_CAP && math_ok(cx, dp[i].mathType) &&
 		    (!cx->deterministic || dp[i].determinism == CUDNN_DETERMINISTIC)) {
 			st->bwd_data_algo = dp[i].algo;
+			st->bwd_data_math = dp[i].mathType;
 			found = 1;
 		}
 	if (!found)
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
+	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
 	DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(cx->dnn, st->wd, st->yd, st->cd, st->xd, st->bwd_data_algo,
 							 &bytes),
 	    "backward data workspace");
@@ -750,15 +771,16 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	    "backward filter algorithm");
 	found = 0;
 	for (int i = 0; i < n && !found; i++)
-		if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= WS_CAP &&
-		    (cx->tf32 || wp[i].mathType != CUDNN_TENSOR_OP_MATH) &&
+		if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= WS_CAP && math_ok(cx, wp[i].mathType) &&
 		    (!cx->deterministic || wp[i].determinism == CUDNN_DETERMINISTIC)) {
 			st->bwd_filter_algo = wp[i].algo;
+			st->bwd_filter_math = wp[i].mathType;
 			found = 1;
 		}
 	if (!found)
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
+	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
 	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(cx->dnn, st->xd, st->yd, st->cd, st->wd,
 							   st->bwd_filter_algo, &bytes),
 	    "backward filter workspace");
@@ -812,9 +834,6 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	case NET_ELTWISE:
 		if (l->eltwise.op == NET_ELTWISE_MAX)
 			CU(cudaMalloc(&st->argmax, (size_t)bl->count * sizeof(int32_t)), "the eltwise argmax");
-		CU(cudaMalloc(&st->ptrs, 8 * sizeof(float *)), "the eltwise inputs");
-		CU(cudaMemcpy(st->ptrs, bl->x, (size_t)bl->nbottom * sizeof(float *), cudaMemcpyHostToDevice),
-		   "the eltwise inputs");
 		break;
 	case NET_DROPOUT:
 		CU(cudaMalloc(&st->mask, (size_t)bl->count), "the dropout mask");
@@ -876,6 +895,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	switch (l->type) {
 	case NET_CONVOLUTION: {
 		const struct conv_desc *d = &bl->d.conv;
+		DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
 		DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, x, st->wd, bl->w[0], st->cd, st->fwd_algo, cx->ws,
 					    cx->ws_bytes, &zero, st->yd, y),
 		    "convolution forward");
@@ -956,7 +976,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 		co.has = l->eltwise.op == NET_ELTWISE_SUM && l->eltwise.coeff;
 		for (int j = 0; co.has && j < bl->nbottom; j++)
 			co.v[j] = l->eltwise.coeff[j];
-		k_eltwise_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->argmax, (const float *const *)st->ptrs,
+		k_eltwise_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->argmax, ptr8_of(bl),
 								bl->nbottom, n, (int)l->eltwise.op, co);
 		LAUNCHED("eltwise");
 		break;
@@ -1014,18 +1034,22 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 		break;
 	case NET_CONVOLUTION: {
 		const struct conv_desc *d = &bl->d.conv;
-		if (bl->dw[0])
+		if (bl->dw[0]) {
+			DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
 			DNN(cudnnConvolutionBackwardFilter(cx->dnn, &one, st->xd, x, st->yd, dy, st->cd, st->bwd_filter_algo,
 							   cx->ws, cx->ws_bytes, &one, st->wd, bl->dw[0]),
 			    "convolution backward filter");
+		}
 		if (d->bias && bl->dw[1]) {
 			k_channel_sum<<<d->c_out, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->c_out, d->h_out * d->w_out);
 			LAUNCHED("bias gradient");
 		}
-		if (dx)
+		if (dx) {
+			DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
 			DNN(cudnnConvolutionBackwardData(cx->dnn, &one, st->wd, bl->w[0], st->yd, dy, st->cd,
 							 st->bwd_data_algo, cx->ws, cx->ws_bytes, &one, st->xd, dx),
 			    "convolution backward data");
+		}
 		break;
 	}
 	case NET_INNER_PRODUCT: {
@@ -1110,7 +1134,7 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 	case NET_ELTWISE:
 		for (int j = 0; j < bl->nbottom; j++)
 			if (bl->dx[j]) {
-				k_eltwise_bwd<<<blocks_for(n), THREADS, 0, s>>>(bl->dx[j], j, dy, (const float *const *)st->ptrs,
+				k_eltwise_bwd<<<blocks_for(n), THREADS, 0, s>>>(bl->dx[j], j, dy, ptr8_of(bl),
 										 st->argmax, bl->nbottom, n,
 										 (int)l->eltwise.op,
 										 l->eltwise.op == NET_ELTWISE_SUM && l->eltwise.coeff
@@ -1335,6 +1359,8 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create(const struct bac
 	cx->deterministic = host->deterministic;
 	const char *tf = getenv("DEEPDESK_CUDA_TF32");
 	cx->tf32 = tf && !strcmp(tf, "1");
+	if (!cx->tf32) /* cuDNN's and cuBLAS's default math would use TF32 on Ampere and later */
+		setenv("NVIDIA_TF32_OVERRIDE", "0", 0);
 	cx->be.ops = &cuda_ops;
 	cx->be.ctx = cx;
 	struct cudaDeviceProp p;
