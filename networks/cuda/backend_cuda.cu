@@ -3,12 +3,13 @@
  *
  * Native: Convolution on cuDNN (forward, backward data, backward filter; the
  * algorithm from cuDNN's v7 heuristics under a workspace cap, deterministic ones
- * only when asked), LRN and Softmax-free paths on cuDNN, InnerProduct on cuBLAS,
+ * only when asked), LRN on cuDNN, InnerProduct on cuBLAS,
  * and small kernels for the rest: bias add and bias/scale gradients, pooling (Caffe's
  * ceil-mode windows exactly, which cuDNN cannot express), ReLU, Sigmoid, TanH, Power,
  * Dropout (the graph's splitmix64 stream, one counter per element), Softmax,
- * SoftmaxWithLoss, Accuracy, Eltwise, Concat, Scale, Flatten, and the solver
- * updates.  BatchNorm runs on the reference kernels on the host (host fallback).
+ * SoftmaxWithLoss, Accuracy, BatchNorm, Eltwise, Concat, Scale, Flatten, and the
+ * solver updates.  Only an in-place LRN and an Eltwise of more than 8 inputs run
+ * on the reference kernels, on the host (host fallback).
  *
  * Design note.
  *
@@ -95,6 +96,7 @@ struct cu_layer {
 	uint8_t *mask;              /* dropout (count) */
 	float *prob;                /* softmax loss (N,C,inner) */
 	int *valid;                 /* softmax loss: counted positions (1) */
+	float *invstd;              /* batch norm: 1/std of each channel, forward to backward (C) */
 };
 
 static struct cuda_ctx *ctx_of(struct backend *be) { return (struct cuda_ctx *)be->ctx; }
@@ -572,6 +574,88 @@ __global__ void k_scale_bwd(float *dx, const float *dy, const float *g, int64_t 
 	FOR_EACH(i, n) dx[i] += dy[i] * g[(i / inner) % c];
 }
 
+/* The sum of v over the block (every thread gets it); red: THREADS doubles. */
+__device__ double block_sum(double v, double *red)
+{
+	red[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			red[threadIdx.x] += red[threadIdx.x + w];
+		__syncthreads();
+	}
+	double r = red[0];
+	__syncthreads();
+	return r;
+}
+
+/* BatchNorm as ref.c's bn_forward, one block per channel: batch statistics in
+ * double (then Caffe's running sums), or the stored ones; y may be x. */
+__global__ void k_bn_fwd(float *y, float *mean_acc, float *var_acc, const float *factor, float *saved_invstd,
+			 const float *x, int n, int c, int64_t plane, float eps, float maf, int global)
+{
+	__shared__ double red[THREADS];
+	int ch = blockIdx.x;
+	int64_t total = (int64_t)n * plane;
+	double m = (double)total, mean, var;
+	if (global) {
+		double s = *factor == 0.0f ? 0.0 : 1.0 / *factor;
+		mean = (float)(s * mean_acc[ch]);
+		var = (float)(s * var_acc[ch]);
+	} else {
+		double sum = 0;
+		for (int64_t j = threadIdx.x; j < total; j += blockDim.x)
+			sum += x[((j / plane) * c + ch) * plane + j % plane];
+		mean = block_sum(sum, red) / m;
+		double sq = 0;
+		for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+			double d = x[((j / plane) * c + ch) * plane + j % plane] - mean;
+			sq += d * d;
+		}
+		var = block_sum(sq, red) / m;
+		if (threadIdx.x == 0) {
+			double correction = m > 1 ? m / (m - 1) : 1.0;
+			mean_acc[ch] = (float)(maf * mean_acc[ch] + mean);
+			var_acc[ch] = (float)(maf * var_acc[ch] + correction * var);
+		}
+	}
+	double invstd = 1.0 / sqrt(var + eps);
+	for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+		int64_t at = ((j / plane) * c + ch) * plane + j % plane;
+		y[at] = (float)((x[at] - mean) * invstd);
+	}
+	if (threadIdx.x == 0)
+		saved_invstd[ch] = (float)invstd;
+}
+__global__ void k_bn_factor(float *factor, float maf)
+{
+	*factor = maf * *factor + 1.0f;
+}
+/* din += (dy − mean(dy) − mean(dy·y)·y)·invstd, or dy·invstd with stored statistics */
+__global__ void k_bn_bwd(float *dx, const float *dy, const float *y, const float *saved_invstd, int n, int c,
+			 int64_t plane, int global)
+{
+	__shared__ double red[THREADS];
+	int ch = blockIdx.x;
+	int64_t total = (int64_t)n * plane;
+	double invstd = saved_invstd[ch], mean_dy = 0, mean_dyy = 0;
+	if (!global) {
+		double a = 0, b = 0;
+		for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+			int64_t at = ((j / plane) * c + ch) * plane + j % plane;
+			a += dy[at];
+			b += (double)dy[at] * y[at];
+		}
+		mean_dy = block_sum(a, red) / (double)total;
+		mean_dyy = block_sum(b, red) / (double)total;
+	}
+	for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+		int64_t at = ((j / plane) * c + ch) * plane + j % plane;
+		double g = global ? dy[at] : dy[at] - mean_dy - mean_dyy * y[at];
+		dx[at] += (float)(g * invstd);
+	}
+}
+
 /* The solver updates of solver.c, operation for operation (solver.h steps 2–4). */
 __global__ void k_update(struct backend_update u)
 {
@@ -646,6 +730,8 @@ static int native(const struct backend_layer *bl)
 		return 1;
 	case NET_ELTWISE:
 		return bl->nbottom <= 8;
+	case NET_BATCH_NORM:
+		return 1;
 	case NET_LRN: /* (cuDNN's LRN is not documented to run in place) */
 		return !bl->in_place && bl->d.lrn.size >= CUDNN_LRN_MIN_N && bl->d.lrn.size <= CUDNN_LRN_MAX_N &&
 		       bl->d.lrn.k >= CUDNN_LRN_MIN_K && bl->d.lrn.beta >= CUDNN_LRN_MIN_BETA;
@@ -676,6 +762,7 @@ static void cu_layer_fini(struct backend *be, void *state)
 	cudaFree(st->mask);
 	cudaFree(st->prob);
 	cudaFree(st->valid);
+	cudaFree(st->invstd);
 	free(st);
 }
 
@@ -838,6 +925,9 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	case NET_DROPOUT:
 		CU(cudaMalloc(&st->mask, (size_t)bl->count), "the dropout mask");
 		break;
+	case NET_BATCH_NORM:
+		CU(cudaMalloc(&st->invstd, (size_t)bl->d.bn.c * sizeof(float)), "the batch norm statistics");
+		break;
 	case NET_SOFTMAX_LOSS:
 		CU(cudaMalloc(&st->prob, (size_t)bl->n * bl->c * bl->inner * sizeof(float)), "the softmax probabilities");
 		CU(cudaMalloc(&st->valid, sizeof(int)), "the softmax loss");
@@ -957,6 +1047,18 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 		k_softmax_fwd<<<blocks_for((int64_t)bl->n * bl->inner), THREADS, 0, s>>>(y, x, bl->n, bl->c, bl->inner);
 		LAUNCHED("softmax");
 		break;
+	case NET_BATCH_NORM: {
+		const struct bn_desc *d = &bl->d.bn;
+		int global = d->use_global_stats || !training;
+		k_bn_fwd<<<d->c, THREADS, 0, s>>>(y, bl->w[0], bl->w[1], bl->w[2], st->invstd, x, d->n, d->c,
+						  (int64_t)d->h * d->w, d->eps, d->moving_average_fraction, global);
+		LAUNCHED("batch norm");
+		if (!global) {
+			k_bn_factor<<<1, 1, 0, s>>>(bl->w[2], d->moving_average_fraction);
+			LAUNCHED("batch norm factor");
+		}
+		break;
+	}
 	case NET_SOFTMAX_LOSS:
 		k_softmax_fwd<<<blocks_for((int64_t)bl->n * bl->inner), THREADS, 0, s>>>(st->prob, x, bl->n, bl->c,
 											 bl->inner);
@@ -1113,6 +1215,14 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 			DNN(cudnnLRNCrossChannelBackward(cx->dnn, st->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, st->xd, y,
 							 st->xd, dy, st->xd, x, &one, st->xd, dx),
 			    "LRN backward");
+		break;
+	case NET_BATCH_NORM:
+		if (dx) {
+			const struct bn_desc *d = &bl->d.bn;
+			k_bn_bwd<<<d->c, THREADS, 0, s>>>(dx, dy, y, st->invstd, d->n, d->c, (int64_t)d->h * d->w,
+							  d->use_global_stats || !training);
+			LAUNCHED("batch norm backward");
+		}
 		break;
 	case NET_SOFTMAX:
 		if (dx) {
