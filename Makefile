@@ -77,6 +77,7 @@ cuda: $(CUDA_PLUGIN)
 
 $(CUDA_PLUGIN): $(wildcard networks/cuda/*.cu) networks/backend_impl.h networks/backend.h networks/net.h networks/ref.h common/err.h
 	@mkdir -p $(dir $@)
+	@test -n "$(NVCC)" || { echo "make cuda: no nvcc under $(CUDA_HOME) (set CUDA_HOME)"; exit 1; }
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) $(NVFLAGS) $(CUDA_ARCH) -shared -o $@ $(filter %.cu,$^) $(CUDA_LIBS)
 

@@ -18,6 +18,7 @@
  * that the refusal says why. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,6 +452,51 @@ static void test_refusal_names_the_reason(void)
 	CHECK_EQ_INT(backend_gpus(g, 4), 0);
 }
 
+/* ---- a plugin of another API version is refused, by name ----
+ * A stand-in plugin built here with cc (exporting version 999) is offered to the
+ * program through DEEPDESK_CUDA_PLUGIN, in a process of its own (a process loads
+ * its plugin once). */
+
+static void test_version_mismatch(void)
+{
+	char dir[64], cmd[1024], out[2048] = "";
+	if (!check_tmpdir(dir, sizeof dir)) {
+		CHECK(0);
+		return;
+	}
+	snprintf(cmd, sizeof cmd,
+		 "printf 'const int deepdesk_backend_api_version = 999;\\n"
+		 "int deepdesk_cuda_create(void) { return -1; }\\nint deepdesk_cuda_devices(void) { return 0; }\\n' "
+		 "> %s/fake.c && cc -shared -fPIC -o %s/fake.so %s/fake.c 2>&1",
+		 dir, dir, dir);
+	if (system(cmd) != 0) {
+		check_skip("no C compiler to build a stand-in plugin: the version check is not tested");
+		goto done;
+	}
+	char exe[1024];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+	CHECK(n > 0);
+	if (n <= 0)
+		goto done;
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0; /* build/tests */
+	snprintf(cmd, sizeof cmd,
+		 "DEEPDESK_CUDA_PLUGIN=%s/fake.so %s/../deepdesk net time lenet --backend cuda --iters 1 2>&1", dir, exe);
+	FILE *f = popen(cmd, "r");
+	CHECK(f != NULL);
+	if (f) {
+		size_t got = fread(out, 1, sizeof out - 1, f);
+		out[got] = 0;
+		CHECK(pclose(f) != 0);
+	}
+	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 2");
+	printf("  %s", out);
+done:
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv)
 {
 	struct dd_err err = { 0 };
@@ -473,7 +519,9 @@ int main(int argc, char **argv)
 		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
 		check_skip(why);
 		RUN(test_refusal_names_the_reason);
+		RUN(test_version_mismatch);
 	} else {
+		RUN(test_version_mismatch);
 		struct backend_gpu g[8];
 		int n = backend_gpus(g, 8);
 		for (int i = 0; i < n; i++)
