@@ -9,8 +9,8 @@
  * another build would read the vtable wrongly.  A loaded plugin stays loaded until
  * the process ends (its CUDA runtime does not like being unloaded).
  *
- * GPU discovery for the server (backend_gpus) prefers NVML, which answers without
- * creating a CUDA context in the server; the plugin is the fallback. */
+ * GPU discovery for the server (backend_gpus) is NVML's, which answers without
+ * starting CUDA in the server; the plugin answers only where it is loaded already. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
@@ -186,7 +186,12 @@ int backend_gpus(struct backend_gpu *out, int max)
 	int n = gpus_nvml(out, max);
 	if (n >= 0)
 		return n;
-	void *h = plugin_get();
+	/* No NVML means no NVIDIA driver, so no GPU; but a process that has loaded the
+	 * plugin already may ask it (loading it here would put the CUDA libraries in
+	 * every server on machines without a GPU, for nothing) */
+	pthread_mutex_lock(&plugin_lock);
+	void *h = plugin;
+	pthread_mutex_unlock(&plugin_lock);
 	if (!h)
 		return 0;
 	backend_cuda_devices_fn devices;

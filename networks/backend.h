@@ -51,8 +51,9 @@ struct backend_gpu {
 	long long memory_used;   /* bytes; -1 when NVML is not there to say */
 	int utilization;         /* percent; -1 likewise */
 };
-/* The GPUs this machine has: names and memory from NVML (libnvidia-ml.so.1, loaded
- * with dlopen) or else from the plugin; use and utilisation from NVML only.
+/* The GPUs this machine has: names, memory, use and utilisation from NVML
+ * (libnvidia-ml.so.1, part of the driver, loaded with dlopen); without NVML, from
+ * the CUDA plugin if this process has loaded it (use and utilisation then -1).
  * Returns how many (at most max filled); 0 where there is no driver, no GPU or
  * neither library.  Never fails, never aborts. */
 int backend_gpus(struct backend_gpu *out, int max);
