@@ -2,16 +2,42 @@
 // documented shape; a job that asks for the cuda backend is refused at creation on
 // a server with no GPU, and its "gpus" field is checked; and, on a server told to
 // pretend it has one (DEEPDESK_FAKE_GPUS=1), a cuda training job is given GPU 0 —
-// its job.json names the device for the worker — and gives it back when it ends.
-// (There the worker itself fails: this machine's driver answers no GPU.)
+// its job.json names the device for the worker — holds it while it runs, so a
+// second one waits in the queue, and gives it back when it ends.  The workers
+// there load a stand-in plugin built here with cc (DEEPDESK_CUDA_PLUGIN) that
+// takes a moment and then answers "no GPU", as a real one would on this machine.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
+  ROOT,
 } from './helpers.mjs';
+
+/** A plugin of this build's API version whose create waits ms and then fails. */
+function standInPlugin(dir, ms) {
+  const impl = readFileSync(join(ROOT, 'networks', 'backend_impl.h'), 'utf8');
+  const version = Number(/#define BACKEND_API_VERSION (\d+)/.exec(impl)[1]);
+  const src = join(dir, 'standin.c');
+  writeFileSync(src, `#include <stdio.h>
+#include <unistd.h>
+struct dd_err { int code; char msg[480]; };
+const int deepdesk_backend_api_version = ${version};
+int deepdesk_cuda_create(const void *host, void **out, struct dd_err *err)
+{
+	*out = 0;
+	usleep(${ms * 1000});
+	if (err) { err->code = -1; snprintf(err->msg, sizeof err->msg, "stand-in plugin: no GPU answers"); }
+	return -1;
+}
+int deepdesk_cuda_devices(void *out, int max, struct dd_err *err) { return 0; }
+`);
+  execFileSync('cc', ['-shared', '-fPIC', '-o', join(dir, 'standin.so'), src]);
+  return join(dir, 'standin.so');
+}
 
 const model = (dataset, extra = {}) => ({
   kind: 'model', name: 'gpu', params: { dataset, network: { prototxt: TINY_NET }, epochs: 1, ...extra },
@@ -70,10 +96,13 @@ describe('gpus on a server that pretends to have one', () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-gpu-'));
     writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
     process.env.DEEPDESK_FAKE_GPUS = '1';
+    process.env.DEEPDESK_CUDA_PLUGIN = standInPlugin(work, 2000);
     try {
-      server = await startServer({ args: ['--data-root', work] });
+      // CPU slots for both jobs at once: only the GPU can hold the second back
+      server = await startServer({ args: ['--data-root', work, '--cpu-slots', '4'] });
     } finally {
       delete process.env.DEEPDESK_FAKE_GPUS;
+      delete process.env.DEEPDESK_CUDA_PLUGIN;
     }
     const r = await server.api('POST', '/api/v1/datasets', {
       name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
@@ -106,9 +135,9 @@ describe('gpus on a server that pretends to have one', () => {
       assert.equal(r.status, 202, JSON.stringify(r.body));
       const id = r.body.job.id;
       const done = await waitState(server, id, ['done', 'error'], 30000);
-      // the worker asked for cuda:0 and this machine has no GPU (or no plugin)
+      // the worker asked for cuda:0 and the (stand-in) plugin answered no GPU
       assert.equal(done.state, 'error');
-      assert.match(done.error, /cuda/);
+      assert.match(done.error, /cuda: stand-in plugin: no GPU answers/);
       const jj = JSON.parse(readFileSync(join(server.dataDir, 'jobs', String(id), 'job.json'), 'utf8'));
       assert.deepEqual(jj.resources.gpus, [0]);
       assert.equal(jj.params.backend, 'cuda:0');
@@ -121,5 +150,22 @@ describe('gpus on a server that pretends to have one', () => {
       }, 5000, 'GPU 0 free again');
       assert.equal(free.id, 0);
     }
+  });
+  test('one job per GPU: a second cuda job waits until the first gives GPU 0 back', async () => {
+    const one = { resources: { cpu_slots: 1 } };
+    const a = await server.api('POST', '/api/v1/jobs', { ...model(dsId, { backend: 'cuda' }), ...one });
+    const b = await server.api('POST', '/api/v1/jobs', { ...model(dsId, { backend: 'cuda', gpus: [0] }), ...one });
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    assert.equal(b.status, 202, JSON.stringify(b.body));
+    const A = a.body.job.id, B = b.body.job.id;
+    await waitState(server, A, 'running', 15000);
+    const held = (await server.api('GET', '/api/v1/info')).body.gpus[0];
+    assert.equal(held.job, A);
+    assert.equal((await server.api('GET', `/api/v1/jobs/${B}`)).body.job.state, 'queued');
+    const doneA = await waitState(server, A, ['done', 'error'], 30000);
+    const doneB = await waitState(server, B, ['done', 'error'], 30000);
+    assert.equal(doneA.state, 'error');
+    assert.equal(doneB.state, 'error');
+    assert.ok(doneB.started_at >= doneA.finished_at, `B started ${doneB.started_at}, A ended ${doneA.finished_at}`);
   });
 });
