@@ -706,7 +706,8 @@ __global__ void k_update(struct backend_update u)
 
 /* ---- layer state ---- */
 
-/* Which types run natively, given the layer (LRN: within cuDNN's limits). */
+/* Which layers run on the device (LRN: within cuDNN's limits); the others run
+ * the reference kernels on the host. */
 static int native(const struct backend_layer *bl)
 {
 	const struct net_layer *l = bl->l;
@@ -725,13 +726,12 @@ static int native(const struct backend_layer *bl)
 	case NET_CONCAT:
 	case NET_SCALE:
 	case NET_FLATTEN:
+	case NET_BATCH_NORM:
 	case NET_DATA:
 	case NET_INPUT:
 		return 1;
 	case NET_ELTWISE:
 		return bl->nbottom <= 8;
-	case NET_BATCH_NORM:
-		return 1;
 	case NET_LRN: /* (cuDNN's LRN is not documented to run in place) */
 		return !bl->in_place && bl->d.lrn.size >= CUDNN_LRN_MIN_N && bl->d.lrn.size <= CUDNN_LRN_MAX_N &&
 		       bl->d.lrn.k >= CUDNN_LRN_MIN_K && bl->d.lrn.beta >= CUDNN_LRN_MIN_BETA;
