@@ -1414,8 +1414,16 @@ const int deepdesk_backend_api_version = BACKEND_API_VERSION;
 static int device_count(int *n, struct dd_err *err)
 {
 	cudaError_t e = cudaGetDeviceCount(n);
-	if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || e == cudaErrorInitializationError ||
-	    e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice) {
+	if (e == cudaErrorInsufficientDriver) {
+		int rt = 0;
+		cudaGetLastError();
+		cudaRuntimeGetVersion(&rt);
+		return set_err(err, DD_EINVAL,
+			       "no GPU usable here: the NVIDIA driver is missing or older than CUDA %d.%d needs (%s)",
+			       rt / 1000, rt % 1000 / 10, cudaGetErrorString(e));
+	}
+	if (e == cudaErrorNoDevice || e == cudaErrorInitializationError || e == cudaErrorSystemDriverMismatch ||
+	    e == cudaErrorCompatNotSupportedOnDevice) {
 		cudaGetLastError();
 		return set_err(err, DD_EINVAL, "no GPU on this machine (%s)", cudaGetErrorString(e));
 	}
