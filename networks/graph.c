@@ -351,7 +351,8 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 		dd_err_set(err, DD_ENOMEM,
 			   "%s for the network's %lld parameters and %lld activations at batch size %d: "
 			   "try a smaller batch size",
-			   be->ops->sync ? "out of device memory" : "out of memory", (long long)gr->nparams, (long long)gr->nacts, g->in.n);
+			   be->ops->sync ? "out of device memory" : "out of memory", (long long)gr->nparams,
+			   (long long)gr->nacts, g->in.n);
 		goto fail;
 	}
 
