@@ -102,7 +102,19 @@ cJSON *sched_gpus_json(void)
 	struct backend_gpu g[SCHED_MAX_GPUS], live[SCHED_MAX_GPUS];
 	int64_t holder[SCHED_MAX_GPUS];
 	int n = sched_gpus(g, holder, SCHED_MAX_GPUS);
-	int nlive = n ? backend_gpus(live, SCHED_MAX_GPUS) : 0; /* NVML's use now */
+	/* NVML's use now, asked at most every 2 s (it starts and stops NVML each time) */
+	static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct backend_gpu live_cache[SCHED_MAX_GPUS];
+	static int live_n;
+	static int64_t live_at;
+	pthread_mutex_lock(&live_lock);
+	if (n && (!live_at || fs_mono_ms() - live_at > 2000)) {
+		live_n = backend_gpus(live_cache, SCHED_MAX_GPUS);
+		live_at = fs_mono_ms();
+	}
+	int nlive = n ? live_n : 0;
+	memcpy(live, live_cache, sizeof live);
+	pthread_mutex_unlock(&live_lock);
 	cJSON *arr = cJSON_CreateArray();
 	for (int i = 0; arr && i < n; i++) {
 		cJSON *o = cJSON_CreateObject();
