@@ -781,13 +781,13 @@ static int ws_need(struct cuda_ctx *cx, size_t bytes, const struct backend_layer
 }
 
 /* cuDNN's v7 heuristics give algorithms best first: take the first that works with
- * our math (FP32 FMA or cuDNN's default, which NVIDIA_TF32_OVERRIDE=0 keeps off
- * TF32; tensor-op math only with DEEPDESK_CUDA_TF32=1), fits the cap and, in
- * deterministic mode, is deterministic.  Each algorithm's math type is set on the
- * descriptor before it runs. */
-static int math_ok(const struct cuda_ctx *cx, cudnnMathType_t m)
+ * our math, fits the cap and, in deterministic mode, is deterministic.  Our math:
+ * FP32 FMA first (pass 0), then cuDNN's default math (pass 1; NVIDIA_TF32_OVERRIDE=0
+ * keeps it off TF32); anything with DEEPDESK_CUDA_TF32=1.  Each algorithm's math
+ * type is set on the descriptor before it runs. */
+static int math_ok(const struct cuda_ctx *cx, cudnnMathType_t m, int pass)
 {
-	return cx->tf32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+	return cx->tf32 || m == CUDNN_FMA_MATH || (pass > 0 && m == CUDNN_DEFAULT_MATH);
 }
 static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
@@ -816,13 +816,14 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	DNN(cudnnGetConvolutionForwardAlgorithm_v7(cx->dnn, st->xd, st->wd, st->cd, st->yd, cnt, &n, fp),
 	    "forward algorithm");
 	int found = 0;
-	for (int i = 0; i < n && !found; i++)
-		if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= WS_CAP && math_ok(cx, fp[i].mathType) &&
-		    (!cx->deterministic || fp[i].determinism == CUDNN_DETERMINISTIC)) {
-			st->fwd_algo = fp[i].algo;
-			st->fwd_math = fp[i].mathType;
-			found = 1;
-		}
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (int i = 0; i < n && !found; i++)
+			if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= WS_CAP && math_ok(cx, fp[i].mathType, pass) &&
+			    (!cx->deterministic || fp[i].determinism == CUDNN_DETERMINISTIC)) {
+				st->fwd_algo = fp[i].algo;
+				st->fwd_math = fp[i].mathType;
+				found = 1;
+			}
 	if (!found)
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
 			       WS_CAP >> 20);
@@ -836,13 +837,14 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 							CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp),
 	    "backward data algorithm");
 	found = 0;
-	for (int i = 0; i < n && !found; i++)
-		if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= WS_CAP && math_ok(cx, dp[i].mathType) &&
-		    (!cx->deterministic || dp[i].determinism == CUDNN_DETERMINISTIC)) {
-			st->bwd_data_algo = dp[i].algo;
-			st->bwd_data_math = dp[i].mathType;
-			found = 1;
-		}
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (int i = 0; i < n && !found; i++)
+			if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= WS_CAP && math_ok(cx, dp[i].mathType, pass) &&
+			    (!cx->deterministic || dp[i].determinism == CUDNN_DETERMINISTIC)) {
+				st->bwd_data_algo = dp[i].algo;
+				st->bwd_data_math = dp[i].mathType;
+				found = 1;
+			}
 	if (!found)
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
@@ -857,13 +859,14 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 							  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp),
 	    "backward filter algorithm");
 	found = 0;
-	for (int i = 0; i < n && !found; i++)
-		if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= WS_CAP && math_ok(cx, wp[i].mathType) &&
-		    (!cx->deterministic || wp[i].determinism == CUDNN_DETERMINISTIC)) {
-			st->bwd_filter_algo = wp[i].algo;
-			st->bwd_filter_math = wp[i].mathType;
-			found = 1;
-		}
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (int i = 0; i < n && !found; i++)
+			if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= WS_CAP && math_ok(cx, wp[i].mathType, pass) &&
+			    (!cx->deterministic || wp[i].determinism == CUDNN_DETERMINISTIC)) {
+				st->bwd_filter_algo = wp[i].algo;
+				st->bwd_filter_math = wp[i].mathType;
+				found = 1;
+			}
 	if (!found)
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
