@@ -735,6 +735,8 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	if ((rc = gpu_request(params, S.ngpu, &want, ids, &nids, err)))
 		return rc;
+	if (cpu_slots <= 0 && want > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
+		cpu_slots = S.cfg.cpu_slots / S.ngpu > 1 ? S.cfg.cpu_slots / S.ngpu : 1;
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
 			    : kind->default_cpu_slots < 0 ? S.cfg.cpu_slots : 1;

@@ -1,9 +1,10 @@
 // gpu.test.mjs — GPUs on the server side (issue 7): /api/v1/info lists them in the
 // documented shape; a job that asks for the cuda backend is refused at creation on
 // a server with no GPU, and its "gpus" field is checked; and, on a server told to
-// pretend it has one (DEEPDESK_FAKE_GPUS=1), a cuda training job is given GPU 0 —
+// pretend it has two (DEEPDESK_FAKE_GPUS=2), a cuda training job is given GPU 0 —
 // its job.json names the device for the worker — holds it while it runs, so a
-// second one waits in the queue, and gives it back when it ends.  The workers
+// second one that wants GPU 0 waits in the queue, and gives it back when it ends;
+// a GPU job holds its share of the CPU slots, not all of them.  The workers
 // there load a stand-in plugin built here with cc (DEEPDESK_CUDA_PLUGIN) that
 // takes a moment and then answers "no GPU", as a real one would on this machine.
 import { test, describe, before, after } from 'node:test';
@@ -90,12 +91,12 @@ describe('gpus', () => {
   });
 });
 
-describe('gpus on a server that pretends to have one', () => {
+describe('gpus on a server that pretends to have two', () => {
   let server, work, dsId;
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-gpu-'));
     writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
-    process.env.DEEPDESK_FAKE_GPUS = '1';
+    process.env.DEEPDESK_FAKE_GPUS = '2';
     process.env.DEEPDESK_CUDA_PLUGIN = standInPlugin(work, 2000);
     try {
       // CPU slots for both jobs at once: only the GPU can hold the second back
@@ -120,13 +121,11 @@ describe('gpus on a server that pretends to have one', () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  test('info shows the GPU; ids beyond it are refused', async () => {
+  test('info shows the GPUs; ids beyond them are refused', async () => {
     const i = (await server.api('GET', '/api/v1/info')).body;
-    assert.equal(i.gpus.length, 1);
-    assert.equal(i.gpus[0].id, 0);
-    assert.match(i.gpus[0].name, /simulated GPU 0/);
-    assertError(await server.api('POST', '/api/v1/jobs', model(dsId, { backend: 'cuda', gpus: [1] })), 400, 'invalid',
-      /^gpus: GPU 1 is not on this server \(it has 1: 0 to 0\)/);
+    assert.deepEqual(i.gpus.map((g) => [g.id, g.name]), [[0, 'simulated GPU 0'], [1, 'simulated GPU 1']]);
+    assertError(await server.api('POST', '/api/v1/jobs', model(dsId, { backend: 'cuda', gpus: [2] })), 400, 'invalid',
+      /^gpus: GPU 2 is not on this server \(it has 2: 0 to 1\)/);
   });
 
   test('a cuda job gets GPU 0, its worker is told so, and the GPU is free again after', async () => {
@@ -141,9 +140,10 @@ describe('gpus on a server that pretends to have one', () => {
       const jj = JSON.parse(readFileSync(join(server.dataDir, 'jobs', String(id), 'job.json'), 'utf8'));
       assert.deepEqual(jj.resources.gpus, [0]);
       assert.equal(jj.params.backend, 'cuda:0');
-      // the job as the API shows it keeps what was asked for
+      // the job as the API shows it keeps what was asked for, and half the 4 CPU slots
       const shown = (await server.api('GET', `/api/v1/jobs/${id}`)).body.job;
       assert.equal(shown.params.backend, 'cuda');
+      assert.equal(shown.resources.cpu_slots, 2);
       const free = await waitFor(async () => {
         const g = (await server.api('GET', '/api/v1/info')).body.gpus[0];
         return g.job === undefined ? g : null;
