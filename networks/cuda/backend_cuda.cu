@@ -97,6 +97,7 @@ struct cu_layer {
 	float *prob;                /* softmax loss (N,C,inner) */
 	int *valid;                 /* softmax loss: counted positions (1) */
 	float *invstd;              /* batch norm: 1/std of each channel, forward to backward (C) */
+	const void *data;           /* a data layer: its top, registered for prefetching */
 };
 
 static struct cuda_ctx *ctx_of(struct backend *be) { return (struct cuda_ctx *)be->ctx; }
@@ -748,6 +749,12 @@ static void cu_layer_fini(struct backend *be, void *state)
 	struct cuda_ctx *cx = ctx_of(be);
 	if (st->ref)
 		cx->host.layer_fini(be, st->ref);
+	for (int i = 0; st->data && i < cx->ndata; i++)
+		if (cx->data[i] == st->data) { /* forget it: the memory may be reused */
+			cx->data[i] = cx->data[--cx->ndata];
+			cx->data_bytes[i] = cx->data_bytes[cx->ndata];
+			break;
+		}
 	if (st->xd)
 		cudnnDestroyTensorDescriptor(st->xd);
 	if (st->yd)
@@ -909,6 +916,7 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	case NET_DATA:
 	case NET_INPUT:
 		if (cx->ndata < 8) {
+			st->data = bl->y;
 			cx->data[cx->ndata] = bl->y;
 			cx->data_bytes[cx->ndata++] = (size_t)bl->count * sizeof(float);
 		}
