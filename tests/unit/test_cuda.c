@@ -10,8 +10,9 @@
  * layers with their saved values, gradients that must be added, the dropout stream.
  * Then LeNet and AlexNet take two solver steps on both backends (the same loss and
  * weights within tolerance), every solver type's device update is held to the
- * host's, deterministic mode repeats bit for bit, and a batch too large for the GPU
- * is a clear error naming the batch size.
+ * host's, deterministic mode repeats bit for bit, a batch too large for the GPU
+ * is a clear error naming the batch size, and a whole training run (train_run: the
+ * feed, validation, snapshots) on cuda learns what it learns on cpu.
  *
  * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
  * "SKIP: <reason>" and the summary counts them; what runs here then is the check
@@ -27,7 +28,9 @@
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
 #include "../../networks/solver.h"
+#include "../../networks/train.h"
 #include "check.h"
+#include "quadrants.h"
 
 #define TOL 1e-3
 
@@ -431,6 +434,66 @@ static void test_out_of_memory(void)
 	backend_free(small);
 }
 
+/* ---- a whole training run, as a job's worker makes it ---- */
+
+static const char quad_net[] =
+	"name: \"quad\"\n"
+	"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
+	"  include { stage: \"train\" } data_param { batch_size: 12 } transform_param { scale: 0.01 } }\n"
+	"layer { name: \"v\" type: \"Data\" top: \"data\" top: \"label\"\n"
+	"  include { stage: \"val\" } data_param { batch_size: 12 } transform_param { scale: 0.01 } }\n"
+	CONV("c1", "data", "c1", "num_output: 6 kernel_size: 3 pad: 1")
+	"layer { name: \"r1\" type: \"ReLU\" bottom: \"c1\" top: \"c1\" }\n"
+	"layer { name: \"p1\" type: \"Pooling\" bottom: \"c1\" top: \"p1\" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }\n"
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"p1\" top: \"fc\"\n"
+	"  inner_product_param { weight_filler { type: \"xavier\" } } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\"\n"
+	"  exclude { stage: \"deploy\" } }\n"
+	"layer { name: \"acc\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"acc\" include { stage: \"val\" } }\n";
+
+static const char *train_other = "cuda";
+
+static void test_train_run(void)
+{
+	char tmp[64], ds[512], out[600];
+	struct dd_err err = { 0 };
+	if (!check_tmpdir(tmp, sizeof tmp) || quadrants_dataset(tmp, 170, 40, ds, sizeof ds)) {
+		CHECK(0);
+		return;
+	}
+	struct train_result r[2];
+	const char *names[2] = { "cpu", train_other };
+	for (int b = 0; b < 2; b++) {
+		struct train_opts o;
+		train_opts_default(&o);
+		snprintf(out, sizeof out, "%s/%s", tmp, names[b]);
+		o.dataset_dir = ds;
+		o.network_text = quad_net;
+		o.network_name = "quad";
+		o.out_dir = out;
+		o.backend = names[b];
+		o.epochs = 3;
+		o.seed = 1;
+		o.result = &r[b];
+		int rc = train_run(&o, NULL, &err);
+		if (rc)
+			fprintf(stderr, "  train_run on %s: %s\n", names[b], err.msg);
+		CHECK_EQ_INT(rc, DD_OK);
+		printf("  %s: loss %.4f -> %.4f, val accuracy %.3f, %s\n", names[b], r[b].first_train_loss,
+		       r[b].train_loss, r[b].val_accuracy, r[b].snapshot);
+	}
+	CHECK(r[1].val_accuracy > 0.9);
+	CHECK(r[1].snapshot[0] != 0);
+	CHECK(fabs(r[0].first_train_loss - r[1].first_train_loss) <= TOL * fmax(1.0, r[0].first_train_loss));
+	CHECK(fabs(r[0].train_loss - r[1].train_loss) <= 0.05 * fmax(0.1, r[0].train_loss));
+	fs_rm_rf(tmp, NULL);
+}
+
+static void test_train_run_against(void)
+{
+	test_train_run();
+}
+
 /* ---- without a GPU: the refusal says why ---- */
 
 static struct dd_err refusal;
@@ -507,6 +570,7 @@ int main(int argc, char **argv)
 	if (argc > 2 && !strcmp(argv[1], "--against")) {
 		/* a dry run of the comparisons with another backend in cuda's place (ref):
 		 * checks this file's networks and harness on a machine without a GPU */
+		train_other = argv[2];
 		if (backend_create(argv[2], &cu, &err)) {
 			printf("FAIL %s: %s\n", argv[2], err.msg);
 			return 1;
@@ -514,6 +578,7 @@ int main(int argc, char **argv)
 		RUN(test_layers);
 		RUN(test_solvers);
 		RUN(test_lenet);
+		RUN(test_train_run_against);
 	} else if (backend_create("cuda", &cu, &refusal)) {
 		char why[600];
 		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
@@ -532,6 +597,7 @@ int main(int argc, char **argv)
 		RUN(test_alexnet);
 		RUN(test_deterministic);
 		RUN(test_out_of_memory);
+		RUN(test_train_run);
 	}
 	backend_free(cu);
 	backend_free(cpu);
