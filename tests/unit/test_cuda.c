@@ -554,6 +554,17 @@ static void test_version_mismatch(void)
 	}
 	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 2");
 	printf("  %s", out);
+	/* and a plugin that is not there is named too */
+	snprintf(cmd, sizeof cmd,
+		 "DEEPDESK_CUDA_PLUGIN=%s/none.so %s/../deepdesk net time lenet --backend cuda --iters 1 2>&1", dir, exe);
+	out[0] = 0;
+	if ((f = popen(cmd, "r"))) {
+		size_t got = fread(out, 1, sizeof out - 1, f);
+		out[got] = 0;
+		CHECK(pclose(f) != 0);
+	}
+	CHECK_CONTAINS(out, "none.so does not load");
+	printf("  %s", out);
 done:
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
