@@ -18,8 +18,12 @@
  * snapshots, a host-fallback layer — reads and writes them directly.  Everything
  * the device does is queued on one stream; the graph and the solver call sync
  * before the host touches the arenas, and a host-fallback layer syncs before it
- * runs.  Per-layer state (a pooling argmax, a dropout mask, softmax probabilities)
- * is device memory from cudaMalloc, owned by the layer's struct cu_layer.
+ * runs.  The data blob, which the host writes every step, is moved in bulk:
+ * to the device before the first layer reads it, back to the host after the last
+ * (prefetch_data).  The arenas are held to the GPU's free memory (cu_alloc), since
+ * managed memory would rather page than fail.  Per-layer state (a pooling argmax,
+ * a dropout mask, softmax probabilities) is device memory from cudaMalloc, owned
+ * by the layer's struct cu_layer.
  *
  * Semantics are the reference kernels' (ref.h, backend_impl.h): a forward
  * overwrites its top, a backward ADDS into dx and dw — cuDNN and cuBLAS are called
@@ -961,6 +965,26 @@ static struct pool_k pool_k_of(const struct pool_desc *d)
 	return p;
 }
 
+/* If p is a data layer's top, move it in bulk to the device (to_host 0) or back to
+ * the host, where the feed writes the next batch (1), queued on the stream; returns
+ * whether it is one.  Bulk moves beat the page faults that the host's writes and
+ * the device's reads would otherwise take page by page.  Only a hint: errors are
+ * dropped. */
+static int prefetch_data(struct cuda_ctx *cx, const void *p, int to_host)
+{
+	for (int i = 0; p && i < cx->ndata; i++)
+		if (p == cx->data[i]) {
+			struct cudaMemLocation at;
+			memset(&at, 0, sizeof at);
+			at.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+			at.id = to_host ? 0 : cx->device;
+			if (cudaMemPrefetchAsync(p, cx->data_bytes[i], at, 0, cx->stream) != cudaSuccess)
+				cudaGetLastError();
+			return 1;
+		}
+	return 0;
+}
+
 static int host_run(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, int training,
 		    int backward, struct dd_err *err)
 {
@@ -984,15 +1008,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	float *y = bl->y;
 	int64_t n = bl->count;
 	const float one = 1.0f, zero = 0.0f;
-	for (int i = 0; i < cx->ndata; i++)
-		if (x == cx->data[i]) {
-			struct cudaMemLocation at;
-			memset(&at, 0, sizeof at);
-			at.type = cudaMemLocationTypeDevice;
-			at.id = cx->device;
-			if (cudaMemPrefetchAsync(x, cx->data_bytes[i], at, 0, s) != cudaSuccess)
-				cudaGetLastError(); /* only a hint */
-		}
+	int reads_data = prefetch_data(cx, x, 0);
 	switch (l->type) {
 	case NET_CONVOLUTION: {
 		const struct conv_desc *d = &bl->d.conv;
@@ -1120,6 +1136,8 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	default:
 		return set_err(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
 	}
+	if (reads_data && (!training || !bl->dy)) /* no backward of this layer will read it */
+		prefetch_data(cx, x, 1);
 	return DD_OK;
 }
 
@@ -1304,6 +1322,7 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 	default:
 		return set_err(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
 	}
+	prefetch_data(cx, x, 1); /* the data, read for the last time this step */
 	return DD_OK;
 }
 
