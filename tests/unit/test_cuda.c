@@ -489,11 +489,6 @@ static void test_train_run(void)
 	fs_rm_rf(tmp, NULL);
 }
 
-static void test_train_run_against(void)
-{
-	test_train_run();
-}
-
 /* ---- without a GPU: the refusal says why ---- */
 
 static struct dd_err refusal;
@@ -589,7 +584,7 @@ int main(int argc, char **argv)
 		RUN(test_layers);
 		RUN(test_solvers);
 		RUN(test_lenet);
-		RUN(test_train_run_against);
+		RUN(test_train_run);
 	} else if (backend_create("cuda", &cu, &refusal)) {
 		char why[600];
 		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
