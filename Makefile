@@ -28,13 +28,28 @@ TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-p
 CUDA_HOME ?= /usr/local/cuda
 NVCC      := $(wildcard $(CUDA_HOME)/bin/nvcc)
 CUDNN_H   := $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h)
+# The plugin build/libdeepdesk-cuda.so (networks/cuda/): the programs never link
+# CUDA; networks/backend.c dlopens the plugin when "cuda" is asked for.  CUDA 13
+# builds Turing to Hopper (SASS for sm_75 80 86 89 90, PTX for 90 so newer GPUs JIT
+# it); it has dropped Volta (sm_70), which would need CUDA 12.
+CUDA_ARCH  ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
+              -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS    ?= -O2
+NVFLAGS    += -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter,-Wno-format-truncation,-Werror \
+              -Werror all-warnings
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart
+CUDA_PLUGIN := $(BUILD)/libdeepdesk-cuda.so
 ifneq ($(and $(NVCC),$(CUDNN_H)),)
-CUDA_SAY   := ✓ nvcc and cuDNN found in $(CUDA_HOME) (the CUDA backend is not written yet: CPU only)
+CUDA_SAY   := ✓ nvcc and cuDNN found in $(CUDA_HOME): building $(CUDA_PLUGIN) (loaded where a GPU answers)
+# whether this build has a CUDA backend (/api/v1/info "build.cuda")
+CUDA_BUILT := 1
+CUDA_TARGETS := $(CUDA_PLUGIN)
 else
 CUDA_SAY   := ✗ nvcc or cuDNN not found under $(CUDA_HOME): CPU only
-endif
-# whether this build has a CUDA backend (/api/v1/info "build.cuda"): not yet
 CUDA_BUILT := 0
+CUDA_TARGETS :=
+endif
 
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c jobs/worker.c \
@@ -55,8 +70,17 @@ TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj-test/jobs/job.o $(BUILD)/obj-t
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test bench clean deps deps-test cuda-check
-all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test
+.PHONY: all run test bench clean deps deps-test cuda-check cuda
+all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS)
+
+# `make cuda`: the plugin alone (fails clearly where nvcc is missing)
+cuda: $(CUDA_PLUGIN)
+
+$(CUDA_PLUGIN): $(wildcard networks/cuda/*.cu) networks/backend_impl.h networks/backend.h networks/net.h networks/ref.h common/err.h
+	@mkdir -p $(dir $@)
+	@test -n "$(NVCC)" || { echo "make cuda: no nvcc under $(CUDA_HOME) (set CUDA_HOME)"; exit 1; }
+	@echo "  NVCC    $@"
+	$(Q)$(NVCC) $(NVFLAGS) $(CUDA_ARCH) -shared -o $@ $(filter %.cu,$^) $(CUDA_LIBS)
 
 cuda-check:
 	@echo "$(CUDA_SAY)"

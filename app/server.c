@@ -397,7 +397,7 @@ int api_info(struct req *r)
 	cJSON *cpu = cJSON_AddObjectToObject(o, "cpu");
 	cJSON_AddStringToObject(cpu, "model", model);
 	cJSON_AddNumberToObject(cpu, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
-	cJSON_AddArrayToObject(o, "gpus"); /* the CUDA backend fills this in */
+	cJSON_AddItemToObject(o, "gpus", sched_gpus_json()); /* those the scheduler hands out */
 	cJSON *d = cJSON_AddObjectToObject(o, "data");
 	cJSON_AddStringToObject(d, "path", S.data_dir);
 	cJSON_AddNumberToObject(d, "used_bytes", (double)used_now);

@@ -12,7 +12,8 @@
  *                            "step_pct"?, "multistep_pct"?, "gamma"?, "power"?}},
  *   "epochs", "batch_size"?, "crop_size"?, "mirror"?: true|false,
  *   "mean": "none"|"image"|"pixel", "seed",
- *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref",
+ *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref"|"cuda",
+ *   "gpus"?: 1 | [ID] | "any" (cuda only; the scheduler gives the job a free GPU),
  *   "finetune"?: {"model": MODEL_JOB_ID, "snapshot"?: EPOCH},
  *   "resume"?: {"snapshot"?: EPOCH},   (EPOCH: a snapshot's epoch, fractional for one
  *                                       inside an epoch, or its label "1.4167")
@@ -280,7 +281,7 @@ static int choice(cJSON *obj, const char *where, const char *key, const char *co
 
 static const char *const solver_types[] = { "sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", NULL };
 static const char *const means[] = { "image", "none", "pixel", NULL };
-static const char *const backends[] = { "cpu", "ref", NULL };
+static const char *const backends[] = { "cpu", "ref", "cuda", NULL };
 
 /* The learning-rate policies, the fields each uses, and DIGITS' defaults for them. */
 static const struct policy {
@@ -436,12 +437,34 @@ static int snapshot_field(cJSON *obj, const char *where, struct dd_err *err)
 	return num(obj, where, "snapshot", 0, 10000, NUM_REAL, 0, 0, err);
 }
 
+/* "gpus" (issue 7): with backend "cuda" only; 1, [one id] or "any" (the default).
+ * Whether this server has them is the scheduler's question (sched_submit). */
+static int check_gpus(cJSON *params, struct dd_err *err)
+{
+	const cJSON *g = get(params, "gpus");
+	const char *be = cJSON_GetStringValue(get(params, "backend"));
+	if (!g)
+		return DD_OK;
+	if (!be || strcmp(be, "cuda") != 0)
+		return dd_err_set(err, DD_EINVAL, "gpus: only with \"backend\": \"cuda\"");
+	if (cJSON_IsString(g) && !strcmp(g->valuestring, "any"))
+		return DD_OK;
+	int n = cJSON_IsNumber(g) ? (g->valuedouble == (int)g->valuedouble ? g->valueint : -1)
+		: cJSON_IsArray(g) ? cJSON_GetArraySize(g) : -1;
+	if (n < 1 || (cJSON_IsArray(g) && !cJSON_IsNumber(cJSON_GetArrayItem(g, 0))))
+		return dd_err_set(err, DD_EINVAL, "gpus: must be 1, a list of one GPU id, or \"any\"");
+	if (n > 1)
+		return dd_err_set(err, DD_EINVAL,
+				  "gpus: training on %d GPUs at once (NCCL data parallelism) is not built yet: ask for 1", n);
+	return DD_OK;
+}
+
 static int validate(cJSON *params, struct dd_err *err)
 {
 	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
 					   "batch_size", "crop_size", "mean",	    "seed",
 					   "val_interval", "snapshot_interval", "backend", "finetune",
-					   "resume",   "group",	      "mirror",	    NULL };
+					   "resume",   "group",	      "mirror",	    "gpus", NULL };
 	int rc;
 	if ((rc = only_fields(params, top, "", err)))
 		return rc;
@@ -455,7 +478,7 @@ static int validate(cJSON *params, struct dd_err *err)
 	    (rc = num(params, "", "seed", 0, MAX_ID, NUM_INT, 1, 0, err)) ||
 	    (rc = num(params, "", "val_interval", 0, 10000, NUM_ABOVE, 1, 1, err)) ||
 	    (rc = num(params, "", "snapshot_interval", 0, 10000, NUM_ABOVE, 1, 1, err)) ||
-	    (rc = choice(params, "", "backend", backends, err)))
+	    (rc = choice(params, "", "backend", backends, err)) || (rc = check_gpus(params, err)))
 		return rc;
 	cJSON *ft = get(params, "finetune");
 	if (ft) {

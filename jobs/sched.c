@@ -9,7 +9,13 @@
  *    an abort request makes it `aborted`; otherwise the exit status or signal
  *    makes it `error`, with the last lines of its log in the message.
  *  - The event-log position is saved in the store after every poll that read
- *    something, so a restarted server neither repeats nor skips events. */
+ *    something, so a restarted server neither repeats nor skips events.
+ *  - GPUs are held like CPU slots: gpu_holder[g] is the id of the running job that
+ *    holds GPU g (0: free), set when the job starts and cleared when it settles.
+ *    A job asks for GPUs through its params ("backend": "cuda", "gpus": N, [ids]
+ *    or "any"); at its start the scheduler writes the ids it got into job.json
+ *    (resources.gpus, and params.backend "cuda:ID" so that the worker runs on the
+ *    first).  One job per GPU. */
 #define _GNU_SOURCE
 #include "sched.h"
 
@@ -26,13 +32,18 @@
 #include "../app/store.h"
 #include "../common/fsutil.h"
 #include "../common/log.h"
+#include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
+
+#define SCHED_MAX_GPUS 16
 
 struct running {
 	int64_t id;
 	struct exec_handle h;
 	int slots;
+	int gpus[SCHED_MAX_GPUS]; /* the GPU ids it holds */
+	int ngpus;
 	struct events_tail tail;
 	int64_t kill_at; /* monotonic ms for SIGKILL, 0 when no abort pending */
 	int abort;
@@ -55,6 +66,9 @@ static struct {
 	struct running *running;
 	int nrunning, cap;
 	int slots_used;
+	struct backend_gpu gpu[SCHED_MAX_GPUS]; /* what sched_start found */
+	int ngpu;
+	int64_t gpu_holder[SCHED_MAX_GPUS];     /* job id holding each, 0: free */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
 
 void sched_job_dir(int64_t id, char *buf, size_t len)
@@ -68,6 +82,105 @@ void sched_slots(int *used, int *total)
 	*used = S.slots_used;
 	*total = S.cfg.cpu_slots;
 	pthread_mutex_unlock(&S.lock);
+}
+
+int sched_gpus(struct backend_gpu *out, int64_t *holder, int max)
+{
+	pthread_mutex_lock(&S.lock);
+	int n = S.ngpu < max ? S.ngpu : max;
+	for (int i = 0; i < n; i++) {
+		out[i] = S.gpu[i];
+		if (holder)
+			holder[i] = S.gpu_holder[i];
+	}
+	pthread_mutex_unlock(&S.lock);
+	return n;
+}
+
+cJSON *sched_gpus_json(void)
+{
+	struct backend_gpu g[SCHED_MAX_GPUS], live[SCHED_MAX_GPUS];
+	int64_t holder[SCHED_MAX_GPUS];
+	int n = sched_gpus(g, holder, SCHED_MAX_GPUS);
+	/* NVML's use now, asked at most every 2 s (it starts and stops NVML each time) */
+	static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct backend_gpu live_cache[SCHED_MAX_GPUS];
+	static int live_n;
+	static int64_t live_at;
+	pthread_mutex_lock(&live_lock);
+	if (n && (!live_at || fs_mono_ms() - live_at > 2000)) {
+		live_n = backend_gpus(live_cache, SCHED_MAX_GPUS);
+		live_at = fs_mono_ms();
+	}
+	int nlive = n ? live_n : 0;
+	memcpy(live, live_cache, sizeof live);
+	pthread_mutex_unlock(&live_lock);
+	cJSON *arr = cJSON_CreateArray();
+	for (int i = 0; arr && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			break;
+		cJSON_AddNumberToObject(o, "id", g[i].id);
+		cJSON_AddStringToObject(o, "name", g[i].name);
+		cJSON_AddNumberToObject(o, "memory_total", (double)g[i].memory_total);
+		for (int k = 0; k < nlive; k++)
+			if (live[k].id == g[i].id) {
+				if (live[k].memory_used >= 0)
+					cJSON_AddNumberToObject(o, "memory_used", (double)live[k].memory_used);
+				if (live[k].utilization >= 0)
+					cJSON_AddNumberToObject(o, "utilization", live[k].utilization);
+			}
+		if (holder[i])
+			cJSON_AddNumberToObject(o, "job", (double)holder[i]);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+/* What a job's params ask for: *want GPUs, either any (nids 0) or those ids.
+ * DD_OK with *want 0 for a job that runs on the CPU; DD_EINVAL naming the field
+ * when this server cannot give them (ngpu: how many it has). */
+static int gpu_request(const cJSON *params, int ngpu, int *want, int *ids, int *nids, struct dd_err *err)
+{
+	*want = *nids = 0;
+	const char *backend = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(params, "backend"));
+	if (!backend || strncmp(backend, "cuda", 4) != 0)
+		return DD_OK;
+	if (ngpu <= 0)
+		return dd_err_set(err, DD_EINVAL,
+				  "backend: no GPU on this server, so \"cuda\" cannot run here (use \"cpu\")");
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
+	if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any"))) {
+		*want = 1;
+		return DD_OK;
+	}
+	if (cJSON_IsNumber(g)) {
+		if (g->valuedouble != (int)g->valuedouble || g->valueint < 1)
+			return dd_err_set(err, DD_EINVAL, "gpus: %g is not a count of GPUs (1 or more)", g->valuedouble);
+		if (g->valueint > ngpu)
+			return dd_err_set(err, DD_EINVAL, "gpus: asks for %d GPUs, this server has %d", g->valueint, ngpu);
+		*want = g->valueint;
+		return DD_OK;
+	}
+	if (cJSON_IsArray(g) && cJSON_GetArraySize(g) >= 1 && cJSON_GetArraySize(g) <= SCHED_MAX_GPUS) {
+		const cJSON *it;
+		cJSON_ArrayForEach(it, g)
+		{
+			int id = cJSON_IsNumber(it) ? it->valueint : -1;
+			if (!cJSON_IsNumber(it) || it->valuedouble != id)
+				return dd_err_set(err, DD_EINVAL, "gpus: a list holds GPU ids, whole numbers from 0");
+			if (id < 0 || id >= ngpu)
+				return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is not on this server (it has %d: 0 to %d)", id,
+						  ngpu, ngpu - 1);
+			for (int j = 0; j < *nids; j++)
+				if (ids[j] == id)
+					return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is listed twice", id);
+			ids[(*nids)++] = id;
+		}
+		*want = *nids;
+		return DD_OK;
+	}
+	return dd_err_set(err, DD_EINVAL, "gpus: must be a count, a list of GPU ids or \"any\"");
 }
 
 static void wake(void)
@@ -275,7 +388,7 @@ static struct running *table_add(void)
 	return r;
 }
 
-static void start_job(const struct job_row *row)
+static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 {
 	struct dd_err err = { 0 };
 	char dir[PATH_MAX];
@@ -307,6 +420,10 @@ static void start_job(const struct job_row *row)
 		r->tail.offset = (off_t)row->ev_offset;
 		r->tail.seq = row->ev_seq;
 		S.slots_used += r->slots;
+		for (int g = 0; g < ngpus; g++) {
+			r->gpus[r->ngpus++] = gpus[g];
+			S.gpu_holder[gpus[g]] = row->id;
+		}
 	}
 	pthread_mutex_unlock(&S.lock);
 	if (!r) {
@@ -315,6 +432,80 @@ static void start_job(const struct job_row *row)
 	}
 	log_info("job %lld (%s): started, pid %d", (long long)row->id, row->kind, h.pid);
 	sched_job_changed(row->id);
+}
+
+/* Give queued job row the GPUs its params ask for, if free: 1 with gpus/ngpus
+ * filled (ngpus 0 for a CPU job) and job.json telling the worker which; 0 when
+ * they are busy (it waits); -1 when it can never run here (it ends in error). */
+static int take_gpus(const struct job_row *row, const char *job_json, int *gpus, int *ngpus)
+{
+	char *text = NULL;
+	size_t len = 0;
+	struct dd_err err = { 0 };
+	cJSON *job = NULL;
+	int rc = -1, want = 0, nids = 0, ids[SCHED_MAX_GPUS];
+	*ngpus = 0;
+	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
+		goto fail;
+	if (!(job = cJSON_ParseWithLength(text, len))) {
+		dd_err_set(&err, DD_EINVAL, "%s: not JSON", job_json);
+		goto fail;
+	}
+	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
+	if (gpu_request(params, S.ngpu, &want, ids, &nids, &err) != DD_OK)
+		goto fail;
+	if (want == 0) {
+		rc = 1;
+		goto done;
+	}
+	if (nids) {
+		for (int i = 0; i < nids; i++)
+			if (S.gpu_holder[ids[i]])
+				goto busy;
+		memcpy(gpus, ids, (size_t)nids * sizeof *ids);
+		*ngpus = nids;
+	} else {
+		for (int g = 0; g < S.ngpu && *ngpus < want; g++)
+			if (!S.gpu_holder[g])
+				gpus[(*ngpus)++] = g;
+		if (*ngpus < want)
+			goto busy;
+	}
+	/* tell the worker: the ids in resources, the first as its device */
+	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
+	if (!cJSON_IsObject(res)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(job, "resources");
+		res = cJSON_AddObjectToObject(job, "resources");
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(res, "gpus");
+	cJSON_AddItemToObject(res, "gpus", cJSON_CreateIntArray(gpus, *ngpus));
+	char device[32];
+	snprintf(device, sizeof device, "cuda:%d", gpus[0]);
+	cJSON_ReplaceItemInObjectCaseSensitive(params, "backend", cJSON_CreateString(device));
+	char *out = cJSON_Print(job);
+	if (!out) {
+		dd_err_set(&err, DD_ENOMEM, "out of memory");
+		goto fail;
+	}
+	int wrc = fs_write_file_atomic(job_json, out, strlen(out), &err);
+	free(out);
+	if (wrc != DD_OK)
+		goto fail;
+	rc = 1;
+	goto done;
+busy:
+	*ngpus = 0;
+	rc = 0;
+	goto done;
+fail:
+	*ngpus = 0;
+	store_job_move(row->id, JOB_ERROR, err.msg, -1, -1, NULL);
+	log_error("job %lld: %s", (long long)row->id, err.msg);
+	sched_job_changed(row->id);
+done:
+	cJSON_Delete(job);
+	free(text);
+	return rc;
 }
 
 static void start_queued(void)
@@ -338,7 +529,12 @@ static void start_queued(void)
 		strcat(path, "/job.json");
 		if (S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots || access(path, F_OK) != 0)
 			break;
-		start_job(&rows[i]);
+		int gpus[SCHED_MAX_GPUS], ngpus = 0;
+		int fit = take_gpus(&rows[i], path, gpus, &ngpus);
+		if (fit == 0) /* its GPUs are busy: it and those behind it wait */
+			break;
+		if (fit > 0)
+			start_job(&rows[i], gpus, ngpus);
 	}
 	free(rows);
 }
@@ -360,6 +556,9 @@ static void tick(int recovering)
 			}
 			pthread_mutex_lock(&S.lock);
 			S.slots_used -= r->slots;
+			for (int g = 0; g < r->ngpus; g++)
+				if (S.gpu_holder[r->gpus[g]] == r->id)
+					S.gpu_holder[r->gpus[g]] = 0;
 			S.running[i] = S.running[--S.nrunning];
 			pthread_mutex_unlock(&S.lock);
 			continue;
@@ -401,6 +600,27 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* An adopted job holds the GPUs its job.json says it was given. */
+static void hold_recorded_gpus(struct running *r, const char *dir)
+{
+	char path[PATH_MAX + 16], *text = NULL;
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	if (fs_read_file(path, 64 << 20, &text, &len, NULL) != DD_OK)
+		return;
+	cJSON *job = cJSON_ParseWithLength(text, len);
+	const cJSON *g, *ids = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "resources"), "gpus");
+	cJSON_ArrayForEach(g, ids)
+	{
+		if (cJSON_IsNumber(g) && g->valueint >= 0 && g->valueint < S.ngpu && r->ngpus < SCHED_MAX_GPUS) {
+			r->gpus[r->ngpus++] = g->valueint;
+			S.gpu_holder[g->valueint] = r->id;
+		}
+	}
+	cJSON_Delete(job);
+	free(text);
+}
+
 /* Take back the jobs the last server left running. */
 static int recover(struct dd_err *err)
 {
@@ -425,6 +645,7 @@ static int recover(struct dd_err *err)
 		r->tail.offset = (off_t)rows[i].ev_offset;
 		r->tail.seq = rows[i].ev_seq;
 		S.slots_used += r->slots;
+		hold_recorded_gpus(r, dir);
 		int alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
 		log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
 			 alive ? "still alive, adopted" : "gone");
@@ -454,6 +675,23 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 	S.listener = fn;
 	S.listener_ctx = ctx;
 	S.stopping = 0;
+	/* the GPUs: as the driver lists them; DEEPDESK_FAKE_GPUS=N pretends N (the
+	 * scheduler's tests on machines without one: jobs get ids, workers fail) */
+	memset(S.gpu_holder, 0, sizeof S.gpu_holder);
+	const char *fake = getenv("DEEPDESK_FAKE_GPUS");
+	if (fake && atoi(fake) > 0) {
+		S.ngpu = atoi(fake) < SCHED_MAX_GPUS ? atoi(fake) : SCHED_MAX_GPUS;
+		for (int g = 0; g < S.ngpu; g++) {
+			memset(&S.gpu[g], 0, sizeof S.gpu[g]);
+			S.gpu[g].id = g;
+			snprintf(S.gpu[g].name, sizeof S.gpu[g].name, "simulated GPU %d", g);
+			S.gpu[g].memory_used = S.gpu[g].utilization = -1;
+		}
+	} else {
+		S.ngpu = backend_gpus(S.gpu, SCHED_MAX_GPUS);
+	}
+	if (S.ngpu)
+		log_info("scheduler: %d GPU%s: %s%s", S.ngpu, S.ngpu > 1 ? "s" : "", S.gpu[0].name, S.ngpu > 1 ? ", ..." : "");
 	char jobs[PATH_MAX];
 	snprintf(jobs, sizeof jobs, "%s/jobs", S.data_dir);
 	int rc = fs_mkdir_p(jobs, err);
@@ -494,6 +732,11 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	int rc;
 	if (kind->validate && (rc = kind->validate(params, err)))
 		return rc;
+	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
+	if ((rc = gpu_request(params, S.ngpu, &want, ids, &nids, err)))
+		return rc;
+	if (cpu_slots <= 0 && want > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
+		cpu_slots = S.cfg.cpu_slots / S.ngpu > 1 ? S.cfg.cpu_slots / S.ngpu : 1;
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
 			    : kind->default_cpu_slots < 0 ? S.cfg.cpu_slots : 1;
@@ -583,6 +826,9 @@ int sched_requeue(int64_t id, cJSON *params, struct dd_err *err)
 	if (!kind)
 		return dd_err_set(err, DD_EINVAL, "this deepdesk cannot run jobs of kind \"%s\"", row.kind);
 	if (kind->validate && (rc = kind->validate(params, err)))
+		return rc;
+	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
+	if ((rc = gpu_request(params, S.ngpu, &want, ids, &nids, err)))
 		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	if (!params_json)

@@ -59,4 +59,14 @@ void sched_job_dir(int64_t id, char *buf, size_t len);
 /* Slots in use and in all. */
 void sched_slots(int *used, int *total);
 
+struct backend_gpu;
+/* The GPUs the scheduler hands out (found at sched_start), at most max into out,
+ * and in holder[i] (may be NULL) the id of the job holding GPU i, 0 when free.
+ * Returns how many. */
+int sched_gpus(struct backend_gpu *out, int64_t *holder, int max);
+/* The same as /api/v1/info's "gpus": [{"id","name","memory_total","memory_used"?,
+ * "utilization"?,"job"?}] (use and utilisation from NVML where it answers; job:
+ * the one holding it).  Caller frees with cJSON_Delete (or adds it to a tree). */
+cJSON *sched_gpus_json(void);
+
 #endif

@@ -9,6 +9,9 @@
  *   ref   plain C loops (networks/ref.h): every layer; the oracle of every test.
  *   cpu   oneDNN (networks/cpu/): convolution, inner product, pooling, LRN, batch
  *         norm, ReLU/Sigmoid/TanH, softmax; the other layers run the ref kernels.
+ *   cuda  cuDNN + cuBLAS + own kernels (networks/cuda/), a plugin
+ *         (libdeepdesk-cuda.so) loaded with dlopen only when asked for: next to the
+ *         executable, or where DEEPDESK_CUDA_PLUGIN says.  "cuda:N" runs on device N.
  *
  * The vtable itself is in backend_impl.h, for the backends and the graph only.
  *
@@ -21,14 +24,38 @@
 
 struct backend;
 
-/* "ref", "cpu" ("auto": the fastest one present: cpu).  DD_OK and *out, or
+/* "ref", "cpu", "cuda", "cuda:N" ("auto": the fastest one always present: cpu).
+ * "cuda" honours DEEPDESK_CUDA_DETERMINISTIC=1 (deterministic algorithms).  DD_OK and *out, or
  * DD_EINVAL naming the unknown backend, DD_EINTERNAL when it cannot start. */
 int backend_create(const char *name, struct backend **out, struct dd_err *err);
 /* Accepts NULL. */
 void backend_free(struct backend *be);
 /* Its name ("ref", "cpu"); borrowed, static. */
 const char *backend_name(const struct backend *be);
-/* The names backend_create knows, NULL-terminated; static. */
+/* The names of the backends built into every binary, NULL-terminated; static.
+ * ("cuda" is not among them: it exists only where its plugin loads.) */
 const char *const *backend_names(void);
+
+/* The CUDA backend on device `device` (an index after CUDA_VISIBLE_DEVICES);
+ * deterministic 1: cuDNN's deterministic algorithms only, so that repeats are bit
+ * for bit the same.  DD_OK and *out, or DD_EINVAL with a sentence saying what is
+ * missing: the plugin (not built here), a plugin of another API version, the
+ * driver, or a GPU. */
+int backend_create_cuda(int device, int deterministic, struct backend **out, struct dd_err *err);
+
+/* One GPU as the server reports it (/api/v1/info "gpus"). */
+struct backend_gpu {
+	int id;
+	char name[96];
+	long long memory_total;  /* bytes */
+	long long memory_used;   /* bytes; -1 when NVML is not there to say */
+	int utilization;         /* percent; -1 likewise */
+};
+/* The GPUs this machine has: names, memory, use and utilisation from NVML
+ * (libnvidia-ml.so.1, part of the driver, loaded with dlopen); without NVML, from
+ * the CUDA plugin if this process has loaded it (use and utilisation then -1).
+ * Returns how many (at most max filled); 0 where there is no driver, no GPU or
+ * neither library.  Never fails, never aborts. */
+int backend_gpus(struct backend_gpu *out, int max);
 
 #endif

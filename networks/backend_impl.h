@@ -21,12 +21,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "net.h"
 #include "ref.h"
 
-#define BACKEND_API_VERSION 1
+/* 2: the optional device operations (sync, copy, zero, update) and the plugin
+ * entry points below. */
+#define BACKEND_API_VERSION 2
 
 struct backend_layer {
 	const struct net_layer *l;  /* type and parameters (borrowed from the net) */
@@ -57,6 +60,17 @@ struct backend_layer {
 	uint64_t *rng;              /* dropout's PRNG state (the graph's) */
 };
 
+/* One learned blob's solver update (solver.h steps 2 to 4), for a backend whose
+ * arenas live on a device: g ← g·norm + decay·w, then the type's rule on w, h, h2.
+ * type is an enum solver_type; h2 is NULL unless the type keeps two histories. */
+struct backend_update {
+	int type;
+	float *w, *g, *h, *h2;      /* (n) each, from the backend's alloc */
+	int64_t n;
+	float lr, momentum, momentum2, delta, rms_decay, decay, norm;
+	float adam_step;            /* lr · √(1−β₂ᵗ)/(1−β₁ᵗ), Adam only */
+};
+
 struct backend_ops {
 	int api_version;            /* BACKEND_API_VERSION */
 	const char *name;
@@ -74,6 +88,15 @@ struct backend_ops {
 	/* optional (NULL: calloc/free): zeroed memory for the arenas */
 	void *(*alloc)(struct backend *be, size_t bytes);
 	void (*free)(struct backend *be, void *p);
+	/* optional (NULL: the host's memcpy/memset and nothing to wait for) — a backend
+	 * whose layers run asynchronously on a device.  sync waits until every queued
+	 * operation has finished, so the host may read and write the arenas; copy and
+	 * zero are queued in order with the layers (bytes in arena memory). */
+	void (*sync)(struct backend *be);
+	void (*copy)(struct backend *be, void *dst, const void *src, size_t bytes);
+	void (*zero)(struct backend *be, void *p, size_t bytes);
+	/* optional (NULL: the solver updates on the host): one blob's update, queued */
+	int (*update)(struct backend *be, const struct backend_update *u, struct dd_err *err);
 };
 
 struct backend {
@@ -118,6 +141,34 @@ static inline void backend_release(struct backend *be, void *p)
 		free(p);
 }
 
+static inline void backend_sync(struct backend *be)
+{
+	if (be->ops->sync)
+		be->ops->sync(be);
+}
+static inline void backend_copy(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+	if (be->ops->copy)
+		be->ops->copy(be, dst, src, bytes);
+	else
+		memcpy(dst, src, bytes);
+}
+static inline void backend_zero(struct backend *be, void *p, size_t bytes)
+{
+	if (be->ops->zero)
+		be->ops->zero(be, p, bytes);
+	else
+		memset(p, 0, bytes);
+}
+static inline int backend_has_update(const struct backend *be)
+{
+	return be->ops->update != NULL;
+}
+static inline int backend_update(struct backend *be, const struct backend_update *u, struct dd_err *err)
+{
+	return be->ops->update(be, u, err);
+}
+
 /* The reference backend's layer functions, for backends that fall back to them
  * for the layers they do not run themselves (backend_ref.c). */
 int ref_layer_init(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err);
@@ -130,5 +181,29 @@ int ref_layer_backward(struct backend *be, void *state, const struct backend_lay
 /* The constructors backend_create dispatches to. */
 int backend_ref_create(struct backend **out, struct dd_err *err);
 int backend_cpu_create(struct backend **out, struct dd_err *err);
+
+/* ---- the CUDA plugin (build/libdeepdesk-cuda.so, networks/cuda/) ----
+ * It links no part of the program: what it needs from it comes in struct
+ * backend_host.  Its exported symbols:
+ *   const int deepdesk_backend_api_version;      BACKEND_API_VERSION it was built for
+ *   int deepdesk_cuda_create(const struct backend_host *, struct backend **, struct dd_err *);
+ *   int deepdesk_cuda_devices(struct backend_gpu *, int max, struct dd_err *);
+ * create: DD_OK and *out, or an error naming what is missing (no driver, no GPU,
+ * out of memory).  devices: how many GPUs answer (at most max filled), or an error. */
+struct backend_host {
+	int (*layer_init)(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err);
+	void (*layer_fini)(struct backend *be, void *state);
+	int (*forward)(struct backend *be, void *state, const struct backend_layer *bl, int training,
+		       struct dd_err *err);
+	int (*backward)(struct backend *be, void *state, const struct backend_layer *bl, int training,
+			struct dd_err *err);
+	int device;          /* the CUDA device to run on (after CUDA_VISIBLE_DEVICES) */
+	int deterministic;   /* 1: cuDNN's deterministic algorithms only */
+};
+#define BACKEND_CUDA_CREATE "deepdesk_cuda_create"
+#define BACKEND_CUDA_DEVICES "deepdesk_cuda_devices"
+#define BACKEND_CUDA_VERSION "deepdesk_backend_api_version"
+typedef int (*backend_cuda_create_fn)(const struct backend_host *host, struct backend **out, struct dd_err *err);
+typedef int (*backend_cuda_devices_fn)(struct backend_gpu *out, int max, struct dd_err *err);
 
 #endif

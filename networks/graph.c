@@ -31,9 +31,11 @@
  * data, and what parameter-free layers compute from it) get no gradient: NULL to
  * the backend, and a layer whose top has none is skipped in the backward.
  *
- * The copies and fills here (saved values, tmp, zeroing) use the C library, so the
- * arenas must be host memory: true of the ref and cpu backends.  A device backend
- * (the CUDA issue) adds copy and fill operations to the vtable for them.
+ * The copies and fills here (saved values, tmp, zeroing) go through the backend
+ * (backend_copy, backend_zero: the C library on the ref and cpu backends, queued on
+ * the device by cuda), and so the host touches the arenas itself only after
+ * backend_sync: graph_forward and graph_backward end with one, and the loss is read
+ * after it.
  *
  * Invariant: every pointer in struct gnode and its backend_layer points into one of
  * the arenas of its struct graph; nothing is allocated per pass. */
@@ -346,8 +348,11 @@ int graph_create(const struct net_graph *g, struct backend *be, uint64_t seed, s
 	gr->dacts = infer ? NULL : backend_alloc(be, ((size_t)gr->nacts + 1) * sizeof(float));
 	if (!gr->node || !gr->param || !gr->blob || !gr->dblob || !gr->ptrs || !gr->params ||
 	    (!infer && (!gr->grads || !gr->dacts)) || !gr->acts) {
-		dd_err_set(err, DD_ENOMEM, "out of memory for the network's %lld parameters and %lld activations",
-			   (long long)gr->nparams, (long long)gr->nacts);
+		dd_err_set(err, DD_ENOMEM,
+			   "%s for the network's %lld parameters and %lld activations at batch size %d: "
+			   "try a smaller batch size",
+			   be->ops->sync ? "out of device memory" : "out of memory", (long long)gr->nparams,
+			   (long long)gr->nacts, g->in.n);
 		goto fail;
 	}
 
@@ -492,18 +497,23 @@ int graph_forward(struct graph *gr, int training, float *loss_out, struct dd_err
 			continue;
 		int64_t t0 = gr->profiling ? now_ns() : 0;
 		if (gn->saved_in) /* the input will be gone by the backward: keep it */
-			memcpy(gn->saved_in, gr->blob[nd->bottom[0]], (size_t)gn->in_count * sizeof(float));
+			backend_copy(gr->be, gn->saved_in, gr->blob[nd->bottom[0]], (size_t)gn->in_count * sizeof(float));
 		int rc = backend_forward(gr->be, gn->state, &gn->bl, training, err);
 		if (rc)
 			return rc;
 		if (gn->saved_out) /* a later in-place layer overwrites it */
-			memcpy(gn->saved_out, gn->bl.y, (size_t)gn->bl.count * sizeof(float));
-		if (nd->loss_weight != 0 && nd->l.ntop)
-			loss += nd->loss_weight * gn->bl.y[0];
+			backend_copy(gr->be, gn->saved_out, gn->bl.y, (size_t)gn->bl.count * sizeof(float));
 		if (gr->profiling) {
+			backend_sync(gr->be);
 			gn->fwd_ns += now_ns() - t0;
 			gn->nfwd++;
 		}
+	}
+	backend_sync(gr->be);
+	for (int k = 0; k < gr->g->nnode; k++) {
+		const struct gnode *gn = &gr->node[k];
+		if (gn->nd->loss_weight != 0 && gn->nd->l.ntop)
+			loss += gn->nd->loss_weight * gn->bl.y[0];
 	}
 	if (loss_out)
 		*loss_out = loss;
@@ -516,7 +526,8 @@ int graph_backward(struct graph *gr, struct dd_err *err)
 {
 	if (!gr->dacts)
 		return dd_err_set(err, DD_EINVAL, "a deploy network only runs forward");
-	memset(gr->dacts, 0, (size_t)gr->nacts * sizeof(float));
+	backend_zero(gr->be, gr->dacts, (size_t)gr->nacts * sizeof(float));
+	backend_sync(gr->be); /* the seeds below are written by the host */
 	for (int k = 0; k < gr->g->nnode; k++) {
 		const struct net_node *nd = gr->node[k].nd;
 		if (nd->loss_weight != 0 && nd->l.ntop && gr->dblob[nd->top[0]])
@@ -534,17 +545,19 @@ int graph_backward(struct graph *gr, struct dd_err *err)
 			float *din = gn->bl.dx[0];
 			if (!din) /* the data itself, changed in place: nothing upstream wants it */
 				continue;
-			memcpy(gr->tmp, gr->dblob[nd->top[0]], (size_t)gn->bl.count * sizeof(float));
-			memset(din, 0, (size_t)gn->bl.count * sizeof(float));
+			backend_copy(gr->be, gr->tmp, gr->dblob[nd->top[0]], (size_t)gn->bl.count * sizeof(float));
+			backend_zero(gr->be, din, (size_t)gn->bl.count * sizeof(float));
 		}
 		int rc = backend_backward(gr->be, gn->state, &gn->bl, gr->training, err);
 		if (rc)
 			return rc;
 		if (gr->profiling) {
+			backend_sync(gr->be);
 			gn->bwd_ns += now_ns() - t0;
 			gn->nbwd++;
 		}
 	}
+	backend_sync(gr->be);
 	return DD_OK;
 }
 
@@ -571,7 +584,7 @@ uint64_t *graph_rng(struct graph *gr) { return &gr->rng; }
 void graph_zero_grads(struct graph *gr)
 {
 	if (gr->grads)
-		memset(gr->grads, 0, (size_t)gr->nparams * sizeof(float));
+		backend_zero(gr->be, gr->grads, (size_t)gr->nparams * sizeof(float));
 }
 
 /* ---- lookups ---- */

@@ -4,20 +4,28 @@
  * nesterov_solver.cpp, adagrad_solver.cpp, rmsprop_solver.cpp, adadelta_solver.cpp,
  * adam_solver.cpp) operation by operation in float, so that a Caffe run and ours
  * round the same way where they can.
+ * A backend with a device update (backend_impl.h's update: cuda) runs steps 2 to 4
+ * there, one call per blob, the same maths written out in its kernels; the
+ * histories then come from the backend's alloc so that its kernels can reach them.
+ * Clipping reads the gradients on the host in either case.
+ *
  * Invariant: hist[0 .. solver_nhistory()) each hold graph_param_count + 1 floats in
- * the parameter arena's layout (the + 1 keeps an empty graph's calloc non-NULL). */
+ * the parameter arena's layout (the + 1 keeps an empty graph's calloc non-NULL);
+ * be is the backend that allocated them, or NULL for calloc. */
 #include "solver.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_impl.h"
 #include "graph.h"
 
 struct solver {
 	struct solver_config c;
 	struct graph *gr;
 	float *hist[2]; /* (graph_param_count) each; [1] only for AdaDelta and Adam */
+	struct backend *be; /* the graph's, when it updates on its device; else NULL */
 };
 
 static const char *const type_names[] = { "sgd", "adam", "nesterov", "adagrad", "rmsprop", "adadelta" };
@@ -132,11 +140,12 @@ int solver_create(const struct solver_config *c, struct graph *gr, struct solver
 		s->c.iter_size = 1;
 	s->gr = gr;
 	size_t n = (size_t)graph_param_count(gr) + 1;
-	s->hist[0] = calloc(n, sizeof(float));
-	if (!s->hist[0])
-		goto fail;
-	if (nhistory(c->type) == 2 && !(s->hist[1] = calloc(n, sizeof(float))))
-		goto fail;
+	struct backend *be = graph_backend(gr);
+	if (be && backend_has_update(be))
+		s->be = be;
+	for (int i = 0; i < nhistory(c->type); i++)
+		if (!(s->hist[i] = s->be ? backend_alloc(s->be, n * sizeof(float)) : calloc(n, sizeof(float))))
+			goto fail;
 	*out = s;
 	return DD_OK;
 fail:
@@ -148,8 +157,13 @@ void solver_free(struct solver *s)
 {
 	if (!s)
 		return;
-	free(s->hist[1]);
-	free(s->hist[0]);
+	for (int i = 1; i >= 0; i--)
+		if (s->hist[i]) {
+			if (s->be)
+				backend_release(s->be, s->hist[i]);
+			else
+				free(s->hist[i]);
+		}
 	free(s);
 }
 
@@ -237,6 +251,8 @@ double solver_step(struct solver *s, int iter)
 	int np = graph_nparam(gr);
 
 	if (c->clip_gradients > 0) { /* Caffe's ClipGradients: over the learned blobs, before Normalize */
+		if (s->be)
+			backend_sync(s->be);
 		double sq = 0;
 		for (int i = 0; i < np; i++) {
 			const struct graph_param *p = graph_param(gr, i);
@@ -268,6 +284,19 @@ double solver_step(struct solver *s, int iter)
 			continue;
 		float *w = p->w, *g = p->dw;
 		int64_t off = w - base;
+		if (s->be) {
+			struct backend_update u = {
+				.type = (int)c->type, .w = w, .g = g, .h = s->hist[0] + off,
+				.h2 = s->hist[1] ? s->hist[1] + off : NULL, .n = p->count,
+				.lr = (float)(rate * p->lr_mult), .momentum = (float)c->momentum,
+				.momentum2 = (float)c->momentum2, .delta = (float)c->delta,
+				.rms_decay = (float)c->rms_decay, .decay = (float)(c->weight_decay * p->decay_mult),
+				.norm = norm, .adam_step = (float)((double)(float)(rate * p->lr_mult) * correction)
+			};
+			if (backend_update(s->be, &u, NULL) == DD_OK)
+				continue;
+			backend_sync(s->be); /* the device refused: the host does this blob */
+		}
 		if (norm != 1.0f) /* Caffe's Normalize */
 			for (int64_t j = 0; j < p->count; j++)
 				g[j] *= norm;
@@ -278,5 +307,7 @@ double solver_step(struct solver *s, int iter)
 		update_blob(c, w, g, s->hist[0] + off, s->hist[1] ? s->hist[1] + off : NULL, p->count,
 			    (float)(rate * p->lr_mult), correction);
 	}
+	if (s->be)
+		backend_sync(s->be);
 	return rate;
 }

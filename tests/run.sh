@@ -12,9 +12,10 @@ for t in "$@"; do
 	echo "$out"
 	line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
 	p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+	s=$(echo "$line" | sed -nE 's/.* ([0-9]+) skipped.*/\1/p')
 	[ -z "$line" ] && { p=0; f=1; echo "!! $t printed no summary (exit $rc)"; }
 	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "!! $t exited $rc"; }
-	add "$p" "$f"
+	add "$p" "$f" "${s:-0}"
 done
 
 node_suites=$(ls tests/api/*.test.mjs tests/browser/*.test.mjs 2>/dev/null)

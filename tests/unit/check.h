@@ -4,7 +4,9 @@
  *   int main(void) { RUN(test_something); return check_summary(); }
  *
  * Each RUN counts as one test, failed if any CHECK in it failed.  The program
- * prints "N passed, N failed" last and exits non-zero when anything failed. */
+ * prints "N passed, N failed" last and exits non-zero when anything failed.
+ * A test that cannot run here (no GPU) calls check_skip("why"): a visible
+ * "SKIP: why" line, and ", N skipped" in the summary, which tests/run.sh adds up. */
 #ifndef DD_CHECK_H
 #define DD_CHECK_H
 
@@ -12,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int check_passed, check_failed, check_current_failed;
+static int check_passed, check_failed, check_current_failed, check_skipped;
 
 #define CHECK(cond)                                                                   \
 	do {                                                                          \
@@ -66,9 +68,19 @@ static int check_passed, check_failed, check_current_failed;
 		fflush(stdout);                                                       \
 	} while (0)
 
+static inline void check_skip(const char *reason)
+{
+	printf("SKIP: %s\n", reason);
+	fflush(stdout);
+	check_skipped++;
+}
+
 static inline int check_summary(void)
 {
-	printf("%d passed, %d failed\n", check_passed, check_failed);
+	if (check_skipped)
+		printf("%d passed, %d failed, %d skipped\n", check_passed, check_failed, check_skipped);
+	else
+		printf("%d passed, %d failed\n", check_passed, check_failed);
 	return check_failed ? 1 : 0;
 }
 

@@ -1,0 +1,1562 @@
+/* backend_cuda.cu — the "cuda" backend: a graph's layers on an NVIDIA GPU, built as
+ * the plugin build/libdeepdesk-cuda.so that networks/backend.c loads with dlopen.
+ *
+ * Native: Convolution on cuDNN (forward, backward data, backward filter; the
+ * algorithm from cuDNN's v7 heuristics under a workspace cap, deterministic ones
+ * only when asked), LRN on cuDNN, InnerProduct on cuBLAS,
+ * and small kernels for the rest: bias add and bias/scale gradients, pooling (Caffe's
+ * ceil-mode windows exactly, which cuDNN cannot express), ReLU, Sigmoid, TanH, Power,
+ * Dropout (the graph's splitmix64 stream, one counter per element), Softmax,
+ * SoftmaxWithLoss, Accuracy, BatchNorm, Eltwise, Concat, Scale, Flatten, and the
+ * solver updates.  Only an in-place LRN and an Eltwise of more than 8 inputs run
+ * on the reference kernels, on the host (host fallback).
+ *
+ * Design note.
+ *
+ * Memory: the graph's arenas come from cudaMallocManaged (the alloc hook), so the
+ * host code that still touches blobs — the feed writing a batch, the loss read,
+ * snapshots, a host-fallback layer — reads and writes them directly.  Everything
+ * the device does is queued on one stream; the graph and the solver call sync
+ * before the host touches the arenas, and a host-fallback layer syncs before it
+ * runs.  The data blob, which the host writes every step, is moved in bulk:
+ * to the device before the first layer reads it, back to the host after the last
+ * (prefetch_data).  The arenas are held to the GPU's free memory (cu_alloc), since
+ * managed memory would rather page than fail.  Per-layer state (a pooling argmax,
+ * a dropout mask, softmax probabilities) is device memory from cudaMalloc, owned
+ * by the layer's struct cu_layer.
+ *
+ * Semantics are the reference kernels' (ref.h, backend_impl.h): a forward
+ * overwrites its top, a backward ADDS into dx and dw — cuDNN and cuBLAS are called
+ * with beta = 1 for gradients, and the kernels below add.  Reductions that the
+ * reference does in double (softmax sums, the loss, bias and scale gradients) are
+ * done in double here too, each by one thread or one block in a fixed order, so
+ * that a run repeats bit for bit (deterministic mode only has to pin cuDNN).
+ *
+ * Precision: FP32 throughout; cuDNN is held to FMA math (no TF32) so that the
+ * parity tests compare like with like.  DEEPDESK_CUDA_TF32=1 lets cuDNN and cuBLAS
+ * use TF32 tensor cores (faster, ~1e-3 relative error).
+ *
+ * Errors: every CUDA, cuDNN and cuBLAS status is checked; a failure becomes a
+ * struct dd_err naming the layer, and running out of GPU memory names the batch
+ * size and suggests a smaller one.  Nothing here aborts.
+ *
+ * Invariant: a struct cu_layer is either host (ref holds the reference state, the
+ * layer runs on the host after a sync) or has every descriptor, algorithm and
+ * buffer its type needs; nothing is allocated after layer_init except the shared
+ * workspace, which only grows there. */
+#include <float.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+extern "C" {
+#include "../backend_impl.h"
+}
+
+/* the cap on a convolution's cuDNN workspace */
+#define WS_CAP ((size_t)1 << 30)
+
+struct cuda_ctx {
+	struct backend be;          /* what the program holds; be.ctx points here */
+	struct backend_host host;   /* the reference kernels, for host-fallback layers */
+	int device;
+	int deterministic;
+	int tf32;
+	cudaStream_t stream;
+	cudnnHandle_t dnn;
+	cublasHandle_t blas;
+	void *ws;                   /* (ws_bytes) the running convolution's workspace */
+	size_t ws_bytes;
+	char gpu_name[96];
+	size_t budget;              /* bytes the arenas may take: free memory at start less a reserve */
+	size_t used;                /* bytes the arenas take now */
+	/* the data blobs the host writes each step (a data layer's top), prefetched to
+	 * the device when a layer reads them rather than faulted in page by page */
+	const void *data[8];
+	size_t data_bytes[8];
+	int ndata;
+};
+
+struct cu_layer {
+	int host;                   /* 1: runs on the reference kernels on the host */
+	void *ref;                  /* their state, when host */
+	/* convolution */
+	cudnnTensorDescriptor_t xd, yd;
+	cudnnFilterDescriptor_t wd;
+	cudnnConvolutionDescriptor_t cd;
+	cudnnConvolutionFwdAlgo_t fwd_algo;
+	cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
+	cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+	cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math; /* what each algorithm asked for */
+	/* LRN */
+	cudnnLRNDescriptor_t lrn;
+	/* device scratch */
+	int32_t *argmax;            /* pool MAX (N,C,Ho,Wo); eltwise MAX (count) */
+	uint8_t *mask;              /* dropout (count) */
+	float *prob;                /* softmax loss (N,C,inner) */
+	int *valid;                 /* softmax loss: counted positions (1) */
+	float *invstd;              /* batch norm: 1/std of each channel, forward to backward (C) */
+	const void *data;           /* a data layer: its top, registered for prefetching */
+};
+
+static struct cuda_ctx *ctx_of(struct backend *be) { return (struct cuda_ctx *)be->ctx; }
+
+/* ---- errors ---- */
+
+static int set_err(struct dd_err *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+		err->code = code;
+	}
+	return code;
+}
+
+static const char *lname(const struct backend_layer *bl) { return bl && bl->l ? bl->l->name : "?"; }
+static int batch_of(const struct backend_layer *bl) { return bl ? bl->n : 0; }
+
+static int cuda_fail(struct dd_err *err, const struct backend_layer *bl, cudaError_t e, const char *what)
+{
+	cudaGetLastError(); /* clear a sticky-less error so the next call starts clean */
+	if (e == cudaErrorMemoryAllocation)
+		return set_err(err, DD_ENOMEM,
+			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
+			       lname(bl), what, batch_of(bl));
+	return set_err(err, DD_EINTERNAL, "layer '%s': %s: %s", lname(bl), what, cudaGetErrorString(e));
+}
+
+static int dnn_fail(struct dd_err *err, const struct backend_layer *bl, cudnnStatus_t s, const char *what)
+{
+	if (s == CUDNN_STATUS_ALLOC_FAILED)
+		return set_err(err, DD_ENOMEM,
+			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
+			       lname(bl), what, batch_of(bl));
+	return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN %s: %s", lname(bl), what, cudnnGetErrorString(s));
+}
+
+static int blas_fail(struct dd_err *err, const struct backend_layer *bl, cublasStatus_t s, const char *what)
+{
+	if (s == CUBLAS_STATUS_ALLOC_FAILED)
+		return set_err(err, DD_ENOMEM,
+			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
+			       lname(bl), what, batch_of(bl));
+	return set_err(err, DD_EINTERNAL, "layer '%s': cuBLAS %s failed (status %d)", lname(bl), what, (int)s);
+}
+
+#define CU(call, what)                                            \
+	do {                                                      \
+		cudaError_t e_ = (call);                          \
+		if (e_ != cudaSuccess)                            \
+			return cuda_fail(err, bl, e_, what);      \
+	} while (0)
+#define DNN(call, what)                                           \
+	do {                                                      \
+		cudnnStatus_t s_ = (call);                        \
+		if (s_ != CUDNN_STATUS_SUCCESS)                   \
+			return dnn_fail(err, bl, s_, what);       \
+	} while (0)
+#define BLAS(call, what)                                          \
+	do {                                                      \
+		cublasStatus_t s_ = (call);                       \
+		if (s_ != CUBLAS_STATUS_SUCCESS)                  \
+			return blas_fail(err, bl, s_, what);      \
+	} while (0)
+/* after a kernel launch */
+#define LAUNCHED(what) CU(cudaGetLastError(), what)
+
+/* ---- kernels ---- */
+
+#define THREADS 256
+static unsigned blocks_for(int64_t n)
+{
+	int64_t b = (n + THREADS - 1) / THREADS;
+	return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+#define FOR_EACH(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
+
+/* y[(n, c, p)] += b[c] */
+__global__ void k_bias_add(float *y, const float *b, int64_t count, int c, int inner)
+{
+	FOR_EACH(i, count) y[i] += b[(i / inner) % c];
+}
+
+/* out[c] += Σ_{n,p} a[n,c,p] · (m ? m[n,c,p] : 1), in double, one block per channel
+ * in a fixed order (bias and scale gradients) */
+__global__ void k_channel_sum(float *out, const float *a, const float *m, int n, int c, int inner)
+{
+	__shared__ double part[THREADS];
+	int ch = blockIdx.x;
+	double s = 0;
+	int64_t total = (int64_t)n * inner;
+	for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+		int64_t b = j / inner, p = j % inner;
+		int64_t at = (b * c + ch) * inner + p;
+		s += m ? (double)a[at] * m[at] : (double)a[at];
+	}
+	part[threadIdx.x] = s;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			part[threadIdx.x] += part[threadIdx.x + w];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[ch] += (float)part[0];
+}
+
+__global__ void k_add(float *dst, const float *src, int64_t n)
+{
+	FOR_EACH(i, n) dst[i] += src[i];
+}
+
+__global__ void k_relu_fwd(float *y, const float *x, int64_t n, float slope)
+{
+	FOR_EACH(i, n) y[i] = x[i] > 0 ? x[i] : x[i] * slope;
+}
+__global__ void k_relu_bwd(float *dx, const float *dy, const float *x, int64_t n, float slope)
+{
+	FOR_EACH(i, n) dx[i] += dy[i] * (x[i] > 0 ? 1.0f : slope);
+}
+__global__ void k_sigmoid_fwd(float *y, const float *x, int64_t n)
+{
+	FOR_EACH(i, n) y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+__global__ void k_sigmoid_bwd(float *dx, const float *dy, const float *y, int64_t n)
+{
+	FOR_EACH(i, n) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+}
+__global__ void k_tanh_fwd(float *y, const float *x, int64_t n)
+{
+	FOR_EACH(i, n) y[i] = tanhf(x[i]);
+}
+__global__ void k_tanh_bwd(float *dx, const float *dy, const float *y, int64_t n)
+{
+	FOR_EACH(i, n) dx[i] += dy[i] * (1.0f - y[i] * y[i]);
+}
+__global__ void k_power_fwd(float *y, const float *x, int64_t n, float power, float scale, float shift)
+{
+	FOR_EACH(i, n)
+	{
+		if (power * scale == 0.0f) {
+			y[i] = power == 0.0f ? 1.0f : powf(shift, power);
+		} else {
+			float u = shift + scale * x[i];
+			y[i] = power == 1.0f ? u : powf(u, power);
+		}
+	}
+}
+/* ref.h: d/dx = power·scale·(shift + scale·x)^(power-1); 0 when power·scale is 0 */
+__global__ void k_power_bwd(float *dx, const float *dy, const float *x, int64_t n, float power, float scale,
+			    float shift)
+{
+	FOR_EACH(i, n)
+	{
+		if (power * scale == 0.0f)
+			continue;
+		float u = shift + scale * x[i];
+		float g = power == 1.0f ? scale : power == 2.0f ? 2.0f * scale * u : power * scale * powf(u, power - 1.0f);
+		dx[i] += dy[i] * g;
+	}
+}
+
+/* Dropout on the graph's splitmix64 stream: element i takes the (i+1)-th value
+ * after state s0, which is what the reference's sequential draws give. */
+__device__ uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+__global__ void k_dropout_fwd(float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
+			      uint64_t s0)
+{
+	FOR_EACH(i, n)
+	{
+		uint64_t z = mix64(s0 + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
+		double u = (double)(z >> 11) * (1.0 / 9007199254740992.0);
+		uint8_t keep = u >= ratio;
+		mask[i] = keep;
+		y[i] = keep ? x[i] * scale : 0.0f;
+	}
+}
+__global__ void k_dropout_bwd(float *dx, const float *dy, const uint8_t *mask, int64_t n, float scale)
+{
+	FOR_EACH(i, n) dx[i] += mask ? (mask[i] ? dy[i] * scale : 0.0f) : dy[i];
+}
+
+/* ref.c's ceil-mode pooling, one output per thread (forward) and one input per
+ * thread, gathering its windows in output order (backward: no atomics, the
+ * reference's order of additions). */
+struct pool_k {
+	int n, c, h, w, ho, wo, kh, kw, sh, sw, ph, pw, max;
+};
+__global__ void k_pool_fwd(float *y, int32_t *argmax, const float *x, struct pool_k p)
+{
+	int64_t total = (int64_t)p.n * p.c * p.ho * p.wo;
+	FOR_EACH(i, total)
+	{
+		int ox = (int)(i % p.wo), oy = (int)((i / p.wo) % p.ho);
+		int64_t nc = i / ((int64_t)p.wo * p.ho);
+		const float *ip = x + nc * p.h * p.w;
+		int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw, y1 = y0 + p.kh, x1 = x0 + p.kw;
+		if (p.max) {
+			y1 = min(y1, p.h), x1 = min(x1, p.w), y0 = max(y0, 0), x0 = max(x0, 0);
+			float best = -FLT_MAX;
+			int32_t arg = -1;
+			for (int iy = y0; iy < y1; iy++)
+				for (int ix = x0; ix < x1; ix++)
+					if (arg < 0 || ip[iy * p.w + ix] > best) {
+						best = ip[iy * p.w + ix];
+						arg = iy * p.w + ix;
+					}
+			y[i] = arg < 0 ? 0.0f : best;
+			if (argmax)
+				argmax[i] = arg;
+		} else {
+			y1 = min(y1, p.h + p.ph), x1 = min(x1, p.w + p.pw);
+			int size = (y1 - y0) * (x1 - x0);
+			y0 = max(y0, 0), x0 = max(x0, 0), y1 = min(y1, p.h), x1 = min(x1, p.w);
+			double acc = 0;
+			for (int iy = y0; iy < y1; iy++)
+				for (int ix = x0; ix < x1; ix++)
+					acc += ip[iy * p.w + ix];
+			y[i] = (y0 < y1 && x0 < x1) ? (float)(acc / size) : 0.0f;
+		}
+	}
+}
+__global__ void k_pool_bwd(float *dx, const float *dy, const int32_t *argmax, struct pool_k p)
+{
+	int64_t total = (int64_t)p.n * p.c * p.h * p.w;
+	FOR_EACH(i, total)
+	{
+		int ix = (int)(i % p.w), iy = (int)((i / p.w) % p.h);
+		int64_t nc = i / ((int64_t)p.w * p.h);
+		const float *go = dy + nc * p.ho * p.wo;
+		/* windows oy with oy·sh − ph ≤ iy < oy·sh − ph + kh */
+		int oy0 = iy + p.ph - p.kh + 1, ox0 = ix + p.pw - p.kw + 1;
+		oy0 = oy0 <= 0 ? 0 : (oy0 + p.sh - 1) / p.sh;
+		ox0 = ox0 <= 0 ? 0 : (ox0 + p.sw - 1) / p.sw;
+		int oy1 = min((iy + p.ph) / p.sh + 1, p.ho), ox1 = min((ix + p.pw) / p.sw + 1, p.wo);
+		float acc = dx[i];
+		for (int oy = oy0; oy < oy1; oy++)
+			for (int ox = ox0; ox < ox1; ox++) {
+				int o = oy * p.wo + ox;
+				if (p.max) {
+					if (argmax[nc * p.ho * p.wo + o] == iy * p.w + ix)
+						acc += go[o];
+				} else {
+					int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+					int y1 = min(y0 + p.kh, p.h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
+					int size = (y1 - y0) * (x1 - x0);
+					acc += go[o] / (float)size;
+				}
+			}
+		dx[i] = acc;
+	}
+}
+
+/* softmax over axis 1 of (N, C, inner), one position per thread, sums in double */
+__global__ void k_softmax_fwd(float *y, const float *x, int n, int c, int inner)
+{
+	FOR_EACH(i, (int64_t)n * inner)
+	{
+		int64_t b = i / inner, p = i % inner;
+		const float *xp = x + b * c * inner + p;
+		float *yp = y + b * c * inner + p;
+		float mx = xp[0];
+		for (int j = 1; j < c; j++)
+			mx = fmaxf(mx, xp[(int64_t)j * inner]);
+		double sum = 0;
+		for (int j = 0; j < c; j++)
+			sum += exp((double)xp[(int64_t)j * inner] - mx);
+		for (int j = 0; j < c; j++)
+			yp[(int64_t)j * inner] = (float)(exp((double)xp[(int64_t)j * inner] - mx) / sum);
+	}
+}
+__global__ void k_softmax_bwd(float *dx, const float *dy, const float *y, int n, int c, int inner)
+{
+	FOR_EACH(i, (int64_t)n * inner)
+	{
+		int64_t b = i / inner, p = i % inner;
+		int64_t at = b * c * inner + p;
+		double dot = 0;
+		for (int j = 0; j < c; j++)
+			dot += (double)dy[at + (int64_t)j * inner] * y[at + (int64_t)j * inner];
+		for (int j = 0; j < c; j++) {
+			int64_t q = at + (int64_t)j * inner;
+			dx[q] += (float)(y[q] * (dy[q] - dot));
+		}
+	}
+}
+
+__device__ int label_counts(int label, int c, int ignore)
+{
+	return !(ignore >= 0 && label == ignore) && label >= 0 && label < c;
+}
+
+/* one block: loss = −Σ log(max(prob[label], FLT_MIN)) / max(valid, 1) into out[0] */
+__global__ void k_softmax_loss(float *out, int *valid_out, const float *prob, const float *labels, int n, int c,
+			       int inner, int ignore)
+{
+	__shared__ double part[THREADS];
+	__shared__ int cnt[THREADS];
+	double s = 0;
+	int v = 0;
+	for (int i = threadIdx.x; i < n * inner; i += blockDim.x) {
+		int b = i / inner, p = i % inner;
+		int label = (int)labels[i];
+		if (!label_counts(label, c, ignore))
+			continue;
+		float pr = prob[((int64_t)b * c + label) * inner + p];
+		s -= log(pr > FLT_MIN ? (double)pr : (double)FLT_MIN);
+		v++;
+	}
+	part[threadIdx.x] = s;
+	cnt[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w) {
+			part[threadIdx.x] += part[threadIdx.x + w];
+			cnt[threadIdx.x] += cnt[threadIdx.x + w];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		*valid_out = cnt[0];
+		out[0] = (float)(part[0] / (cnt[0] > 1 ? cnt[0] : 1));
+	}
+}
+__global__ void k_softmax_loss_bwd(float *dx, const float *prob, const float *labels, const int *valid,
+				   const float *lw, int n, int c, int inner, int ignore)
+{
+	FOR_EACH(i, (int64_t)n * c * inner)
+	{
+		int64_t p = i % inner, b = i / ((int64_t)c * inner);
+		int j = (int)((i / inner) % c);
+		int label = (int)labels[b * inner + p];
+		if (!label_counts(label, c, ignore))
+			continue;
+		double w = (double)lw[0] / (*valid > 1 ? *valid : 1);
+		dx[i] += (float)(w * (prob[i] - (j == label ? 1.0 : 0.0)));
+	}
+}
+
+/* one block: ref.c's accuracy (ties count against the label) into out[0] */
+__global__ void k_accuracy(float *out, const float *x, const float *labels, int n, int c, int inner, int top_k,
+			   int ignore)
+{
+	__shared__ int hit[THREADS], cnt[THREADS];
+	int h = 0, v = 0;
+	for (int i = threadIdx.x; i < n * inner; i += blockDim.x) {
+		int b = i / inner, p = i % inner;
+		int label = (int)labels[i];
+		if (ignore >= 0 && label == ignore)
+			continue;
+		v++;
+		if (label < 0 || label >= c)
+			continue;
+		const float *xp = x + (int64_t)b * c * inner + p;
+		float s = xp[(int64_t)label * inner];
+		int better = 0;
+		for (int j = 0; j < c; j++)
+			if (j != label && xp[(int64_t)j * inner] >= s)
+				better++;
+		h += better < top_k;
+	}
+	hit[threadIdx.x] = h;
+	cnt[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w) {
+			hit[threadIdx.x] += hit[threadIdx.x + w];
+			cnt[threadIdx.x] += cnt[threadIdx.x + w];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[0] = cnt[0] ? (float)hit[0] / (float)cnt[0] : 0.0f;
+}
+
+/* Eltwise over k ≤ 8 inputs (x: k device pointers); SUM's coefficients by value */
+struct coeff8 {
+	float v[8];
+	int has;
+};
+struct ptr8 { /* the inputs, by value */
+	const float *p[8];
+};
+static struct ptr8 ptr8_of(const struct backend_layer *bl)
+{
+	struct ptr8 x;
+	memset(&x, 0, sizeof x);
+	for (int j = 0; j < bl->nbottom && j < 8; j++)
+		x.p[j] = bl->x[j];
+	return x;
+}
+__global__ void k_eltwise_fwd(float *y, int32_t *argmax, struct ptr8 xs, int k, int64_t n, int op,
+			      struct coeff8 co)
+{
+	const float *const *x = xs.p;
+	FOR_EACH(i, n)
+	{
+		if (op == ELTWISE_PROD) {
+			float v = x[0][i];
+			for (int j = 1; j < k; j++)
+				v *= x[j][i];
+			y[i] = v;
+		} else if (op == ELTWISE_SUM) {
+			double v = 0;
+			for (int j = 0; j < k; j++)
+				v += (double)(co.has ? co.v[j] : 1.0f) * x[j][i];
+			y[i] = (float)v;
+		} else {
+			int32_t arg = 0;
+			if (k > 1)
+				arg = x[0][i] > x[1][i] ? 0 : 1;
+			float v = x[arg][i];
+			for (int j = 2; j < k; j++)
+				if (x[j][i] > v)
+					v = x[j][i], arg = j;
+			y[i] = v;
+			if (argmax)
+				argmax[i] = arg;
+		}
+	}
+}
+__global__ void k_eltwise_bwd(float *dx, int j, const float *dy, struct ptr8 xs, const int32_t *argmax, int k,
+			      int64_t n, int op, float coeff)
+{
+	const float *const *x = xs.p;
+	FOR_EACH(i, n)
+	{
+		if (op == ELTWISE_PROD) {
+			float v = dy[i];
+			for (int q = 0; q < k; q++)
+				if (q != j)
+					v *= x[q][i];
+			dx[i] += v;
+		} else if (op == ELTWISE_SUM) {
+			dx[i] += coeff * dy[i];
+		} else if (argmax[i] == j) {
+			dx[i] += dy[i];
+		}
+	}
+}
+
+/* Concat: copy (add, backward) input i's (N, c_i, inner) block at channel offset */
+__global__ void k_concat(float *y, const float *x, int n, int ci, int ctot, int off, int inner, int backward)
+{
+	FOR_EACH(i, (int64_t)n * ci * inner)
+	{
+		int64_t b = i / ((int64_t)ci * inner), r = i % ((int64_t)ci * inner);
+		int64_t o = b * ctot * inner + (int64_t)off * inner + r;
+		if (backward)
+			((float *)x)[i] += y[o];
+		else
+			y[o] = x[i];
+	}
+}
+
+/* Scale: y = x·γ[c] + β[c];  dx += dy·γ[c] */
+__global__ void k_scale_fwd(float *y, const float *x, const float *g, const float *b, int64_t n, int c, int inner)
+{
+	FOR_EACH(i, n)
+	{
+		int ch = (int)((i / inner) % c);
+		y[i] = x[i] * g[ch] + (b ? b[ch] : 0.0f);
+	}
+}
+__global__ void k_scale_bwd(float *dx, const float *dy, const float *g, int64_t n, int c, int inner)
+{
+	FOR_EACH(i, n) dx[i] += dy[i] * g[(i / inner) % c];
+}
+
+/* The sum of v over the block (every thread gets it); red: THREADS doubles. */
+__device__ double block_sum(double v, double *red)
+{
+	red[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			red[threadIdx.x] += red[threadIdx.x + w];
+		__syncthreads();
+	}
+	double r = red[0];
+	__syncthreads();
+	return r;
+}
+
+/* BatchNorm as ref.c's bn_forward, one block per channel: batch statistics in
+ * double (then Caffe's running sums), or the stored ones; y may be x. */
+__global__ void k_bn_fwd(float *y, float *mean_acc, float *var_acc, const float *factor, float *saved_invstd,
+			 const float *x, int n, int c, int64_t plane, float eps, float maf, int global)
+{
+	__shared__ double red[THREADS];
+	int ch = blockIdx.x;
+	int64_t total = (int64_t)n * plane;
+	double m = (double)total, mean, var;
+	if (global) {
+		double s = *factor == 0.0f ? 0.0 : 1.0 / *factor;
+		mean = (float)(s * mean_acc[ch]);
+		var = (float)(s * var_acc[ch]);
+	} else {
+		double sum = 0;
+		for (int64_t j = threadIdx.x; j < total; j += blockDim.x)
+			sum += x[((j / plane) * c + ch) * plane + j % plane];
+		mean = block_sum(sum, red) / m;
+		double sq = 0;
+		for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+			double d = x[((j / plane) * c + ch) * plane + j % plane] - mean;
+			sq += d * d;
+		}
+		var = block_sum(sq, red) / m;
+		if (threadIdx.x == 0) {
+			double correction = m > 1 ? m / (m - 1) : 1.0;
+			mean_acc[ch] = (float)(maf * mean_acc[ch] + mean);
+			var_acc[ch] = (float)(maf * var_acc[ch] + correction * var);
+		}
+	}
+	double invstd = 1.0 / sqrt(var + eps);
+	for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+		int64_t at = ((j / plane) * c + ch) * plane + j % plane;
+		y[at] = (float)((x[at] - mean) * invstd);
+	}
+	if (threadIdx.x == 0)
+		saved_invstd[ch] = (float)invstd;
+}
+__global__ void k_bn_factor(float *factor, float maf)
+{
+	*factor = maf * *factor + 1.0f;
+}
+/* din += (dy − mean(dy) − mean(dy·y)·y)·invstd, or dy·invstd with stored statistics */
+__global__ void k_bn_bwd(float *dx, const float *dy, const float *y, const float *saved_invstd, int n, int c,
+			 int64_t plane, int global)
+{
+	__shared__ double red[THREADS];
+	int ch = blockIdx.x;
+	int64_t total = (int64_t)n * plane;
+	double invstd = saved_invstd[ch], mean_dy = 0, mean_dyy = 0;
+	if (!global) {
+		double a = 0, b = 0;
+		for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+			int64_t at = ((j / plane) * c + ch) * plane + j % plane;
+			a += dy[at];
+			b += (double)dy[at] * y[at];
+		}
+		mean_dy = block_sum(a, red) / (double)total;
+		mean_dyy = block_sum(b, red) / (double)total;
+	}
+	for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+		int64_t at = ((j / plane) * c + ch) * plane + j % plane;
+		double g = global ? dy[at] : dy[at] - mean_dy - mean_dyy * y[at];
+		dx[at] += (float)(g * invstd);
+	}
+}
+
+/* The solver updates of solver.c, operation for operation (solver.h steps 2–4). */
+__global__ void k_update(struct backend_update u)
+{
+	FOR_EACH(j, u.n)
+	{
+		float g = u.g[j], w = u.w[j];
+		if (u.norm != 1.0f)
+			g *= u.norm;
+		if (u.decay != 0)
+			g += u.decay * w;
+		float *h = u.h, *h2 = u.h2;
+		switch (u.type) {
+		case 0: /* SOLVER_SGD */
+			h[j] = u.momentum * h[j] + u.lr * g;
+			w -= h[j];
+			break;
+		case 2: { /* SOLVER_NESTEROV */
+			float prev = h[j];
+			h[j] = u.momentum * h[j] + u.lr * g;
+			w -= (1 + u.momentum) * h[j] - u.momentum * prev;
+			break;
+		}
+		case 3: /* SOLVER_ADAGRAD */
+			h[j] += g * g;
+			w -= u.lr * (g / (sqrtf(h[j]) + u.delta));
+			break;
+		case 4: /* SOLVER_RMSPROP */
+			h[j] = (1 - u.rms_decay) * (g * g) + u.rms_decay * h[j];
+			w -= u.lr * (g / (sqrtf(h[j]) + u.delta));
+			break;
+		case 5: { /* SOLVER_ADADELTA */
+			h[j] = (1 - u.momentum) * (g * g) + u.momentum * h[j];
+			float v = g * sqrtf((h2[j] + u.delta) / (h[j] + u.delta));
+			h2[j] = (1 - u.momentum) * (v * v) + u.momentum * h2[j];
+			w -= u.lr * v;
+			break;
+		}
+		case 1: /* SOLVER_ADAM */
+			h[j] = u.momentum * h[j] + (1 - u.momentum) * g;
+			h2[j] = u.momentum2 * h2[j] + (1 - u.momentum2) * (g * g);
+			w -= u.adam_step * (h[j] / (sqrtf(h2[j]) + u.delta));
+			break;
+		}
+		u.g[j] = g;
+		u.w[j] = w;
+	}
+}
+
+/* ---- layer state ---- */
+
+/* Which layers run on the device (LRN: within cuDNN's limits); the others run
+ * the reference kernels on the host. */
+static int native(const struct backend_layer *bl)
+{
+	const struct net_layer *l = bl->l;
+	switch (l->type) {
+	case NET_CONVOLUTION:
+	case NET_INNER_PRODUCT:
+	case NET_POOLING:
+	case NET_RELU:
+	case NET_SIGMOID:
+	case NET_TANH:
+	case NET_POWER:
+	case NET_DROPOUT:
+	case NET_SOFTMAX:
+	case NET_SOFTMAX_LOSS:
+	case NET_ACCURACY:
+	case NET_CONCAT:
+	case NET_SCALE:
+	case NET_FLATTEN:
+	case NET_BATCH_NORM:
+	case NET_DATA:
+	case NET_INPUT:
+		return 1;
+	case NET_ELTWISE:
+		return bl->nbottom <= 8;
+	case NET_LRN: /* (cuDNN's LRN is not documented to run in place) */
+		return !bl->in_place && bl->d.lrn.size >= CUDNN_LRN_MIN_N && bl->d.lrn.size <= CUDNN_LRN_MAX_N &&
+		       bl->d.lrn.k >= CUDNN_LRN_MIN_K && bl->d.lrn.beta >= CUDNN_LRN_MIN_BETA;
+	default:
+		return 0;
+	}
+}
+
+static void cu_layer_fini(struct backend *be, void *state)
+{
+	struct cu_layer *st = (struct cu_layer *)state;
+	if (!st)
+		return;
+	struct cuda_ctx *cx = ctx_of(be);
+	if (st->ref)
+		cx->host.layer_fini(be, st->ref);
+	for (int i = 0; st->data && i < cx->ndata; i++)
+		if (cx->data[i] == st->data) { /* forget it: the memory may be reused */
+			cx->data[i] = cx->data[--cx->ndata];
+			cx->data_bytes[i] = cx->data_bytes[cx->ndata];
+			break;
+		}
+	if (st->xd)
+		cudnnDestroyTensorDescriptor(st->xd);
+	if (st->yd)
+		cudnnDestroyTensorDescriptor(st->yd);
+	if (st->wd)
+		cudnnDestroyFilterDescriptor(st->wd);
+	if (st->cd)
+		cudnnDestroyConvolutionDescriptor(st->cd);
+	if (st->lrn)
+		cudnnDestroyLRNDescriptor(st->lrn);
+	cudaFree(st->argmax);
+	cudaFree(st->mask);
+	cudaFree(st->prob);
+	cudaFree(st->valid);
+	cudaFree(st->invstd);
+	free(st);
+}
+
+/* Grow the shared workspace to at least bytes (layer_init only). */
+static int ws_need(struct cuda_ctx *cx, size_t bytes, const struct backend_layer *bl, struct dd_err *err)
+{
+	if (bytes <= cx->ws_bytes)
+		return DD_OK;
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	cudaFree(cx->ws);
+	cx->ws = NULL;
+	cx->ws_bytes = 0;
+	CU(cudaMalloc(&cx->ws, bytes), "the convolution workspace");
+	cx->ws_bytes = bytes;
+	return DD_OK;
+}
+
+/* cuDNN's v7 heuristics give algorithms best first: take the first that works with
+ * our math, fits the cap and, in deterministic mode, is deterministic.  Our math:
+ * FP32 FMA first (pass 0), then cuDNN's default math (pass 1; NVIDIA_TF32_OVERRIDE=0
+ * keeps it off TF32); anything with DEEPDESK_CUDA_TF32=1.  Each algorithm's math
+ * type is set on the descriptor before it runs. */
+static int math_ok(const struct cuda_ctx *cx, cudnnMathType_t m, int pass)
+{
+	return cx->tf32 || m == CUDNN_FMA_MATH || (pass > 0 && m == CUDNN_DEFAULT_MATH);
+}
+static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
+{
+	const struct conv_desc *d = &bl->d.conv;
+	cudnnMathType_t math = cx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	DNN(cudnnCreateTensorDescriptor(&st->xd), "tensor descriptor");
+	DNN(cudnnCreateTensorDescriptor(&st->yd), "tensor descriptor");
+	DNN(cudnnCreateFilterDescriptor(&st->wd), "filter descriptor");
+	DNN(cudnnCreateConvolutionDescriptor(&st->cd), "convolution descriptor");
+	DNN(cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c_in, d->h_in, d->w_in),
+	    "input descriptor");
+	DNN(cudnnSetTensor4dDescriptor(st->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c_out, d->h_out, d->w_out),
+	    "output descriptor");
+	DNN(cudnnSetFilter4dDescriptor(st->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->c_out, d->c_in / d->group, d->kh,
+				       d->kw),
+	    "filter descriptor");
+	DNN(cudnnSetConvolution2dDescriptor(st->cd, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw, CUDNN_CROSS_CORRELATION,
+					    CUDNN_DATA_FLOAT),
+	    "convolution descriptor");
+	DNN(cudnnSetConvolutionGroupCount(st->cd, d->group), "group count");
+	DNN(cudnnSetConvolutionMathType(st->cd, math), "math type");
+	int n, cnt = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+	size_t need = 0, bytes;
+
+	cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	DNN(cudnnGetConvolutionForwardAlgorithm_v7(cx->dnn, st->xd, st->wd, st->cd, st->yd, cnt, &n, fp),
+	    "forward algorithm");
+	int found = 0;
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (int i = 0; i < n && !found; i++)
+			if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= WS_CAP && math_ok(cx, fp[i].mathType, pass) &&
+			    (!cx->deterministic || fp[i].determinism == CUDNN_DETERMINISTIC)) {
+				st->fwd_algo = fp[i].algo;
+				st->fwd_math = fp[i].mathType;
+				found = 1;
+			}
+	if (!found)
+		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
+			       WS_CAP >> 20);
+	DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
+	DNN(cudnnGetConvolutionForwardWorkspaceSize(cx->dnn, st->xd, st->wd, st->cd, st->yd, st->fwd_algo, &bytes),
+	    "forward workspace");
+	need = bytes > need ? bytes : need;
+
+	cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+	DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(cx->dnn, st->wd, st->yd, st->cd, st->xd,
+							CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp),
+	    "backward data algorithm");
+	found = 0;
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (int i = 0; i < n && !found; i++)
+			if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= WS_CAP && math_ok(cx, dp[i].mathType, pass) &&
+			    (!cx->deterministic || dp[i].determinism == CUDNN_DETERMINISTIC)) {
+				st->bwd_data_algo = dp[i].algo;
+				st->bwd_data_math = dp[i].mathType;
+				found = 1;
+			}
+	if (!found)
+		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
+			       cx->deterministic ? " that is deterministic" : "");
+	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
+	DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(cx->dnn, st->wd, st->yd, st->cd, st->xd, st->bwd_data_algo,
+							 &bytes),
+	    "backward data workspace");
+	need = bytes > need ? bytes : need;
+
+	cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cx->dnn, st->xd, st->yd, st->cd, st->wd,
+							  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp),
+	    "backward filter algorithm");
+	found = 0;
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (int i = 0; i < n && !found; i++)
+			if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= WS_CAP && math_ok(cx, wp[i].mathType, pass) &&
+			    (!cx->deterministic || wp[i].determinism == CUDNN_DETERMINISTIC)) {
+				st->bwd_filter_algo = wp[i].algo;
+				st->bwd_filter_math = wp[i].mathType;
+				found = 1;
+			}
+	if (!found)
+		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
+			       cx->deterministic ? " that is deterministic" : "");
+	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
+	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(cx->dnn, st->xd, st->yd, st->cd, st->wd,
+							   st->bwd_filter_algo, &bytes),
+	    "backward filter workspace");
+	need = bytes > need ? bytes : need;
+	return ws_need(cx, need, bl, err);
+}
+
+static int lrn_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
+{
+	const struct lrn_desc *d = &bl->d.lrn;
+	DNN(cudnnCreateTensorDescriptor(&st->xd), "tensor descriptor");
+	DNN(cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c, d->h, d->w),
+	    "LRN descriptor");
+	DNN(cudnnCreateLRNDescriptor(&st->lrn), "LRN descriptor");
+	/* cuDNN divides alpha by the window size, as Caffe does */
+	DNN(cudnnSetLRNDescriptor(st->lrn, (unsigned)d->size, d->alpha, d->beta, d->k), "LRN descriptor");
+	return DD_OK;
+}
+
+static int cu_layer_init(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	const struct net_layer *l = bl->l;
+	*state = NULL;
+	struct cu_layer *st = (struct cu_layer *)calloc(1, sizeof *st);
+	if (!st)
+		return set_err(err, DD_ENOMEM, "layer '%s': out of memory", lname(bl));
+	*state = st;
+	if (!native(bl)) {
+		st->host = 1;
+		return cx->host.layer_init(be, bl, &st->ref, err);
+	}
+	if (bl->count == 0)
+		return DD_OK;
+	switch (l->type) {
+	case NET_DATA:
+	case NET_INPUT:
+		if (cx->ndata < 8) {
+			st->data = bl->y;
+			cx->data[cx->ndata] = bl->y;
+			cx->data_bytes[cx->ndata++] = (size_t)bl->count * sizeof(float);
+		}
+		break;
+	case NET_CONVOLUTION:
+		return conv_init(cx, st, bl, err);
+	case NET_LRN:
+		return lrn_init(cx, st, bl, err);
+	case NET_POOLING:
+		if (bl->d.pool.method == POOL_MAX)
+			CU(cudaMalloc(&st->argmax, (size_t)bl->count * sizeof(int32_t)), "the pooling argmax");
+		break;
+	case NET_ELTWISE:
+		if (l->eltwise.op == NET_ELTWISE_MAX)
+			CU(cudaMalloc(&st->argmax, (size_t)bl->count * sizeof(int32_t)), "the eltwise argmax");
+		break;
+	case NET_DROPOUT:
+		CU(cudaMalloc(&st->mask, (size_t)bl->count), "the dropout mask");
+		break;
+	case NET_BATCH_NORM:
+		CU(cudaMalloc(&st->invstd, (size_t)bl->d.bn.c * sizeof(float)), "the batch norm statistics");
+		break;
+	case NET_SOFTMAX_LOSS:
+		CU(cudaMalloc(&st->prob, (size_t)bl->n * bl->c * bl->inner * sizeof(float)), "the softmax probabilities");
+		CU(cudaMalloc(&st->valid, sizeof(int)), "the softmax loss");
+		break;
+	default:
+		break;
+	}
+	return DD_OK;
+}
+
+/* ---- forward ---- */
+
+static struct pool_k pool_k_of(const struct pool_desc *d)
+{
+	struct pool_k p = { d->n, d->c, d->h_in, d->w_in, d->h_out, d->w_out, d->kh, d->kw, d->sh, d->sw,
+			    d->ph, d->pw, d->method == POOL_MAX };
+	if (d->global) {
+		p.kh = d->h_in, p.kw = d->w_in, p.sh = p.sw = 1, p.ph = p.pw = 0;
+	}
+	return p;
+}
+
+/* If p is a data layer's top, move it in bulk to the device (to_host 0) or back to
+ * the host, where the feed writes the next batch (1), queued on the stream; returns
+ * whether it is one.  Bulk moves beat the page faults that the host's writes and
+ * the device's reads would otherwise take page by page.  Only a hint: errors are
+ * dropped. */
+static int prefetch_data(struct cuda_ctx *cx, const void *p, int to_host)
+{
+	for (int i = 0; p && i < cx->ndata; i++)
+		if (p == cx->data[i]) {
+			struct cudaMemLocation at;
+			memset(&at, 0, sizeof at);
+			at.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+			at.id = to_host ? 0 : cx->device;
+			if (cudaMemPrefetchAsync(p, cx->data_bytes[i], at, 0, cx->stream) != cudaSuccess)
+				cudaGetLastError();
+			return 1;
+		}
+	return 0;
+}
+
+static int host_run(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, int training,
+		    int backward, struct dd_err *err)
+{
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	return backward ? cx->host.backward(&cx->be, st->ref, bl, training, err)
+			: cx->host.forward(&cx->be, st->ref, bl, training, err);
+}
+
+static int cu_forward(struct backend *be, void *state, const struct backend_layer *bl, int training,
+		      struct dd_err *err)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	struct cu_layer *st = (struct cu_layer *)state;
+	const struct net_layer *l = bl->l;
+	if (st && st->host)
+		return host_run(cx, st, bl, training, 0, err);
+	if (bl->count == 0 || l->type == NET_DATA || l->type == NET_INPUT)
+		return DD_OK;
+	cudaStream_t s = cx->stream;
+	const float *x = bl->nbottom ? bl->x[0] : NULL;
+	float *y = bl->y;
+	int64_t n = bl->count;
+	const float one = 1.0f, zero = 0.0f;
+	int reads_data = prefetch_data(cx, x, 0);
+	switch (l->type) {
+	case NET_CONVOLUTION: {
+		const struct conv_desc *d = &bl->d.conv;
+		DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
+		DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, x, st->wd, bl->w[0], st->cd, st->fwd_algo, cx->ws,
+					    cx->ws_bytes, &zero, st->yd, y),
+		    "convolution forward");
+		if (d->bias) {
+			k_bias_add<<<blocks_for(n), THREADS, 0, s>>>(y, bl->w[1], n, d->c_out, d->h_out * d->w_out);
+			LAUNCHED("bias");
+		}
+		break;
+	}
+	case NET_INNER_PRODUCT: {
+		const struct ip_desc *d = &bl->d.ip;
+		/* row-major out(N,M) = in(N,K)·W(M,K)ᵀ is column-major outᵀ = Wᵀ_cm·in_cm */
+		BLAS(cublasSgemm(cx->blas, CUBLAS_OP_T, CUBLAS_OP_N, d->m, d->n, d->k, &one, bl->w[0], d->k, x, d->k,
+				 &zero, y, d->m),
+		     "sgemm (inner product forward)");
+		if (d->bias) {
+			k_bias_add<<<blocks_for(n), THREADS, 0, s>>>(y, bl->w[1], n, d->m, 1);
+			LAUNCHED("bias");
+		}
+		break;
+	}
+	case NET_POOLING:
+		k_pool_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->argmax, x, pool_k_of(&bl->d.pool));
+		LAUNCHED("pooling");
+		break;
+	case NET_RELU:
+		k_relu_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, x, n, l->relu.negative_slope);
+		LAUNCHED("relu");
+		break;
+	case NET_SIGMOID:
+		k_sigmoid_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, x, n);
+		LAUNCHED("sigmoid");
+		break;
+	case NET_TANH:
+		k_tanh_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, x, n);
+		LAUNCHED("tanh");
+		break;
+	case NET_POWER:
+		k_power_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, x, n, l->power.power, l->power.scale, l->power.shift);
+		LAUNCHED("power");
+		break;
+	case NET_DROPOUT:
+		if (training) {
+			uint64_t s0 = *bl->rng;
+			*bl->rng += (uint64_t)n * 0x9E3779B97F4A7C15ull; /* n draws, as the reference makes */
+			k_dropout_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->mask, x, n, l->dropout.ratio,
+									 1.0f / (1.0f - l->dropout.ratio), s0);
+			LAUNCHED("dropout");
+		} else if (y != x) {
+			CU(cudaMemcpyAsync(y, x, (size_t)n * sizeof(float), cudaMemcpyDefault, s), "dropout copy");
+		}
+		break;
+	case NET_LRN:
+		DNN(cudnnLRNCrossChannelForward(cx->dnn, st->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, st->xd, x, &zero,
+						st->xd, y),
+		    "LRN forward");
+		break;
+	case NET_SOFTMAX:
+		k_softmax_fwd<<<blocks_for((int64_t)bl->n * bl->inner), THREADS, 0, s>>>(y, x, bl->n, bl->c, bl->inner);
+		LAUNCHED("softmax");
+		break;
+	case NET_BATCH_NORM: {
+		const struct bn_desc *d = &bl->d.bn;
+		int global = d->use_global_stats || !training;
+		k_bn_fwd<<<d->c, THREADS, 0, s>>>(y, bl->w[0], bl->w[1], bl->w[2], st->invstd, x, d->n, d->c,
+						  (int64_t)d->h * d->w, d->eps, d->moving_average_fraction, global);
+		LAUNCHED("batch norm");
+		if (!global) {
+			k_bn_factor<<<1, 1, 0, s>>>(bl->w[2], d->moving_average_fraction);
+			LAUNCHED("batch norm factor");
+		}
+		break;
+	}
+	case NET_SOFTMAX_LOSS:
+		k_softmax_fwd<<<blocks_for((int64_t)bl->n * bl->inner), THREADS, 0, s>>>(st->prob, x, bl->n, bl->c,
+											 bl->inner);
+		LAUNCHED("softmax");
+		k_softmax_loss<<<1, THREADS, 0, s>>>(y, st->valid, st->prob, bl->x[1], bl->n, bl->c, bl->inner,
+						     l->loss.has_ignore_label ? l->loss.ignore_label : -1);
+		LAUNCHED("softmax loss");
+		break;
+	case NET_ACCURACY:
+		k_accuracy<<<1, THREADS, 0, s>>>(y, x, bl->x[1], bl->n, bl->c, bl->inner, l->accuracy.top_k,
+						 l->accuracy.has_ignore_label ? l->accuracy.ignore_label : -1);
+		LAUNCHED("accuracy");
+		break;
+	case NET_ELTWISE: {
+		struct coeff8 co;
+		memset(&co, 0, sizeof co);
+		co.has = l->eltwise.op == NET_ELTWISE_SUM && l->eltwise.coeff;
+		for (int j = 0; co.has && j < bl->nbottom; j++)
+			co.v[j] = l->eltwise.coeff[j];
+		k_eltwise_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->argmax, ptr8_of(bl),
+								bl->nbottom, n, (int)l->eltwise.op, co);
+		LAUNCHED("eltwise");
+		break;
+	}
+	case NET_CONCAT: {
+		int ctot = 0, off = 0;
+		for (int i = 0; i < bl->nbottom; i++)
+			ctot += bl->cs[i];
+		for (int i = 0; i < bl->nbottom; i++) {
+			int64_t m = (int64_t)bl->n * bl->cs[i] * bl->concat_inner;
+			k_concat<<<blocks_for(m), THREADS, 0, s>>>(y, bl->x[i], bl->n, bl->cs[i], ctot, off,
+								   bl->concat_inner, 0);
+			LAUNCHED("concat");
+			off += bl->cs[i];
+		}
+		break;
+	}
+	case NET_SCALE: {
+		const struct scale_desc *d = &bl->d.scale;
+		k_scale_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, x, bl->w[0], d->bias ? bl->w[1] : NULL, n, d->c, d->inner);
+		LAUNCHED("scale");
+		break;
+	}
+	case NET_FLATTEN:
+		if (y != x)
+			CU(cudaMemcpyAsync(y, x, (size_t)n * sizeof(float), cudaMemcpyDefault, s), "flatten copy");
+		break;
+	default:
+		return set_err(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
+	}
+	if (reads_data && (!training || !bl->dy)) /* no backward of this layer will read it */
+		prefetch_data(cx, x, 1);
+	return DD_OK;
+}
+
+/* ---- backward ---- */
+
+static int cu_backward(struct backend *be, void *state, const struct backend_layer *bl, int training,
+		       struct dd_err *err)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	struct cu_layer *st = (struct cu_layer *)state;
+	const struct net_layer *l = bl->l;
+	if (st && st->host)
+		return host_run(cx, st, bl, training, 1, err);
+	if (bl->count == 0)
+		return DD_OK;
+	cudaStream_t s = cx->stream;
+	float *dx = bl->nbottom ? bl->dx[0] : NULL;
+	const float *x = bl->bx, *y = bl->by, *dy = bl->dy;
+	int64_t n = bl->count;
+	const float one = 1.0f;
+	switch (l->type) {
+	case NET_DATA:
+	case NET_INPUT:
+	case NET_ACCURACY:
+		break;
+	case NET_CONVOLUTION: {
+		const struct conv_desc *d = &bl->d.conv;
+		if (bl->dw[0]) {
+			DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
+			DNN(cudnnConvolutionBackwardFilter(cx->dnn, &one, st->xd, x, st->yd, dy, st->cd, st->bwd_filter_algo,
+							   cx->ws, cx->ws_bytes, &one, st->wd, bl->dw[0]),
+			    "convolution backward filter");
+		}
+		if (d->bias && bl->dw[1]) {
+			k_channel_sum<<<d->c_out, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->c_out, d->h_out * d->w_out);
+			LAUNCHED("bias gradient");
+		}
+		if (dx) {
+			DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
+			DNN(cudnnConvolutionBackwardData(cx->dnn, &one, st->wd, bl->w[0], st->yd, dy, st->cd,
+							 st->bwd_data_algo, cx->ws, cx->ws_bytes, &one, st->xd, dx),
+			    "convolution backward data");
+		}
+		break;
+	}
+	case NET_INNER_PRODUCT: {
+		const struct ip_desc *d = &bl->d.ip;
+		if (bl->dw[0]) /* dW(M,K) += dyᵀ·in: column-major dWᵀ = in_cm · dy_cmᵀ */
+			BLAS(cublasSgemm(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, d->k, d->m, d->n, &one, x, d->k, dy, d->m, &one,
+					 bl->dw[0], d->k),
+			     "sgemm (inner product weights)");
+		if (d->bias && bl->dw[1]) {
+			k_channel_sum<<<d->m, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->m, 1);
+			LAUNCHED("bias gradient");
+		}
+		if (dx) /* din(N,K) += dy·W: column-major dinᵀ = W_cm · dy_cm */
+			BLAS(cublasSgemm(cx->blas, CUBLAS_OP_N, CUBLAS_OP_N, d->k, d->n, d->m, &one, bl->w[0], d->k, dy, d->m,
+					 &one, dx, d->k),
+			     "sgemm (inner product input)");
+		break;
+	}
+	case NET_POOLING:
+		if (dx) {
+			const struct pool_desc *d = &bl->d.pool;
+			int64_t m = (int64_t)d->n * d->c * d->h_in * d->w_in;
+			k_pool_bwd<<<blocks_for(m), THREADS, 0, s>>>(dx, dy, st->argmax, pool_k_of(d));
+			LAUNCHED("pooling backward");
+		}
+		break;
+	case NET_RELU:
+		if (dx) {
+			k_relu_bwd<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, x, n, l->relu.negative_slope);
+			LAUNCHED("relu backward");
+		}
+		break;
+	case NET_SIGMOID:
+		if (dx) {
+			k_sigmoid_bwd<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, y, n);
+			LAUNCHED("sigmoid backward");
+		}
+		break;
+	case NET_TANH:
+		if (dx) {
+			k_tanh_bwd<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, y, n);
+			LAUNCHED("tanh backward");
+		}
+		break;
+	case NET_POWER:
+		if (dx) {
+			k_power_bwd<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, x, n, l->power.power, l->power.scale,
+								      l->power.shift);
+			LAUNCHED("power backward");
+		}
+		break;
+	case NET_DROPOUT:
+		if (dx) {
+			k_dropout_bwd<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, training ? st->mask : NULL, n,
+									 1.0f / (1.0f - l->dropout.ratio));
+			LAUNCHED("dropout backward");
+		}
+		break;
+	case NET_LRN:
+		if (dx)
+			DNN(cudnnLRNCrossChannelBackward(cx->dnn, st->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, st->xd, y,
+							 st->xd, dy, st->xd, x, &one, st->xd, dx),
+			    "LRN backward");
+		break;
+	case NET_BATCH_NORM:
+		if (dx) {
+			const struct bn_desc *d = &bl->d.bn;
+			k_bn_bwd<<<d->c, THREADS, 0, s>>>(dx, dy, y, st->invstd, d->n, d->c, (int64_t)d->h * d->w,
+							  d->use_global_stats || !training);
+			LAUNCHED("batch norm backward");
+		}
+		break;
+	case NET_SOFTMAX:
+		if (dx) {
+			k_softmax_bwd<<<blocks_for((int64_t)bl->n * bl->inner), THREADS, 0, s>>>(dx, dy, y, bl->n, bl->c,
+												 bl->inner);
+			LAUNCHED("softmax backward");
+		}
+		break;
+	case NET_SOFTMAX_LOSS:
+		if (dx) {
+			int64_t m = (int64_t)bl->n * bl->c * bl->inner;
+			k_softmax_loss_bwd<<<blocks_for(m), THREADS, 0, s>>>(dx, st->prob, bl->x[1], st->valid, dy, bl->n,
+									     bl->c, bl->inner,
+									     l->loss.has_ignore_label ? l->loss.ignore_label
+												      : -1);
+			LAUNCHED("softmax loss backward");
+		}
+		break;
+	case NET_ELTWISE:
+		for (int j = 0; j < bl->nbottom; j++)
+			if (bl->dx[j]) {
+				k_eltwise_bwd<<<blocks_for(n), THREADS, 0, s>>>(bl->dx[j], j, dy, ptr8_of(bl),
+										 st->argmax, bl->nbottom, n,
+										 (int)l->eltwise.op,
+										 l->eltwise.op == NET_ELTWISE_SUM && l->eltwise.coeff
+											 ? l->eltwise.coeff[j]
+											 : 1.0f);
+				LAUNCHED("eltwise backward");
+			}
+		break;
+	case NET_CONCAT: {
+		int ctot = 0, off = 0;
+		for (int i = 0; i < bl->nbottom; i++)
+			ctot += bl->cs[i];
+		for (int i = 0; i < bl->nbottom; i++) {
+			if (bl->dx[i]) {
+				int64_t m = (int64_t)bl->n * bl->cs[i] * bl->concat_inner;
+				k_concat<<<blocks_for(m), THREADS, 0, s>>>((float *)dy, bl->dx[i], bl->n, bl->cs[i], ctot, off,
+									   bl->concat_inner, 1);
+				LAUNCHED("concat backward");
+			}
+			off += bl->cs[i];
+		}
+		break;
+	}
+	case NET_SCALE: {
+		const struct scale_desc *d = &bl->d.scale;
+		if (bl->dw[0]) {
+			k_channel_sum<<<d->c, THREADS, 0, s>>>(bl->dw[0], dy, x, d->n, d->c, d->inner);
+			LAUNCHED("scale gradient");
+		}
+		if (d->bias && bl->dw[1]) {
+			k_channel_sum<<<d->c, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->c, d->inner);
+			LAUNCHED("scale bias gradient");
+		}
+		if (dx) {
+			k_scale_bwd<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, bl->w[0], n, d->c, d->inner);
+			LAUNCHED("scale backward");
+		}
+		break;
+	}
+	case NET_FLATTEN:
+		if (dx) {
+			k_add<<<blocks_for(n), THREADS, 0, s>>>(dx, dy, n);
+			LAUNCHED("flatten backward");
+		}
+		break;
+	default:
+		return set_err(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
+	}
+	prefetch_data(cx, x, 1); /* the data, read for the last time this step */
+	return DD_OK;
+}
+
+/* ---- memory, sync, solver ---- */
+
+/* Managed memory can be oversubscribed: an arena larger than the GPU would page
+ * between host and device for ever instead of failing.  So the arenas are held to
+ * a budget (the free memory when the backend started, less a reserve for cuDNN,
+ * cuBLAS and the workspace), and each block carries its size in a 64-byte header
+ * for cu_free to give back. */
+#define HEADER 64
+#define RESERVE ((size_t)1536 << 20)
+
+static void *cu_alloc(struct backend *be, size_t bytes)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	size_t total = bytes + HEADER;
+	if (total > cx->budget || cx->used > cx->budget - total)
+		return NULL;
+	unsigned char *base = NULL;
+	if (cudaMallocManaged((void **)&base, total, cudaMemAttachGlobal) != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	/* zeroed, as the vtable promises; the host may write it at once (fillers) */
+	if (cudaMemsetAsync(base, 0, total, cx->stream) != cudaSuccess ||
+	    cudaStreamSynchronize(cx->stream) != cudaSuccess) {
+		cudaGetLastError();
+		cudaFree(base);
+		return NULL;
+	}
+	*(size_t *)base = total;
+	cx->used += total;
+	return base + HEADER;
+}
+
+static void cu_free(struct backend *be, void *p)
+{
+	if (!p)
+		return;
+	struct cuda_ctx *cx = ctx_of(be);
+	unsigned char *base = (unsigned char *)p - HEADER;
+	cudaStreamSynchronize(cx->stream);
+	cx->used -= *(size_t *)base;
+	cudaFree(base);
+}
+
+static void cu_sync(struct backend *be) { cudaStreamSynchronize(ctx_of(be)->stream); }
+
+static void cu_copy(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+	cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx_of(be)->stream);
+}
+
+static void cu_zero(struct backend *be, void *p, size_t bytes)
+{
+	cudaMemsetAsync(p, 0, bytes, ctx_of(be)->stream);
+}
+
+static int cu_update(struct backend *be, const struct backend_update *u, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	if (u->n <= 0)
+		return DD_OK;
+	if ((u->type == 1 || u->type == 5) && !u->h2)
+		return set_err(err, DD_EINVAL, "solver type %d needs two histories", u->type);
+	k_update<<<blocks_for(u->n), THREADS, 0, ctx_of(be)->stream>>>(*u);
+	LAUNCHED("solver update");
+	return DD_OK;
+}
+
+static int cu_supports(struct backend *be, const struct net_layer *l)
+{
+	return l->type < NET_LAYER_TYPE_COUNT;
+}
+
+static void cu_destroy(struct backend *be)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	if (!cx)
+		return;
+	if (cx->stream)
+		cudaStreamSynchronize(cx->stream);
+	cudaFree(cx->ws);
+	if (cx->blas)
+		cublasDestroy(cx->blas);
+	if (cx->dnn)
+		cudnnDestroy(cx->dnn);
+	if (cx->stream)
+		cudaStreamDestroy(cx->stream);
+	free(cx);
+}
+
+static const struct backend_ops cuda_ops = {
+	BACKEND_API_VERSION, /* api_version */
+	"cuda",              /* name */
+	cu_destroy,
+	cu_supports,
+	cu_layer_init,
+	cu_layer_fini,
+	cu_forward,
+	cu_backward,
+	cu_alloc,
+	cu_free,
+	cu_sync,
+	cu_copy,
+	cu_zero,
+	cu_update,
+};
+
+/* ---- the plugin's entry points ---- */
+
+extern "C" {
+
+__attribute__((visibility("default"))) extern const int deepdesk_backend_api_version;
+const int deepdesk_backend_api_version = BACKEND_API_VERSION;
+
+/* No driver, no GPU: a sentence; else the device count. */
+static int device_count(int *n, struct dd_err *err)
+{
+	cudaError_t e = cudaGetDeviceCount(n);
+	if (e == cudaErrorInsufficientDriver) {
+		int rt = 0;
+		cudaGetLastError();
+		cudaRuntimeGetVersion(&rt);
+		return set_err(err, DD_EINVAL,
+			       "no GPU usable here: the NVIDIA driver is missing or older than CUDA %d.%d needs (%s)",
+			       rt / 1000, rt % 1000 / 10, cudaGetErrorString(e));
+	}
+	if (e == cudaErrorNoDevice || e == cudaErrorInitializationError || e == cudaErrorSystemDriverMismatch ||
+	    e == cudaErrorCompatNotSupportedOnDevice) {
+		cudaGetLastError();
+		return set_err(err, DD_EINVAL, "no GPU on this machine (%s)", cudaGetErrorString(e));
+	}
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return set_err(err, DD_EINVAL, "the CUDA runtime cannot see a GPU (%s)", cudaGetErrorString(e));
+	}
+	if (*n <= 0)
+		return set_err(err, DD_EINVAL, "no GPU on this machine (the driver lists none)");
+	return DD_OK;
+}
+
+__attribute__((visibility("default"))) int deepdesk_cuda_devices(struct backend_gpu *out, int max, struct dd_err *err)
+{
+	int n = 0;
+	int rc = device_count(&n, err);
+	if (rc)
+		return rc;
+	int k = 0;
+	for (int i = 0; i < n && k < max; i++) {
+		struct cudaDeviceProp p;
+		if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
+			continue;
+		struct backend_gpu *g = &out[k++];
+		memset(g, 0, sizeof *g);
+		g->id = i;
+		snprintf(g->name, sizeof g->name, "%s", p.name);
+		g->memory_total = (long long)p.totalGlobalMem;
+		g->memory_used = -1;
+		g->utilization = -1;
+	}
+	return k;
+}
+
+__attribute__((visibility("default"))) int deepdesk_cuda_create(const struct backend_host *host, struct backend **out,
+								  struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	*out = NULL;
+	int n = 0;
+	int rc = device_count(&n, err);
+	if (rc)
+		return rc;
+	if (host->device < 0 || host->device >= n)
+		return set_err(err, DD_EINVAL, "no GPU %d: this machine has %d (0 to %d)", host->device, n, n - 1);
+	struct cuda_ctx *cx = (struct cuda_ctx *)calloc(1, sizeof *cx);
+	if (!cx)
+		return set_err(err, DD_ENOMEM, "out of memory");
+	cx->host = *host;
+	cx->device = host->device;
+	cx->deterministic = host->deterministic;
+	const char *tf = getenv("DEEPDESK_CUDA_TF32");
+	cx->tf32 = tf && !strcmp(tf, "1");
+	if (!cx->tf32) /* cuDNN's and cuBLAS's default math would use TF32 on Ampere and later */
+		setenv("NVIDIA_TF32_OVERRIDE", "0", 0);
+	cx->be.ops = &cuda_ops;
+	cx->be.ctx = cx;
+	struct cudaDeviceProp p;
+	cudaError_t e = cudaSetDevice(cx->device);
+	if (e == cudaSuccess)
+		e = cudaGetDeviceProperties(&p, cx->device);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		rc = cuda_fail(err, bl, e, "starting the device");
+		goto fail;
+	}
+	snprintf(cx->gpu_name, sizeof cx->gpu_name, "%s", p.name);
+	{
+		size_t free_b = 0, total_b = 0;
+		e = cudaMemGetInfo(&free_b, &total_b);
+		if (e != cudaSuccess) {
+			rc = cuda_fail(err, bl, e, "reading the free memory");
+			goto fail;
+		}
+		const char *cap = getenv("DEEPDESK_CUDA_MEMORY_MB"); /* a smaller budget, for tests */
+		cx->budget = free_b > RESERVE ? free_b - RESERVE : free_b / 2;
+		if (cap && atol(cap) > 0 && (size_t)atol(cap) << 20 < cx->budget)
+			cx->budget = (size_t)atol(cap) << 20;
+	}
+	{
+		cudnnStatus_t ds = cudnnCreate(&cx->dnn);
+		if (ds == CUDNN_STATUS_SUCCESS)
+			ds = cudnnSetStream(cx->dnn, cx->stream);
+		if (ds != CUDNN_STATUS_SUCCESS) {
+			rc = dnn_fail(err, bl, ds, "start");
+			goto fail;
+		}
+		cublasStatus_t bs = cublasCreate(&cx->blas);
+		if (bs == CUBLAS_STATUS_SUCCESS)
+			bs = cublasSetStream(cx->blas, cx->stream);
+		if (bs == CUBLAS_STATUS_SUCCESS)
+			bs = cublasSetMathMode(cx->blas, cx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+		if (bs != CUBLAS_STATUS_SUCCESS) {
+			rc = blas_fail(err, bl, bs, "start");
+			goto fail;
+		}
+	}
+	*out = &cx->be;
+	return DD_OK;
+fail:
+	cu_destroy(&cx->be);
+	return rc;
+}
+
+} /* extern "C" */

@@ -1,0 +1,75 @@
+#!/bin/sh
+# tests/gpu/run.sh — the GPU check, once, on a machine with an NVIDIA GPU (issue 7):
+# builds the programs and the CUDA plugin, runs tests/unit/test_cuda (every layer,
+# the solvers, LeNet and AlexNet steps, determinism, out of memory: cuda against
+# cpu), then the benchmark bench/gpu/run.sh, and writes a short report:
+# $OUT/report.md where OUT is set (the device runner's folder), else
+# tests/gpu/report.md.  Made to finish in under five minutes on one H200; each
+# step has its own time limit.  Exit status: 0 when the tests passed.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+dir=${OUT:-tests/gpu}
+mkdir -p "$dir"
+report=$dir/report.md
+log=$dir/gpu-run.log
+: >"$log"
+jobs=$(nproc 2>/dev/null || echo 4)
+t0=$(date +%s)
+say() { echo "$*" | tee -a "$report"; }
+
+{
+	echo "# GPU check ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?))"
+	echo
+	echo '```'
+	nvidia-smi -L 2>&1 || echo "nvidia-smi: not there"
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
+	"${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version 2>&1 | tail -2
+	echo '```'
+	echo
+} >"$report"
+cat "$report"
+
+# 1. build: the programs, the plugin, the test
+say "## Build"
+if timeout 300 make -j"$jobs" all build/tests/test_cuda >>"$log" 2>&1; then
+	say "make all: ok ($(($(date +%s) - t0)) s); $(grep -E '^(✓|✗)' "$log" | head -1)"
+	[ -f build/libdeepdesk-cuda.so ] || say "**the plugin was not built** (see gpu-run.log)"
+else
+	say "**make failed** — last lines:"
+	{ echo '```'; tail -25 "$log"; echo '```'; } | tee -a "$report"
+	exit 1
+fi
+say ""
+
+# 2. the parity tests
+say "## tests/unit/test_cuda"
+t1=$(date +%s)
+timeout 240 build/tests/test_cuda >"$dir/test_cuda.log" 2>&1
+rc=$?
+{
+	echo '```'
+	grep -vE '^\s*$' "$dir/test_cuda.log" | tail -60
+	echo '```'
+	echo "exit $rc, $(($(date +%s) - t1)) s"
+	echo
+} | tee -a "$report"
+tests_rc=$rc
+if grep -q '^SKIP' "$dir/test_cuda.log" && nvidia-smi -L >/dev/null 2>&1; then
+	say "**test_cuda skipped although nvidia-smi lists a GPU**: the plugin or the driver is the problem"
+	tests_rc=1
+fi
+
+# 3. the benchmark
+say "## bench/gpu"
+t2=$(date +%s)
+BENCH_GPU_SECONDS=${BENCH_GPU_SECONDS:-15} BENCH_GPU_OUT="$dir/gpu-bench.json" \
+	timeout 200 sh bench/gpu/run.sh >"$dir/bench.log" 2>&1
+brc=$?
+{
+	cat "$dir/bench.log"
+	echo
+	echo "exit $brc, $(($(date +%s) - t2)) s; raw figures in gpu-bench.json"
+	echo
+	echo "Total $(($(date +%s) - t0)) s."
+} | tee -a "$report"
+exit $tests_rc

@@ -1,0 +1,611 @@
+/* test_cuda.c — the cuda backend (networks/cuda/) against the cpu backend.
+ *
+ * Each layer type runs inside a small network, Input → Convolution → the layer →
+ * InnerProduct → SoftmaxWithLoss (+ Accuracy), built twice from the same seed (the
+ * same filler weights) on cpu and on cuda and fed the same data: one training
+ * forward and backward, then every blob, every blob gradient, every parameter and
+ * every parameter gradient compared by normalised error
+ *     max|cuda − cpu| / max(1, max|cpu|) < TOL.
+ * Going through the graph means the backend meets what training gives it: in-place
+ * layers with their saved values, gradients that must be added, the dropout stream.
+ * Then LeNet and AlexNet take two solver steps on both backends (the same loss and
+ * weights within tolerance), every solver type's device update is held to the
+ * host's, deterministic mode repeats bit for bit, a batch too large for the GPU
+ * is a clear error naming the batch size, and a whole training run (train_run: the
+ * feed, validation, snapshots) on cuda learns what it learns on cpu.
+ *
+ * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
+ * "SKIP: <reason>" and the summary counts them; what runs here then is the check
+ * that the refusal says why. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <unistd.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../networks/backend.h"
+#include "../../networks/graph.h"
+#include "../../networks/net.h"
+#include "../../networks/solver.h"
+#include "../../networks/train.h"
+#include "check.h"
+#include "quadrants.h"
+
+#define TOL 1e-3
+
+static struct backend *cpu, *cu;
+
+/* max|a − ref| / max(1, max|ref|); NaN counts as infinitely wrong */
+static double nerr(const float *a, const float *ref, int64_t count)
+{
+	double md = 0.0, mr = 0.0;
+	for (int64_t i = 0; i < count; i++) {
+		double diff = fabs((double)a[i] - ref[i]);
+		if (!(diff <= md))
+			md = isnan(diff) ? INFINITY : diff;
+		if (fabs(ref[i]) > mr)
+			mr = fabs(ref[i]);
+	}
+	return md / (mr > 1.0 ? mr : 1.0);
+}
+
+static void expect_close(const char *net, const char *what, const char *name, const float *a, const float *ref,
+			 int64_t count, double tol)
+{
+	double e = nerr(a, ref, count);
+	if (e < tol)
+		return;
+	fprintf(stderr, "  %s: %s '%s': normalised error %.3g (tolerance %g)\n", net, what, name, e, tol);
+	check_current_failed = 1;
+}
+
+/* A network instantiated for training and its graph on one backend. */
+struct side {
+	struct net *def;
+	struct net_graph *g;
+	struct graph *gr;
+};
+
+static void side_free(struct side *s)
+{
+	graph_free(s->gr);
+	net_graph_free(s->g);
+	net_free(s->def);
+	memset(s, 0, sizeof *s);
+}
+
+static int side_make(struct side *s, const char *text, const struct net_input *in, struct backend *be, uint64_t seed)
+{
+	struct dd_err err = { 0 };
+	memset(s, 0, sizeof *s);
+	if (net_parse(text, strlen(text), &s->def, &err) || net_instantiate(s->def, NET_STAGE_TRAIN, in, &s->g, &err) ||
+	    graph_create(s->g, be, seed, &s->gr, &err)) {
+		fprintf(stderr, "  on %s: %s\n", backend_name(be), err.msg);
+		side_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+/* The same data and labels into a graph: a fixed pseudo-random pattern. */
+static void feed(struct side *s, int classes, uint64_t seed)
+{
+	struct net_shape ds, ls;
+	float *data = graph_blob(s->gr, "data", &ds), *label = graph_blob(s->gr, "label", &ls);
+	uint64_t r = seed;
+	int64_t n = 1, nl = 1;
+	for (int i = 0; i < ds.ndim; i++)
+		n *= ds.dim[i];
+	for (int i = 0; i < ls.ndim; i++)
+		nl *= ls.dim[i];
+	for (int64_t i = 0; data && i < n; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		data[i] = (float)((double)(r >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+	}
+	for (int64_t i = 0; label && i < nl; i++)
+		label[i] = (float)(i % classes);
+}
+
+static int pass(struct side *s, float *loss)
+{
+	struct dd_err err = { 0 };
+	graph_zero_grads(s->gr);
+	if (graph_forward(s->gr, 1, loss, &err) || graph_backward(s->gr, &err)) {
+		fprintf(stderr, "  %s: %s\n", backend_name(graph_backend(s->gr)), err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Every blob, blob gradient, parameter and parameter gradient of b against a. */
+static void compare(const char *net, struct side *a, struct side *b, double tol)
+{
+	const struct net_graph *g = a->g;
+	for (int k = 0; k < g->nblob; k++) {
+		const char *name = g->blob[k].name;
+		float *va = graph_blob(a->gr, name, NULL), *vb = graph_blob(b->gr, name, NULL);
+		expect_close(net, "blob", name, vb, va, g->blob[k].count, tol);
+		float *ga = graph_blob_grad(a->gr, name), *gb = graph_blob_grad(b->gr, name);
+		CHECK((ga == NULL) == (gb == NULL));
+		if (ga && gb)
+			expect_close(net, "blob gradient", name, gb, ga, g->blob[k].count, tol);
+	}
+	for (int i = 0; i < graph_nparam(a->gr); i++) {
+		const struct graph_param *pa = graph_param(a->gr, i), *pb = graph_param(b->gr, i);
+		char name[160];
+		snprintf(name, sizeof name, "%s.%s", pa->layer, pa->role);
+		expect_close(net, "parameter", name, pb->w, pa->w, pa->count, tol);
+		if (pa->dw && pb->dw)
+			expect_close(net, "parameter gradient", name, pb->dw, pa->dw, pa->count, tol);
+	}
+}
+
+/* ---- every layer type inside a small network ---- */
+
+static const char head[] =
+	"layer { name: \"in\" type: \"Input\" top: \"data\" input_param { shape { dim: 4 dim: 3 dim: 12 dim: 12 } } }\n"
+	"layer { name: \"c0\" type: \"Convolution\" bottom: \"data\" top: \"c0\"\n"
+	"  convolution_param { num_output: 6 kernel_size: 3 pad: 1\n"
+	"    weight_filler { type: \"gaussian\" std: 0.3 } bias_filler { type: \"uniform\" min: -0.1 max: 0.1 } } }\n";
+static const char tail[] =
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"mid\" top: \"fc\"\n"
+	"  inner_product_param { num_output: 5 weight_filler { type: \"xavier\" } bias_filler { type: \"gaussian\" std: 0.1 } } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\" }\n"
+	"layer { name: \"acc\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"acc\" }\n";
+#define CONV(name, bottom, top, params)                                                                         \
+	"layer { name: \"" name "\" type: \"Convolution\" bottom: \"" bottom "\" top: \"" top "\"\n"          \
+	"  convolution_param { " params " weight_filler { type: \"gaussian\" std: 0.2 }\n"                     \
+	"    bias_filler { type: \"uniform\" min: -0.1 max: 0.1 } } }\n"
+
+static const struct {
+	const char *what, *body;
+} layer_cases[] = {
+	{ "conv 3x3 pad 1", CONV("t", "c0", "mid", "num_output: 4 kernel_size: 3 pad: 1") },
+	{ "conv stride 2, no bias", CONV("t", "c0", "mid", "num_output: 4 kernel_size: 3 stride: 2 bias_term: false") },
+	{ "conv group 2", CONV("t", "c0", "mid", "num_output: 4 kernel_size: 3 group: 2") },
+	{ "conv depthwise (group 6)", CONV("t", "c0", "mid", "num_output: 6 kernel_size: 3 pad: 1 group: 6") },
+	{ "conv dilation 2", CONV("t", "c0", "mid", "num_output: 4 kernel_size: 3 dilation: 2 pad: 2") },
+	{ "conv 1x1", CONV("t", "c0", "mid", "num_output: 8 kernel_size: 1") },
+	{ "conv 5x5 stride 3 (AlexNet-like)", CONV("t", "c0", "mid", "num_output: 8 kernel_size: 5 stride: 3 pad: 1") },
+	{ "pool MAX k3 s2 (ceil)",
+	  "layer { name: \"t\" type: \"Pooling\" bottom: \"c0\" top: \"mid\" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }\n" },
+	{ "pool MAX k2 s2",
+	  "layer { name: \"t\" type: \"Pooling\" bottom: \"c0\" top: \"mid\" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n" },
+	{ "pool MAX pad 1",
+	  "layer { name: \"t\" type: \"Pooling\" bottom: \"c0\" top: \"mid\" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 } }\n" },
+	{ "pool AVE pad 1",
+	  "layer { name: \"t\" type: \"Pooling\" bottom: \"c0\" top: \"mid\" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }\n" },
+	{ "pool AVE global",
+	  "layer { name: \"t\" type: \"Pooling\" bottom: \"c0\" top: \"mid\" pooling_param { pool: AVE global_pooling: true } }\n" },
+	{ "ReLU in place", "layer { name: \"t\" type: \"ReLU\" bottom: \"c0\" top: \"c0\" }\n"
+			   "layer { name: \"f\" type: \"Flatten\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "leaky ReLU", "layer { name: \"t\" type: \"ReLU\" bottom: \"c0\" top: \"mid\" relu_param { negative_slope: 0.1 } }\n" },
+	{ "Sigmoid", "layer { name: \"t\" type: \"Sigmoid\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "TanH in place", "layer { name: \"t\" type: \"TanH\" bottom: \"c0\" top: \"c0\" }\n"
+			   "layer { name: \"f\" type: \"Flatten\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "Power", "layer { name: \"t\" type: \"Power\" bottom: \"c0\" top: \"mid\" power_param { power: 2 scale: 0.5 shift: 1 } }\n" },
+	{ "LRN (AlexNet's)",
+	  "layer { name: \"t\" type: \"LRN\" bottom: \"c0\" top: \"mid\" lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 } }\n" },
+	{ "LRN alpha 1",
+	  "layer { name: \"t\" type: \"LRN\" bottom: \"c0\" top: \"mid\" lrn_param { local_size: 3 alpha: 1 beta: 0.75 k: 2 } }\n" },
+	{ "Dropout in place", "layer { name: \"t\" type: \"Dropout\" bottom: \"c0\" top: \"c0\" dropout_param { dropout_ratio: 0.5 } }\n"
+			      "layer { name: \"f\" type: \"Flatten\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "Dropout 0.3", "layer { name: \"t\" type: \"Dropout\" bottom: \"c0\" top: \"mid\" dropout_param { dropout_ratio: 0.3 } }\n" },
+	{ "BatchNorm + Scale",
+	  "layer { name: \"bn\" type: \"BatchNorm\" bottom: \"c0\" top: \"bn\" }\n"
+	  "layer { name: \"t\" type: \"Scale\" bottom: \"bn\" top: \"mid\" scale_param { bias_term: true } }\n" },
+	{ "BatchNorm + Scale in place",
+	  "layer { name: \"bn\" type: \"BatchNorm\" bottom: \"c0\" top: \"c0\" }\n"
+	  "layer { name: \"t\" type: \"Scale\" bottom: \"c0\" top: \"c0\" scale_param { bias_term: true } }\n"
+	  "layer { name: \"f\" type: \"Flatten\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "Eltwise SUM with coefficients",
+	  CONV("b", "c0", "b", "num_output: 6 kernel_size: 3 pad: 1")
+	  "layer { name: \"t\" type: \"Eltwise\" bottom: \"c0\" bottom: \"b\" top: \"mid\" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 } }\n" },
+	{ "Eltwise PROD",
+	  CONV("b", "c0", "b", "num_output: 6 kernel_size: 3 pad: 1")
+	  "layer { name: \"t\" type: \"Eltwise\" bottom: \"c0\" bottom: \"b\" top: \"mid\" eltwise_param { operation: PROD } }\n" },
+	{ "Eltwise MAX",
+	  CONV("b", "c0", "b", "num_output: 6 kernel_size: 3 pad: 1")
+	  "layer { name: \"t\" type: \"Eltwise\" bottom: \"c0\" bottom: \"b\" top: \"mid\" eltwise_param { operation: MAX } }\n" },
+	{ "Concat",
+	  CONV("b", "c0", "b", "num_output: 3 kernel_size: 3 pad: 1")
+	  "layer { name: \"t\" type: \"Concat\" bottom: \"c0\" bottom: \"b\" top: \"mid\" }\n" },
+	{ "Softmax", "layer { name: \"t\" type: \"Softmax\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "InnerProduct chain",
+	  "layer { name: \"t\" type: \"InnerProduct\" bottom: \"c0\" top: \"mid\"\n"
+	  "  inner_product_param { num_output: 17 weight_filler { type: \"gaussian\" std: 0.05 } bias_filler { type: \"constant\" value: 0.1 } } }\n" },
+};
+
+static void test_layers(void)
+{
+	char text[4096];
+	struct net_input in = { .n = 4, .c = 3, .h = 12, .w = 12, .classes = 5 };
+	for (size_t i = 0; i < sizeof layer_cases / sizeof *layer_cases; i++) {
+		snprintf(text, sizeof text, "name: \"case\"\n%s%s%s", head, layer_cases[i].body, tail);
+		struct side a, b;
+		if (side_make(&a, text, &in, cpu, 11 + i)) {
+			fprintf(stderr, "  case %s\n", layer_cases[i].what);
+			CHECK(0);
+			continue;
+		}
+		if (side_make(&b, text, &in, cu, 11 + i)) {
+			fprintf(stderr, "  case %s\n", layer_cases[i].what);
+			CHECK(0);
+			side_free(&a);
+			continue;
+		}
+		feed(&a, 5, 100 + i);
+		feed(&b, 5, 100 + i);
+		float la = NAN, lb = NAN;
+		CHECK(pass(&a, &la) == 0);
+		CHECK(pass(&b, &lb) == 0);
+		compare(layer_cases[i].what, &a, &b, TOL);
+		CHECK(fabs(la - lb) <= TOL * fmax(1.0, fabs(la)));
+		CHECK(graph_value(a.gr, "acc") == graph_value(b.gr, "acc"));
+		side_free(&b);
+		side_free(&a);
+	}
+}
+
+/* ---- the solvers: the device update against the host's ---- */
+
+static void test_solvers(void)
+{
+	char text[4096];
+	snprintf(text, sizeof text, "name: \"solvers\"\n%s%s%s", head,
+		 "layer { name: \"t\" type: \"ReLU\" bottom: \"c0\" top: \"mid\" }\n", tail);
+	struct net_input in = { .n = 4, .c = 3, .h = 12, .w = 12, .classes = 5 };
+	static const enum solver_type types[] = { SOLVER_SGD,     SOLVER_NESTEROV, SOLVER_ADAGRAD,
+						  SOLVER_RMSPROP, SOLVER_ADADELTA, SOLVER_ADAM };
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		struct solver_config c = { .type = types[t], .base_lr = types[t] == SOLVER_ADADELTA ? 1.0 : 0.01,
+					   .momentum = types[t] == SOLVER_ADADELTA ? 0.95 : 0.9, .momentum2 = 0.999,
+					   .weight_decay = 5e-4, .iter_size = 2, .delta = 1e-6 };
+		if (types[t] == SOLVER_ADAGRAD || types[t] == SOLVER_RMSPROP)
+			c.momentum = 0;
+		struct side a, b;
+		struct solver *sa = NULL, *sb = NULL;
+		struct dd_err err = { 0 };
+		if (side_make(&a, text, &in, cpu, 3) || side_make(&b, text, &in, cu, 3) ||
+		    solver_create(&c, a.gr, &sa, &err) || solver_create(&c, b.gr, &sb, &err)) {
+			fprintf(stderr, "  %s: %s\n", solver_type_name(types[t]), err.msg);
+			CHECK(0);
+		} else {
+			for (int it = 0; it < 3; it++) {
+				feed(&a, 5, 40 + it);
+				feed(&b, 5, 40 + it);
+				float la, lb;
+				CHECK(pass(&a, &la) == 0 && pass(&b, &lb) == 0);
+				solver_step(sa, it);
+				solver_step(sb, it);
+			}
+			char what[64];
+			snprintf(what, sizeof what, "solver %s", solver_type_name(types[t]));
+			compare(what, &a, &b, TOL);
+			for (int h = 0; h < solver_nhistory(sa); h++)
+				expect_close(what, "history", "all", solver_history(sb, h), solver_history(sa, h),
+					     graph_param_count(a.gr), TOL);
+		}
+		solver_free(sb);
+		solver_free(sa);
+		side_free(&b);
+		side_free(&a);
+	}
+}
+
+/* ---- LeNet and AlexNet: two training steps ---- */
+
+static void train_steps(const char *net, const struct net_input *in, int steps, double tol)
+{
+	const char *text = net_standard_text(net);
+	CHECK(text != NULL);
+	if (!text)
+		return;
+	struct side a, b;
+	struct solver *sa = NULL, *sb = NULL;
+	struct dd_err err = { 0 };
+	struct solver_config c = { .type = SOLVER_SGD, .base_lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4 };
+	if (side_make(&a, text, in, cpu, 1) || side_make(&b, text, in, cu, 1) || solver_create(&c, a.gr, &sa, &err) ||
+	    solver_create(&c, b.gr, &sb, &err)) {
+		fprintf(stderr, "  %s: %s\n", net, err.msg);
+		CHECK(0);
+		goto done;
+	}
+	for (int it = 0; it < steps; it++) {
+		feed(&a, in->classes, 7 + it);
+		feed(&b, in->classes, 7 + it);
+		float la = NAN, lb = NAN;
+		CHECK(pass(&a, &la) == 0 && pass(&b, &lb) == 0);
+		printf("  %s step %d: loss cpu %.6f cuda %.6f\n", net, it, la, lb);
+		CHECK(isfinite(lb) && fabs(la - lb) <= tol * fmax(1.0, fabs(la)));
+		solver_step(sa, it);
+		solver_step(sb, it);
+	}
+	{
+		double e = nerr(graph_params(b.gr), graph_params(a.gr), graph_param_count(a.gr));
+		printf("  %s: weights after %d steps, normalised error %.3g\n", net, steps, e);
+		CHECK(e < tol);
+	}
+done:
+	solver_free(sb);
+	solver_free(sa);
+	side_free(&b);
+	side_free(&a);
+}
+
+static void test_lenet(void)
+{
+	struct net_input in = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	train_steps("lenet", &in, 2, TOL);
+}
+
+static void test_alexnet(void)
+{
+	struct net_input in = { .n = 16, .c = 3, .h = 227, .w = 227, .classes = 10 };
+	train_steps("alexnet", &in, 2, 2 * TOL);
+}
+
+/* ---- deterministic mode: the same steps twice, bit for bit ---- */
+
+static void test_deterministic(void)
+{
+	struct dd_err err = { 0 };
+	const char *text = net_standard_text("alexnet");
+	struct net_input in = { .n = 8, .c = 3, .h = 227, .w = 227, .classes = 10 };
+	float *first = NULL;
+	int64_t n = 0;
+	for (int run = 0; run < 2; run++) {
+		struct backend *det = NULL;
+		struct side s = { 0 };
+		struct solver *sv = NULL;
+		struct solver_config c = { .type = SOLVER_ADAM, .base_lr = 0.001, .momentum = 0.9, .momentum2 = 0.999 };
+		if (backend_create_cuda(0, 1, &det, &err) || side_make(&s, text, &in, det, 5) ||
+		    solver_create(&c, s.gr, &sv, &err)) {
+			fprintf(stderr, "  deterministic: %s\n", err.msg);
+			CHECK(0);
+		} else {
+			float loss;
+			for (int it = 0; it < 2; it++) {
+				feed(&s, 10, 70 + it);
+				CHECK(pass(&s, &loss) == 0);
+				solver_step(sv, it);
+			}
+			n = graph_param_count(s.gr);
+			if (run == 0) {
+				first = malloc((size_t)n * sizeof(float));
+				CHECK(first != NULL);
+				if (first)
+					memcpy(first, graph_params(s.gr), (size_t)n * sizeof(float));
+			} else if (first) {
+				CHECK(memcmp(first, graph_params(s.gr), (size_t)n * sizeof(float)) == 0);
+			}
+		}
+		solver_free(sv);
+		side_free(&s);
+		backend_free(det);
+	}
+	free(first);
+}
+
+/* ---- a batch too large for the GPU: a clear error naming it ----
+ * The backend holds its arenas to the GPU's free memory; DEEPDESK_CUDA_MEMORY_MB
+ * lowers that budget, so a batch of 20000 LeNet images (about 3 GB of activations
+ * and their gradients) meets a 1 GiB budget on any GPU, quickly. */
+
+static void test_out_of_memory(void)
+{
+	struct backend *small = NULL;
+	struct net *def = NULL;
+	struct net_graph *ng = NULL;
+	struct graph *gr = NULL;
+	struct dd_err err = { 0 };
+	setenv("DEEPDESK_CUDA_MEMORY_MB", "1024", 1);
+	int rc = backend_create_cuda(0, 0, &small, &err);
+	unsetenv("DEEPDESK_CUDA_MEMORY_MB");
+	CHECK_EQ_INT(rc, DD_OK);
+	if (rc)
+		return;
+	struct net_input in = { .n = 20000, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	const char *text = net_standard_text("lenet");
+	CHECK(net_parse(text, strlen(text), &def, &err) == DD_OK);
+	CHECK(def && net_instantiate(def, NET_STAGE_TRAIN, &in, &ng, &err) == DD_OK);
+	if (ng) {
+		rc = graph_create(ng, small, 1, &gr, &err);
+		CHECK_EQ_INT(rc, DD_ENOMEM);
+		CHECK(gr == NULL);
+		CHECK_CONTAINS(err.msg, "batch size 20000");
+		CHECK_CONTAINS(err.msg, "smaller batch");
+		printf("  %s\n", err.msg);
+	}
+	graph_free(gr);
+	net_graph_free(ng);
+	net_free(def);
+	/* the same backend then runs a batch that fits */
+	struct net_input fits = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct side s;
+	float loss = NAN;
+	CHECK(side_make(&s, text, &fits, small, 1) == 0);
+	if (s.gr) {
+		feed(&s, 10, 3);
+		CHECK(pass(&s, &loss) == 0 && isfinite(loss));
+	}
+	side_free(&s);
+	backend_free(small);
+}
+
+/* ---- a whole training run, as a job's worker makes it ---- */
+
+static const char quad_net[] =
+	"name: \"quad\"\n"
+	"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
+	"  include { stage: \"train\" } data_param { batch_size: 12 } transform_param { scale: 0.01 } }\n"
+	"layer { name: \"v\" type: \"Data\" top: \"data\" top: \"label\"\n"
+	"  include { stage: \"val\" } data_param { batch_size: 12 } transform_param { scale: 0.01 } }\n"
+	CONV("c1", "data", "c1", "num_output: 6 kernel_size: 3 pad: 1")
+	"layer { name: \"r1\" type: \"ReLU\" bottom: \"c1\" top: \"c1\" }\n"
+	"layer { name: \"p1\" type: \"Pooling\" bottom: \"c1\" top: \"p1\" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }\n"
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"p1\" top: \"fc\"\n"
+	"  inner_product_param { weight_filler { type: \"xavier\" } } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\"\n"
+	"  exclude { stage: \"deploy\" } }\n"
+	"layer { name: \"acc\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"acc\" include { stage: \"val\" } }\n";
+
+static const char *train_other = "cuda";
+
+static void test_train_run(void)
+{
+	char tmp[64], ds[512], out[600];
+	struct dd_err err = { 0 };
+	if (!check_tmpdir(tmp, sizeof tmp) || quadrants_dataset(tmp, 170, 40, ds, sizeof ds)) {
+		CHECK(0);
+		return;
+	}
+	struct train_result r[2];
+	const char *names[2] = { "cpu", train_other };
+	for (int b = 0; b < 2; b++) {
+		struct train_opts o;
+		train_opts_default(&o);
+		snprintf(out, sizeof out, "%s/%s", tmp, names[b]);
+		o.dataset_dir = ds;
+		o.network_text = quad_net;
+		o.network_name = "quad";
+		o.out_dir = out;
+		o.backend = names[b];
+		o.epochs = 3;
+		o.seed = 1;
+		o.result = &r[b];
+		int rc = train_run(&o, NULL, &err);
+		if (rc)
+			fprintf(stderr, "  train_run on %s: %s\n", names[b], err.msg);
+		CHECK_EQ_INT(rc, DD_OK);
+		printf("  %s: loss %.4f -> %.4f, val accuracy %.3f, %s\n", names[b], r[b].first_train_loss,
+		       r[b].train_loss, r[b].val_accuracy, r[b].snapshot);
+	}
+	CHECK(r[1].val_accuracy > 0.9);
+	CHECK(r[1].snapshot[0] != 0);
+	CHECK(fabs(r[0].first_train_loss - r[1].first_train_loss) <= TOL * fmax(1.0, r[0].first_train_loss));
+	CHECK(fabs(r[0].train_loss - r[1].train_loss) <= 0.05 * fmax(0.1, r[0].train_loss));
+	fs_rm_rf(tmp, NULL);
+}
+
+/* ---- without a GPU: the refusal says why ---- */
+
+static struct dd_err refusal;
+
+static void test_refusal_names_the_reason(void)
+{
+	CHECK_CONTAINS(refusal.msg, "cuda: ");
+	CHECK(strstr(refusal.msg, "no GPU") || strstr(refusal.msg, "no CUDA backend") ||
+	      strstr(refusal.msg, "does not load") || strstr(refusal.msg, "API version"));
+	CHECK(refusal.code == DD_EINVAL);
+	/* a device number is checked before anything loads */
+	struct backend *b = NULL;
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(backend_create("cuda:x", &b, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "cuda:N");
+	CHECK(b == NULL);
+	/* the GPU list is empty rather than an error */
+	struct backend_gpu g[4];
+	CHECK_EQ_INT(backend_gpus(g, 4), 0);
+}
+
+/* ---- a plugin of another API version is refused, by name ----
+ * A stand-in plugin built here with cc (exporting version 999) is offered to the
+ * program through DEEPDESK_CUDA_PLUGIN, in a process of its own (a process loads
+ * its plugin once). */
+
+static void test_version_mismatch(void)
+{
+	char dir[64], cmd[1024], out[2048] = "";
+	if (!check_tmpdir(dir, sizeof dir)) {
+		CHECK(0);
+		return;
+	}
+	snprintf(cmd, sizeof cmd,
+		 "printf 'const int deepdesk_backend_api_version = 999;\\n"
+		 "int deepdesk_cuda_create(void) { return -1; }\\nint deepdesk_cuda_devices(void) { return 0; }\\n' "
+		 "> %s/fake.c && cc -shared -fPIC -o %s/fake.so %s/fake.c 2>&1",
+		 dir, dir, dir);
+	if (system(cmd) != 0) {
+		check_skip("no C compiler to build a stand-in plugin: the version check is not tested");
+		goto done;
+	}
+	char exe[1024];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+	CHECK(n > 0);
+	if (n <= 0)
+		goto done;
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0; /* build/tests */
+	snprintf(cmd, sizeof cmd,
+		 "DEEPDESK_CUDA_PLUGIN=%s/fake.so %s/../deepdesk net time lenet --backend cuda --iters 1 2>&1", dir, exe);
+	FILE *f = popen(cmd, "r");
+	CHECK(f != NULL);
+	if (f) {
+		size_t got = fread(out, 1, sizeof out - 1, f);
+		out[got] = 0;
+		CHECK(pclose(f) != 0);
+	}
+	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 2");
+	printf("  %s", out);
+	/* and a plugin that is not there is named too */
+	snprintf(cmd, sizeof cmd,
+		 "DEEPDESK_CUDA_PLUGIN=%s/none.so %s/../deepdesk net time lenet --backend cuda --iters 1 2>&1", dir, exe);
+	out[0] = 0;
+	if ((f = popen(cmd, "r"))) {
+		size_t got = fread(out, 1, sizeof out - 1, f);
+		out[got] = 0;
+		CHECK(pclose(f) != 0);
+	}
+	CHECK_CONTAINS(out, "none.so does not load");
+	printf("  %s", out);
+done:
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+int main(int argc, char **argv)
+{
+	struct dd_err err = { 0 };
+	if (backend_create("cpu", &cpu, &err)) {
+		printf("FAIL cpu backend: %s\n", err.msg);
+		return 1;
+	}
+	if (argc > 2 && !strcmp(argv[1], "--against")) {
+		/* a dry run of the comparisons with another backend in cuda's place (ref):
+		 * checks this file's networks and harness on a machine without a GPU */
+		train_other = argv[2];
+		if (backend_create(argv[2], &cu, &err)) {
+			printf("FAIL %s: %s\n", argv[2], err.msg);
+			return 1;
+		}
+		RUN(test_layers);
+		RUN(test_solvers);
+		RUN(test_lenet);
+		RUN(test_train_run);
+	} else if (backend_create("cuda", &cu, &refusal)) {
+		char why[600];
+		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
+		check_skip(why);
+		RUN(test_refusal_names_the_reason);
+		RUN(test_version_mismatch);
+	} else {
+		RUN(test_version_mismatch);
+		struct backend_gpu g[8];
+		int n = backend_gpus(g, 8);
+		for (int i = 0; i < n; i++)
+			printf("  GPU %d: %s, %.1f GiB\n", g[i].id, g[i].name, g[i].memory_total / 1073741824.0);
+		RUN(test_layers);
+		RUN(test_solvers);
+		RUN(test_lenet);
+		RUN(test_alexnet);
+		RUN(test_deterministic);
+		RUN(test_out_of_memory);
+		RUN(test_train_run);
+	}
+	backend_free(cu);
+	backend_free(cpu);
+	return check_summary();
+}
