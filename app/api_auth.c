@@ -59,7 +59,7 @@ static int reply(struct mg_connection *c, int status, const char *extra, cJSON *
 
 static int accounts_off(struct req *r)
 {
-	return http_error(r->c, 409, "accounts_off",
+	return http_error(r->c, 409, "conflict",
 			  "accounts are off on this server (it listens on loopback only): everything belongs "
 			  "to the local user and no login is needed");
 }
@@ -142,7 +142,7 @@ int api_login(struct req *r)
 		char target[AUTH_NAME_MAX + 1];
 		snprintf(target, sizeof target, "%s", name);
 		auth_audit(NULL, "login_failed", target, r->auth->address);
-		rc = http_error(r->c, 401, "invalid_login", "wrong name or password");
+		rc = http_error(r->c, 401, "unauthenticated", "wrong name or password");
 		goto out;
 	}
 	ratelimit_reset(by_name, nkey);

@@ -119,7 +119,7 @@ int perm_check(struct req *r, enum perm_action a, int64_t job_id)
 		const char *h = mg_get_header(r->c, "X-CSRF-Token");
 		size_t n = strlen(as->csrf);
 		if (!h || strlen(h) != n || sodium_memcmp(h, as->csrf, n) != 0)
-			return http_error(r->c, 403, "csrf",
+			return http_error(r->c, 403, "forbidden",
 					  "missing or wrong X-CSRF-Token header: reload the page and try again");
 	}
 	switch (a) {
