@@ -407,7 +407,8 @@ int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, str
 		sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_int64(st, 2, id);
 	}
-	rc = one_user_changed(run(st, "changing a password", &changes, err), changes, id, err);
+	rc = run(st, "changing a password", &changes, err);
+	rc = one_user_changed(rc, changes, id, err);
 	sodium_memzero(hash, sizeof hash);
 	if (rc)
 		return rc;
@@ -427,7 +428,8 @@ int auth_user_set_role(int64_t id, enum auth_role role, struct dd_err *err)
 		sqlite3_bind_text(st, 1, auth_role_name(role), -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, id);
 	}
-	return one_user_changed(run(st, "changing a role", &changes, err), changes, id, err);
+	int rc = run(st, "changing a role", &changes, err);
+	return one_user_changed(rc, changes, id, err);
 }
 
 int auth_user_remove(int64_t id, struct dd_err *err)
@@ -436,7 +438,8 @@ int auth_user_remove(int64_t id, struct dd_err *err)
 	sqlite3_stmt *st = prep("DELETE FROM users WHERE id=?", err);
 	if (st)
 		sqlite3_bind_int64(st, 1, id);
-	return one_user_changed(run(st, "removing a user", &changes, err), changes, id, err);
+	int rc = run(st, "removing a user", &changes, err);
+	return one_user_changed(rc, changes, id, err);
 }
 
 /* ---- sessions ---- */
