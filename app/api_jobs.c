@@ -132,6 +132,10 @@ int api_jobs_create(struct req *r)
 							(long long)parents[i]);
 					goto out;
 				}
+			if (!perm_job_visible(r, (int64_t)p->valuedouble)) { /* as the store says it */
+				rc = http_error(r->c, 400, "invalid", "parent job %lld does not exist", (long long)p->valuedouble);
+				goto out;
+			}
 			parents[np++] = (int64_t)p->valuedouble;
 		}
 	}
