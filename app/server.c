@@ -19,6 +19,7 @@
 #include "server.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <limits.h>
@@ -520,16 +521,39 @@ static int accounts_setup(const struct server_opts *opts)
 	return 0;
 }
 
+/* Can this CivetWeb serve HTTPS here?  1 yes; 0 after logging why not. */
+static int tls_usable(void)
+{
+	if (!mg_check_feature(MG_FEATURES_TLS)) {
+		log_error("--tls-cert: this system's CivetWeb was built without TLS; serve HTTP on loopback behind "
+			  "a TLS proxy (nginx, caddy) instead");
+		return 0;
+	}
+	/* Debian 12's CivetWeb 1.15 is built for OpenSSL 1.1 and looks its functions
+	 * up in libssl.so at run time; OpenSSL 3 renamed SSL_get_peer_certificate,
+	 * and CivetWeb then calls a NULL pointer on the first HTTPS request.  Refuse
+	 * rather than crash; a libssl.so that has it (1.1) works. */
+	void *ssl = dlopen("libssl.so", RTLD_LAZY | RTLD_LOCAL);
+	int usable = ssl && dlsym(ssl, "SSL_get_peer_certificate");
+	if (ssl)
+		dlclose(ssl);
+	if (!usable) {
+		log_error("--tls-cert: this system's CivetWeb (1.15, built for OpenSSL 1.1) cannot serve HTTPS with "
+			  "its OpenSSL (%s): every HTTPS request would crash the server, as it needs "
+			  "SSL_get_peer_certificate, which OpenSSL 3 no longer has.  Serve HTTP on loopback behind a "
+			  "TLS proxy (nginx, caddy) instead",
+			  ssl ? "libssl.so is OpenSSL 3" : "no libssl.so: install libssl-dev");
+		return 0;
+	}
+	return 1;
+}
+
 /* --tls-cert and --tls-key into the one PEM file CivetWeb reads (key and
  * certificate together), DATA/tls.pem, readable by us alone; and the ports of
  * listen with CivetWeb's "s" (HTTPS) appended into ports.  0, or 1 after logging
  * why. */
 static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, char *ports, size_t portslen)
 {
-	if (!mg_check_feature(MG_FEATURES_TLS)) {
-		log_error("--tls-cert: this system's CivetWeb was built without TLS; serve HTTP behind a TLS proxy instead");
-		return 1;
-	}
 	char *cert = NULL, *key = NULL;
 	size_t clen = 0, klen = 0;
 	struct dd_err err = { 0 };
@@ -547,6 +571,8 @@ static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, c
 		log_error("--tls-key %s: not a PEM private key (no PRIVATE KEY line)", opts->tls_key);
 		goto out;
 	}
+	if (!tls_usable())
+		goto out;
 	snprintf(pem, pemlen, "%s/tls.pem", S.data_dir);
 	size_t total = klen + clen + 2;
 	char *both = malloc(total);

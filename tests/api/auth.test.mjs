@@ -91,6 +91,45 @@ describe('start-up', () => {
     }
   });
 
+  test('--tls-cert/--tls-key: HTTPS with a Secure cookie, or a clear refusal where this CivetWeb cannot', async () => {
+    const acc = makeAccounts({ root: 'admin' });
+    try {
+      const cert = join(acc.dir, 'cert.pem');
+      const key = join(acc.dir, 'key.pem');
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
+        '-subj', '/CN=localhost'], { stdio: 'ignore' });
+      const half = await refusedStart(['--listen', '127.0.0.1:0', '--data', acc.data, '--tls-cert', cert]);
+      assert.equal(half.code, 1);
+      assert.match(half.stderr, /--tls-cert and --tls-key go together/);
+      const notPem = await refusedStart(['--listen', '127.0.0.1:0', '--data', acc.data, '--tls-cert', acc.pwFile, '--tls-key', key]);
+      assert.equal(notPem.code, 1);
+      assert.match(notPem.stderr, /not a PEM certificate/);
+      let server;
+      try {
+        server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--tls-cert', cert, '--tls-key', key] });
+      } catch (e) {
+        // Debian 12: CivetWeb 1.15 built for OpenSSL 1.1 beside OpenSSL 3 (see server.c)
+        assert.match(e.message, /cannot serve HTTPS with its OpenSSL .*TLS proxy/);
+        return;
+      }
+      try {
+        const https = await import('node:https');
+        const res = await new Promise((resolve, reject) => {
+          const req = https.request({ host: '127.0.0.1', port: server.port, path: '/api/v1/login', method: 'POST',
+            rejectUnauthorized: false, headers: { 'content-type': 'application/json' } }, resolve);
+          req.on('error', reject);
+          req.end(JSON.stringify({ name: 'root', password: PASSWORD }));
+        });
+        assert.equal(res.statusCode, 200);
+        assert.match(res.headers['set-cookie'][0], /; Secure/);
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      rmSync(acc.dir, { recursive: true, force: true });
+    }
+  });
+
   test('the CLI never takes a password from the command line and checks what it is given', () => {
     const dir = mkdtempSync(join(TEST_TMP, 'deepdesk-auth-'));
     try {
