@@ -62,14 +62,41 @@ static int sodium_ready(struct dd_err *err)
 	return DD_OK;
 }
 
+/* Each hash takes 64 MiB for a moment: at most HASHES_AT_ONCE at a time, so that
+ * a crowd of logins (or an attacker's) waits instead of exhausting memory. */
+#define HASHES_AT_ONCE 4
+static pthread_mutex_t hash_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hash_free = PTHREAD_COND_INITIALIZER;
+static int hashing;
+
+static void hash_enter(void)
+{
+	pthread_mutex_lock(&hash_lock);
+	while (hashing >= HASHES_AT_ONCE)
+		pthread_cond_wait(&hash_free, &hash_lock);
+	hashing++;
+	pthread_mutex_unlock(&hash_lock);
+}
+
+static void hash_leave(void)
+{
+	pthread_mutex_lock(&hash_lock);
+	hashing--;
+	pthread_cond_signal(&hash_free);
+	pthread_mutex_unlock(&hash_lock);
+}
+
 int auth_password_hash(const char *pw, char out[AUTH_HASH_LEN], struct dd_err *err)
 {
 	int rc = sodium_ready(err);
 	if (rc)
 		return rc;
 	_Static_assert(AUTH_HASH_LEN == crypto_pwhash_STRBYTES, "hash buffer size");
-	if (crypto_pwhash_str(out, pw, strlen(pw), crypto_pwhash_OPSLIMIT_INTERACTIVE,
-			      crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0)
+	hash_enter();
+	rc = crypto_pwhash_str(out, pw, strlen(pw), crypto_pwhash_OPSLIMIT_INTERACTIVE,
+			       crypto_pwhash_MEMLIMIT_INTERACTIVE);
+	hash_leave();
+	if (rc != 0)
 		return dd_err_set(err, DD_ENOMEM, "not enough memory to hash a password (64 MiB)");
 	return DD_OK;
 }
@@ -78,7 +105,10 @@ int auth_password_verify(const char *hash, const char *pw)
 {
 	if (sodium_ready(NULL) || !hash || !pw || strlen(hash) >= AUTH_HASH_LEN)
 		return 0;
-	return crypto_pwhash_str_verify(hash, pw, strlen(pw)) == 0;
+	hash_enter();
+	int ok = crypto_pwhash_str_verify(hash, pw, strlen(pw)) == 0;
+	hash_leave();
+	return ok;
 }
 
 int auth_password_check(const char *pw, struct dd_err *err)
@@ -468,6 +498,17 @@ int auth_session_create(int64_t user_id, char token[AUTH_TOKEN_LEN + 1], char cs
 	if (rc == DD_OK)
 		*session_id = sqlite3_last_insert_rowid(store_conn(NULL));
 	return rc;
+}
+
+int auth_sessions_sweep(struct dd_err *err)
+{
+	int64_t now = fs_now_ms();
+	sqlite3_stmt *st = prep("DELETE FROM sessions WHERE expires_at<=? OR last_seen<=?", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, now);
+		sqlite3_bind_int64(st, 2, now - cfg.idle_ms);
+	}
+	return run(st, "removing ended sessions", NULL, err);
 }
 
 int auth_session_delete(int64_t session_id, struct dd_err *err)

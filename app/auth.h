@@ -120,6 +120,9 @@ cJSON *auth_user_json(const struct auth_user *u);
 int auth_session_create(int64_t user_id, char token[AUTH_TOKEN_LEN + 1], char csrf[AUTH_TOKEN_LEN + 1],
 			int64_t *session_id, int64_t *expires_ms, struct dd_err *err);
 int auth_session_delete(int64_t session_id, struct dd_err *err);
+/* Delete every session past its idle or absolute end (at start-up; others are
+ * deleted when they are next presented). */
+int auth_sessions_sweep(struct dd_err *err);
 
 /* ---- API tokens ---- */
 /* A new named token for user id: the secret (shown once) into secret

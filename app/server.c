@@ -11,6 +11,12 @@
  * (ws.c); nothing else here is written after start-up except `stopping`, which
  * turns new API requests into 503 while the server shuts down.
  *
+ * Accounts: api_dispatch asks auth.c who is calling (session cookie or bearer
+ * token) and perm.c whether they may use the matched route, before any handler
+ * runs; a route perm.c does not know is for admins only.  With accounts off
+ * (the default on loopback) everyone is the local user.  accounts_setup refuses
+ * a server beyond loopback without accounts, and one with accounts but none made.
+ *
  * The UI is compiled in (build/ui_assets.c, made from ui/ by tools/embed) so the
  * binary serves it from any folder; --ui-dir serves ui/ from disk instead while
  * developing.  Browser libraries come from Debian's libjs-* packages under
@@ -517,6 +523,8 @@ static int accounts_setup(const struct server_opts *opts)
 		.max_ms = (int64_t)opts->session_max_s * 1000,
 	};
 	auth_configure(&ac);
+	if (on)
+		auth_sessions_sweep(NULL);
 	log_info("accounts are %s%s", on ? "on" : "off", on ? "" : " (loopback only: everything is the local user's)");
 	return 0;
 }
