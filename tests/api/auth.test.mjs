@@ -10,8 +10,10 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  BIN, TEST_TMP, WebSocket, startServer, waitState, waitFor, sleep, killTrackedPids, trackPid,
+  BIN, TEST_TMP, WebSocket, startServer, waitState, waitFor, sleep, killTrackedPids, trackPid, loadOpenApi, assertSchema,
 } from './helpers.mjs';
+
+const DOC = loadOpenApi();
 
 const PASSWORD = 'correct-horse-1';
 
@@ -197,7 +199,7 @@ describe('accounts on', () => {
     assert.match(sc, /; SameSite=Strict/);
     assert.match(sc, /; Path=\//);
     assert.doesNotMatch(sc, /Secure/, 'plain HTTP: no Secure flag');
-    assert.deepEqual(Object.keys(s.body).sort(), ['csrf_token', 'expires_at', 'user']);
+    assertSchema(DOC, 'LoginResponse', s.body);
     assert.equal(s.body.user.name, 'ann');
     assert.equal(s.body.user.role, 'learner');
     assert.match(s.csrf, /^[A-Za-z0-9_-]{43}$/);
@@ -205,6 +207,7 @@ describe('accounts on', () => {
     const me = await server.api('GET', '/api/v1/me', undefined, { cookie: s.cookie });
     assert.equal(me.status, 200);
     assert.deepEqual(me.body, { user: s.body.user, accounts: true, csrf_token: s.csrf });
+    assertSchema(DOC, 'Me', me.body);
   });
 
   test('a wrong password and an unknown name get the same answer', async () => {
@@ -214,6 +217,7 @@ describe('accounts on', () => {
     assert.equal(nobody.status, 401);
     assert.deepEqual(wrong.body, nobody.body);
     assert.deepEqual(wrong.body, { error: { code: 'unauthenticated', message: 'wrong name or password' } });
+    assertSchema(DOC, 'Error', wrong.body);
     assert.equal(wrong.token, undefined, 'no cookie for a failed login');
     const bad = await server.api('POST', '/api/v1/login', { name: 'pat' });
     assert.equal(bad.status, 400);
@@ -267,6 +271,7 @@ describe('accounts on', () => {
     const as = asUser(server, s);
     const made = await as('POST', '/api/v1/me/tokens', { name: 'my script' });
     assert.equal(made.status, 201, JSON.stringify(made.body));
+    assertSchema(DOC, 'TokenCreated', made.body);
     const { id, secret } = made.body.token;
     assert.match(secret, /^ddt_[A-Za-z0-9_-]{43}$/);
     const bearer = { authorization: `Bearer ${secret}` };
@@ -279,6 +284,7 @@ describe('accounts on', () => {
     assert.equal(job.body.job.owner, 'ben');
     const list = await as('GET', '/api/v1/me/tokens');
     assert.equal(list.status, 200);
+    assertSchema(DOC, 'TokenList', list.body);
     const t = list.body.tokens.find((x) => x.id === id);
     assert.equal(t.name, 'my script');
     assert.equal(t.revoked, false);
@@ -296,6 +302,7 @@ describe('accounts on', () => {
     const held = await login(server, 'rita');
     assert.equal(held.status, 429);
     assert.equal(held.body.error.code, 'rate_limited');
+    assertSchema(DOC, 'Error', held.body);
     const after = Number(held.headers.get('retry-after'));
     assert.ok(after >= 1 && after <= 2, `Retry-After ${after}`);
     assert.equal(held.token, undefined);
@@ -332,6 +339,13 @@ describe('accounts on', () => {
     const par = await ben('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 1 }, parents: [aj.id] });
     assert.equal(par.status, 400);
     assert.equal(par.body.error.message, `parent job ${aj.id} does not exist`);
+    // nor train on it: a job named in a body is as missing as in a path
+    const asDataset = await ben('POST', '/api/v1/models', { name: 'm', dataset: aj.id, network: { standard: 'lenet' } });
+    assert.equal(asDataset.status, 400);
+    assert.match(asDataset.body.error.message, new RegExp(`^dataset: there is no job ${aj.id}$`));
+    const own = await ann('POST', '/api/v1/models', { name: 'm', dataset: aj.id, network: { standard: 'lenet' } });
+    assert.equal(own.status, 400);
+    assert.match(own.body.error.message, /is a test job, not a dataset/, 'its owner is told what it is');
     // lists: only one's own
     const benList = (await ben('GET', '/api/v1/jobs?limit=1000')).body;
     assert.ok(benList.jobs.every((j) => j.owner === 'ben'), JSON.stringify(benList.jobs.map((j) => j.owner)));
@@ -404,7 +418,9 @@ describe('accounts on', () => {
     assert.equal(r.status, 403);
     assert.equal(r.body.error.code, 'forbidden');
     const root = asUser(server, await login(server, 'root'));
-    const audit = (await root('GET', '/api/v1/audit?limit=1000')).body.audit;
+    const auditBody = (await root('GET', '/api/v1/audit?limit=1000')).body;
+    assertSchema(DOC, 'AuditList', auditBody);
+    const audit = auditBody.audit;
     const actions = new Set(audit.map((a) => a.action));
     for (const a of ['login', 'login_failed', 'logout', 'password_change', 'token_create', 'token_revoke', 'user_add']) {
       assert.ok(actions.has(a), `audit has ${a}`);
@@ -414,6 +430,25 @@ describe('accounts on', () => {
     assert.equal(failed.user, null);
     assert.equal(failed.address, '127.0.0.1');
     assert.ok(audit.every((a) => !JSON.stringify(a).includes(PASSWORD)), 'no password in the log');
+  });
+});
+
+describe('login limit per address', () => {
+  let server, acc;
+  before(async () => {
+    acc = makeAccounts({ root: 'admin' });
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on'] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(acc.dir, { recursive: true, force: true });
+  });
+
+  test('twenty failures from one address, each for a different name, hold that address', async () => {
+    for (let i = 0; i < 20; i++) assert.equal((await login(server, `guess${i}`, 'wrong-password')).status, 401);
+    const held = await login(server, 'root');
+    assert.equal(held.status, 429, 'a new name from the same address waits');
+    assert.ok(Number(held.headers.get('retry-after')) >= 1);
   });
 });
 
