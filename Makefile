@@ -21,7 +21,7 @@ Q       := $(if $(V),,@)
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
              libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev dataset-fashion-mnist
-TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
+TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk openssl python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
              python3-numpy python3-torch
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
