@@ -13,15 +13,15 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
-LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lgomp -lpthread -lm
+LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lsodium -lgomp -lpthread -lm
 BUILD   := build
 Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
-             libjs-codemirror libdnnl-dev libgraphviz-dev dataset-fashion-mnist
-TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
+             libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev dataset-fashion-mnist
+TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk openssl python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
              python3-numpy python3-torch
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
@@ -53,11 +53,11 @@ endif
 
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c jobs/worker.c \
-            $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c $(wildcard app/api_*.c) \
+            $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 LIB_SRCS += app/infer_service.c
 KIND_SRC := jobs/job.c
-MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c app/cli_classify.c
+MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c app/cli_classify.c app/cli_user.c
 NET_STD  := lenet alexnet googlenet resnet_small
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
 

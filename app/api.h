@@ -41,6 +41,15 @@ int api_lr_preview(struct req *r);
 int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);
 int api_models_import(struct req *r);
+/* accounts (api_auth.c) */
+int api_login(struct req *r);
+int api_logout(struct req *r);
+int api_me(struct req *r);
+int api_me_password(struct req *r);
+int api_me_tokens_list(struct req *r);
+int api_me_tokens_create(struct req *r);
+int api_me_token_revoke(struct req *r);
+int api_audit_list(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 int api_digits_classify_many(struct req *r);

@@ -11,6 +11,7 @@
 #include "../jobs/job.h"
 #include "../jobs/sched.h"
 #include "api.h"
+#include "perm.h"
 #include "server.h"
 #include "store.h"
 
@@ -50,8 +51,8 @@ int api_jobs_list(struct req *r)
 	struct dd_err err = { 0 };
 	cJSON *jobs = NULL;
 	int total = 0;
-	if (store_job_list(has_kind ? kind : NULL, has_state ? state : NULL, (int)limit, (int)offset,
-			   &jobs, &total, &err) != DD_OK)
+	if (store_job_list_for(perm_list_owner(r), has_kind ? kind : NULL, has_state ? state : NULL, (int)limit,
+			       (int)offset, &jobs, &total, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddItemToObject(body, "jobs", jobs);
@@ -131,6 +132,10 @@ int api_jobs_create(struct req *r)
 							(long long)parents[i]);
 					goto out;
 				}
+			if (!perm_job_visible(r, (int64_t)p->valuedouble)) { /* as the store says it */
+				rc = http_error(r->c, 400, "invalid", "parent job %lld does not exist", (long long)p->valuedouble);
+				goto out;
+			}
 			parents[np++] = (int64_t)p->valuedouble;
 		}
 	}
@@ -196,6 +201,7 @@ int api_job_delete(struct req *r)
 	struct dd_err err = { 0 };
 	if (sched_delete(r->id, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
+	perm_audit_job(r, "job_delete", r->id);
 	return http_no_content(r->c);
 }
 
@@ -253,7 +259,7 @@ int api_ws_plain(struct req *r)
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
 {
 	struct dd_err err = { 0 };
-	int rc = store_job_row(id, row, &err);
+	int rc = perm_job_visible(r, id) ? store_job_row(id, row, &err) : DD_ENOENT;
 	if (rc == DD_ENOENT)
 		return http_error(r->c, 400, "invalid", "%s: there is no job %lld", field, (long long)id);
 	if (rc)

@@ -26,6 +26,7 @@
 #include "../jobs/sched.h"
 #include "../networks/net.h"
 #include "api.h"
+#include "perm.h"
 #include "server.h"
 #include "store.h"
 
@@ -431,7 +432,7 @@ int api_models_list(struct req *r)
 	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
 	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
 		return rc;
-	if (store_job_list("model", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
+	if (store_job_list_for(perm_list_owner(r), "model", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
 	cJSON *j;
 	cJSON_ArrayForEach(j, jobs)

@@ -26,5 +26,7 @@ extern const char cli_classify_usage[];
 int cli_classify(int argc, char **argv);
 extern const char cli_net_usage[];
 int cli_net(int argc, char **argv);
+extern const char cli_user_usage[];
+int cli_user(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@
 
 #include "../common/err.h"
 
+struct auth_state;
+
 #define HTTP_BODY_CAP (1u << 20) /* JSON bodies: 1 MiB */
 
 struct req {
@@ -20,6 +22,7 @@ struct req {
 	int64_t id;    /* the {id} path segment, when the route has one */
 	int64_t n;     /* a second number segment, {n} */
 	char name[64]; /* a word segment, {name} (letters, digits, '_', '-', '.') */
+	struct auth_state *auth; /* who asks (auth.h), set by api_dispatch */
 };
 
 /* Send body (consumed) as JSON with status. */

@@ -27,6 +27,7 @@ static const char usage[] =
 	"  net list|show  the standard networks, and one's prototxt\n"
 	"  train          train a network on a dataset (CPU reference engine, in progress)\n"
 	"  classify       classify images with a trained model (a bundle or a job folder)\n"
+	"  user           add, list and change accounts (add|list|passwd|role|remove)\n"
 	"  worker DIR     run the job described in DIR/job.json (the scheduler starts these)\n"
 	"  routes         list the REST API's routes (method and path)\n"
 	"  version        print the version and build\n"
@@ -54,6 +55,13 @@ static const char serve_usage[] =
 	"  --archive-max-files N  most files an uploaded archive may unpack to (1000000)\n"
 	"  --archive-max-mib N  most MiB an uploaded archive may unpack to (32768); archives\n"
 	"                       unpacking to over 200 times their size are refused as bombs\n"
+	"  --accounts on|off    logins and per-user jobs (default: off when listening on\n"
+	"                       loopback only, on otherwise; off beyond loopback is refused).\n"
+	"                       `deepdesk user add` makes the accounts.\n"
+	"  --tls-cert FILE      serve HTTPS with this PEM certificate (and --tls-key)\n"
+	"  --tls-key FILE       the certificate's PEM private key\n"
+	"  --session-idle SEC   a login unused this long ends (default 28800: 8 hours)\n"
+	"  --session-max SEC    a login ends this long after it began (default 604800: 7 days)\n"
 	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
 	"  --log-level LEVEL    error, warn, info (default) or debug\n"
 	"  -h, --help           this text\n";
@@ -73,7 +81,7 @@ static const char routes_usage[] =
 static int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
-	       O_AFILES, O_AMIB };
+	       O_AFILES, O_AMIB, O_ACCOUNTS, O_CERT, O_KEY, O_IDLE, O_SMAX };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -86,6 +94,11 @@ static int cmd_serve(int argc, char **argv)
 		{ "max-upload", required_argument, NULL, O_UPLOAD },
 		{ "archive-max-files", required_argument, NULL, O_AFILES },
 		{ "archive-max-mib", required_argument, NULL, O_AMIB },
+		{ "accounts", required_argument, NULL, O_ACCOUNTS },
+		{ "tls-cert", required_argument, NULL, O_CERT },
+		{ "tls-key", required_argument, NULL, O_KEY },
+		{ "session-idle", required_argument, NULL, O_IDLE },
+		{ "session-max", required_argument, NULL, O_SMAX },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -121,6 +134,26 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;
+		case O_ACCOUNTS:
+			if (strcmp(optarg, "on") == 0)
+				o.accounts = ACCOUNTS_ON;
+			else if (strcmp(optarg, "off") == 0)
+				o.accounts = ACCOUNTS_OFF;
+			else {
+				fprintf(stderr, "deepdesk: --accounts: expected on or off, got \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case O_CERT: o.tls_cert = optarg; break;
+		case O_KEY: o.tls_key = optarg; break;
+		case O_IDLE:
+			if (cli_int("--session-idle", optarg, 1, 365 * 24 * 3600, &o.session_idle_s))
+				return 2;
+			break;
+		case O_SMAX:
+			if (cli_int("--session-max", optarg, 1, 365 * 24 * 3600, &o.session_max_s))
+				return 2;
+			break;
 		case O_AFILES:
 			if (cli_number("--archive-max-files", optarg, 1, 1 << 30, &o.archive_max_files))
 				return 2;
@@ -213,6 +246,8 @@ int main(int argc, char **argv)
 		return cli_train(argc, argv);
 	if (strcmp(verb, "classify") == 0)
 		return cli_classify(argc, argv);
+	if (strcmp(verb, "user") == 0)
+		return cli_user(argc, argv);
 	if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
 		printf("deepdesk %s (commit %s, built %s, CUDA backend %s)\n", DD_VERSION, dd_commit,
 		       dd_build_date, dd_cuda_built ? "built" : "not built");
@@ -235,6 +270,8 @@ int main(int argc, char **argv)
 			fputs(cli_train_usage, stdout);
 		else if (argc >= 2 && strcmp(argv[1], "classify") == 0)
 			fputs(cli_classify_usage, stdout);
+		else if (argc >= 2 && strcmp(argv[1], "user") == 0)
+			fputs(cli_user_usage, stdout);
 		else
 			fputs(usage, stdout);
 		return 0;

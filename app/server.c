@@ -11,6 +11,12 @@
  * (ws.c); nothing else here is written after start-up except `stopping`, which
  * turns new API requests into 503 while the server shuts down.
  *
+ * Accounts: api_dispatch asks auth.c who is calling (session cookie or bearer
+ * token) and perm.c whether they may use the matched route, before any handler
+ * runs; a route perm.c does not know is for admins only.  With accounts off
+ * (the default on loopback) everyone is the local user.  accounts_setup refuses
+ * a server beyond loopback without accounts, and one with accounts but none made.
+ *
  * The UI is compiled in (build/ui_assets.c, made from ui/ by tools/embed) so the
  * binary serves it from any folder; --ui-dir serves ui/ from disk instead while
  * developing.  Browser libraries come from Debian's libjs-* packages under
@@ -19,6 +25,7 @@
 #include "server.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <limits.h>
@@ -32,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "../common/fsutil.h"
 #include "../common/log.h"
 #include "../common/version.h"
@@ -39,6 +48,8 @@
 #include "../jobs/sched.h"
 #include "api.h"
 #include "infer_service.h"
+#include "auth.h"
+#include "perm.h"
 #include "store.h"
 #include "ws.h"
 
@@ -53,7 +64,8 @@ static struct {
 
 const char *server_user(const struct req *r)
 {
-	(void)r;
+	if (r && r->auth && r->auth->accounts && r->auth->authenticated && r->auth->user.id)
+		return r->auth->user.name;
 	return "local";
 }
 
@@ -120,6 +132,14 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/models/{id}/classify", api_model_classify },
 	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle },
 	{ "POST", "/api/v1/models/import", api_models_import },
+	{ "POST", "/api/v1/login", api_login },
+	{ "POST", "/api/v1/logout", api_logout },
+	{ "GET", "/api/v1/me", api_me },
+	{ "POST", "/api/v1/me/password", api_me_password },
+	{ "GET", "/api/v1/me/tokens", api_me_tokens_list },
+	{ "POST", "/api/v1/me/tokens", api_me_tokens_create },
+	{ "DELETE", "/api/v1/me/tokens/{id}", api_me_token_revoke },
+	{ "GET", "/api/v1/audit", api_audit_list },
 	{ NULL, NULL, NULL },
 };
 
@@ -206,14 +226,19 @@ static int match(const char *pattern, const char *uri, struct req *r)
 	return !*p && !*u;
 }
 
-/* CivetWeb's handler for a route table (data): match, check the method, call. */
+/* CivetWeb's handler for a route table (data): say who asks, match, check the
+ * method, check the permission (perm.c: every route, before its handler), call.
+ * With accounts on, nobody logged in learns nothing of the routes: 401 for any
+ * path but the public ones. */
 static int api_dispatch(struct mg_connection *c, void *data)
 {
 	const struct route *table = data;
 	const struct mg_request_info *ri = mg_get_request_info(c);
-	struct req r = { .c = c, .ri = ri, .id = 0 };
+	struct auth_state who;
+	struct req r = { .c = c, .ri = ri, .id = 0, .auth = &who };
 	if (atomic_load(&S.stopping))
 		return http_error(c, 503, "unavailable", "the server is shutting down");
+	auth_identify(c, &who);
 	char allow[128] = "";
 	for (const struct route *rt = table; rt->pattern; rt++) {
 		struct req m = r;
@@ -227,10 +252,15 @@ static int api_dispatch(struct mg_connection *c, void *data)
 				snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", rt->method);
 			continue;
 		}
+		int rc = perm_check(&m, perm_route_action(rt->method, rt->pattern), m.id);
+		if (rc)
+			return rc;
 		if (m.id < 0)
 			return http_error(c, 404, "not_found", "%s: not a valid id", ri->local_uri);
 		return rt->fn(&m);
 	}
+	if (who.accounts && !who.authenticated)
+		return perm_check(&r, PERM_USER, 0);
 	if (allow[0]) {
 		char body[256];
 		int n = snprintf(body, sizeof body,
@@ -434,6 +464,172 @@ int api_info(struct req *r)
 
 /* ---- life cycle ---- */
 
+int server_listen_is_loopback(const char *listen)
+{
+	const char *p = listen;
+	if (!p || !*p)
+		return 0;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char one[256];
+		if (len == 0 || len >= sizeof one)
+			return 0;
+		memcpy(one, p, len);
+		one[len] = 0;
+		p += len + (p[len] == ',');
+		char *host = one, *end;
+		if (one[0] == '[') {
+			end = strchr(one, ']');
+			if (!end || end[1] != ':')
+				return 0;
+			host = one + 1;
+			*end = 0;
+			if (strcmp(host, "::1") != 0)
+				return 0;
+			continue;
+		}
+		end = strrchr(one, ':');
+		if (!end)
+			return 0; /* a port alone: every address */
+		*end = 0;
+		if (strcmp(host, "localhost") != 0 && strncmp(host, "127.", 4) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Decide whether accounts are on, and refuse what would leave the server open
+ * to anyone who can reach it.  0, or 1 after logging why. */
+static int accounts_setup(const struct server_opts *opts)
+{
+	int loopback = server_listen_is_loopback(opts->listen);
+	int on = opts->accounts == ACCOUNTS_AUTO ? !loopback : opts->accounts == ACCOUNTS_ON;
+	if (!on && !loopback) {
+		log_error("refusing to listen on %s with accounts off: anyone who reaches this machine could use "
+			  "and delete everything.  Add the first admin with\n"
+			  "    deepdesk user add NAME --role admin --data %s\n"
+			  "and start again (accounts are on by themselves off loopback), or listen on 127.0.0.1.",
+			  opts->listen, S.data_dir);
+		return 1;
+	}
+	if (on) {
+		int64_t n = 0;
+		struct dd_err err = { 0 };
+		if (auth_user_count(&n, &err) != DD_OK) {
+			log_error("%s", err.msg);
+			return 1;
+		}
+		if (n == 0) {
+			log_error("accounts are on but %s/" STORE_FILE " has no account yet, so nobody could log in.  "
+				  "Add the first admin with\n"
+				  "    deepdesk user add NAME --role admin --data %s\n"
+				  "and start again.",
+				  S.data_dir, S.data_dir);
+			return 1;
+		}
+	}
+	struct auth_config ac = {
+		.accounts = on,
+		.tls = opts->tls_cert != NULL,
+		.idle_ms = (int64_t)opts->session_idle_s * 1000,
+		.max_ms = (int64_t)opts->session_max_s * 1000,
+	};
+	auth_configure(&ac);
+	if (on)
+		auth_sessions_sweep(NULL);
+	log_info("accounts are %s%s", on ? "on" : "off", on ? "" : " (loopback only: everything is the local user's)");
+	return 0;
+}
+
+/* Can this CivetWeb serve HTTPS here?  1 yes; 0 after logging why not. */
+static int tls_usable(void)
+{
+	if (!mg_check_feature(MG_FEATURES_TLS)) {
+		log_error("--tls-cert: this system's CivetWeb was built without TLS; serve HTTP on loopback behind "
+			  "a TLS proxy (nginx, caddy) instead");
+		return 0;
+	}
+	/* Debian 12's CivetWeb 1.15 is built for OpenSSL 1.1 and looks its functions
+	 * up in libssl.so at run time; OpenSSL 3 renamed SSL_get_peer_certificate,
+	 * and CivetWeb then calls a NULL pointer on the first HTTPS request.  Refuse
+	 * rather than crash; a libssl.so that has it (1.1) works. */
+	void *ssl = dlopen("libssl.so", RTLD_LAZY | RTLD_LOCAL);
+	int usable = ssl && dlsym(ssl, "SSL_get_peer_certificate");
+	if (ssl)
+		dlclose(ssl);
+	if (!usable) {
+		log_error("--tls-cert: this system's CivetWeb (1.15, built for OpenSSL 1.1) cannot serve HTTPS with "
+			  "its OpenSSL (%s): every HTTPS request would crash the server, as it needs "
+			  "SSL_get_peer_certificate, which OpenSSL 3 no longer has.  Serve HTTP on loopback behind a "
+			  "TLS proxy (nginx, caddy) instead",
+			  ssl ? "libssl.so is OpenSSL 3" : "no libssl.so: install libssl-dev");
+		return 0;
+	}
+	return 1;
+}
+
+/* --tls-cert and --tls-key into the one PEM file CivetWeb reads (key and
+ * certificate together), DATA/tls.pem, readable by us alone; and the ports of
+ * listen with CivetWeb's "s" (HTTPS) appended into ports.  0, or 1 after logging
+ * why. */
+static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, char *ports, size_t portslen)
+{
+	char *cert = NULL, *key = NULL;
+	size_t clen = 0, klen = 0;
+	struct dd_err err = { 0 };
+	int rc = 1;
+	if (fs_read_file(opts->tls_cert, 1 << 20, &cert, &clen, &err) != DD_OK ||
+	    fs_read_file(opts->tls_key, 1 << 20, &key, &klen, &err) != DD_OK) {
+		log_error("TLS: %s", err.msg);
+		goto out;
+	}
+	if (!strstr(cert, "-----BEGIN CERTIFICATE-----")) {
+		log_error("--tls-cert %s: not a PEM certificate (no BEGIN CERTIFICATE line)", opts->tls_cert);
+		goto out;
+	}
+	if (!strstr(key, "PRIVATE KEY-----")) {
+		log_error("--tls-key %s: not a PEM private key (no PRIVATE KEY line)", opts->tls_key);
+		goto out;
+	}
+	if (!tls_usable())
+		goto out;
+	snprintf(pem, pemlen, "%s/tls.pem", S.data_dir);
+	size_t total = klen + clen + 2;
+	char *both = malloc(total);
+	if (!both) {
+		log_error("out of memory");
+		goto out;
+	}
+	int n = snprintf(both, total, "%s\n%s", key, cert);
+	mode_t mask = umask(077); /* one thread yet: nothing else creates files now */
+	int wrc = fs_write_file_atomic(pem, both, (size_t)n, &err);
+	umask(mask);
+	sodium_memzero(both, total);
+	free(both);
+	if (wrc != DD_OK) {
+		log_error("TLS: %s", err.msg);
+		goto out;
+	}
+	size_t at = 0;
+	for (const char *p = opts->listen; *p;) {
+		size_t len = strcspn(p, ",");
+		int w = snprintf(ports + at, portslen - at, "%s%.*ss", at ? "," : "", (int)len, p);
+		if (w < 0 || (size_t)w >= portslen - at) {
+			log_error("--listen: too long");
+			goto out;
+		}
+		at += (size_t)w;
+		p += len + (p[len] == ',');
+	}
+	rc = 0;
+out:
+	free(cert);
+	if (key)
+		sodium_memzero(key, klen);
+	free(key);
+	return rc;
+}
+
 /* Uploads not used by a dataset within a day are abandoned: remove them. */
 static void sweep_uploads(void)
 {
@@ -490,6 +686,16 @@ int server_run(const struct server_opts *opts)
 		log_error("%s", err.msg);
 		return 1;
 	}
+	if (accounts_setup(opts))
+		return 1;
+	char pem[PATH_MAX + 16] = "", listen[1024];
+	snprintf(listen, sizeof listen, "%s", opts->listen);
+	if ((opts->tls_cert != NULL) != (opts->tls_key != NULL)) {
+		log_error("--tls-cert and --tls-key go together: give both, or neither");
+		return 1;
+	}
+	if (opts->tls_cert && tls_setup(opts, pem, sizeof pem, listen, sizeof listen))
+		return 1;
 	sweep_uploads();
 
 	char exe[PATH_MAX];
@@ -527,19 +733,20 @@ int server_run(const struct server_opts *opts)
 		ws_limit = 1;
 	snprintf(threads, sizeof threads, "%d", nthreads);
 	const char *options[] = {
-		"listening_ports", opts->listen,
+		"listening_ports", listen,
 		"num_threads", threads,
 		"request_timeout_ms", "60000",
 		"websocket_timeout_ms", "3600000",
 		"enable_keep_alive", "yes",
 		"keep_alive_timeout_ms", "5000",
 		"tcp_nodelay", "1",
+		pem[0] ? "ssl_certificate" : NULL, pem,
 		NULL,
 	};
 	struct mg_callbacks cb = { 0 };
 	cb.exit_thread = on_thread_exit;
 	cb.log_message = log_message;
-	mg_init_library(MG_FEATURES_WEBSOCKET);
+	mg_init_library(MG_FEATURES_WEBSOCKET | (pem[0] ? MG_FEATURES_TLS : 0));
 
 	if (sched_start(&sc, ws_publish, NULL, &err) != DD_OK) {
 		log_error("%s", err.msg);
@@ -587,8 +794,8 @@ int server_run(const struct server_opts *opts)
 			snprintf(host, sizeof host, "%.*s", (int)(colon - opts->listen), opts->listen);
 		if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0)
 			snprintf(host, sizeof host, "localhost");
-		log_info("deepdesk %s: open http://%s:%d/ in a browser (data folder %s)", DD_VERSION, host,
-			 ports[0].port, S.data_dir);
+		log_info("deepdesk %s: open http%s://%s:%d/ in a browser (data folder %s)", DD_VERSION,
+			 pem[0] ? "s" : "", host, ports[0].port, S.data_dir);
 		/* The bound port, for tests and scripts that asked for port 0. */
 		char pf[PATH_MAX + 16], txt[32];
 		snprintf(pf, sizeof pf, "%s/server.port", S.data_dir);

@@ -19,7 +19,15 @@ struct server_opts {
 	int threads;        /* CivetWeb worker threads */
 	long long max_upload; /* bytes; 0: 16 GiB */
 	long long archive_max_files, archive_max_bytes; /* 0: archive.h's defaults */
+	enum { ACCOUNTS_AUTO, ACCOUNTS_OFF, ACCOUNTS_ON } accounts; /* auto: off on loopback only */
+	const char *tls_cert, *tls_key; /* PEM files; both or neither */
+	int session_idle_s, session_max_s; /* 0: 8 hours idle, 7 days in all */
 };
+
+/* Does every address of a --listen value ("127.0.0.1:5010", "[::1]:0",
+ * "localhost:80,127.0.0.1:81") belong to this machine's loopback?  A bare port
+ * listens on every address: 0. */
+int server_listen_is_loopback(const char *listen);
 
 /* Run the server until SIGTERM/SIGINT; returns the process exit code. */
 int server_run(const struct server_opts *opts);

@@ -80,6 +80,44 @@ static const char *const migrations[] = {
 	"  at INTEGER NOT NULL,"
 	"  message TEXT);"
 	"CREATE INDEX job_history_job ON job_history(job_id);",
+	/* 1 -> 2: accounts (app/auth.c).  Sessions and API tokens keep only the
+	 * SHA-256 of their secret; jobs.owner_id NULL is the local user of a server
+	 * without accounts.  The name "local" is never a user's (cli_user.c). */
+	"CREATE TABLE users ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  name TEXT NOT NULL UNIQUE COLLATE NOCASE,"
+	"  role TEXT NOT NULL CHECK (role IN ('learner','instructor','admin')),"
+	"  pwhash TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  disabled INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE sessions ("
+	"  id INTEGER PRIMARY KEY,"
+	"  token_hash TEXT NOT NULL UNIQUE,"
+	"  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,"
+	"  created_at INTEGER NOT NULL,"
+	"  expires_at INTEGER NOT NULL,"
+	"  last_seen INTEGER NOT NULL,"
+	"  csrf TEXT NOT NULL);"
+	"CREATE INDEX sessions_user ON sessions(user_id);"
+	"CREATE TABLE api_tokens ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  token_hash TEXT NOT NULL UNIQUE,"
+	"  created_at INTEGER NOT NULL,"
+	"  last_used INTEGER,"
+	"  revoked_at INTEGER);"
+	"CREATE INDEX api_tokens_user ON api_tokens(user_id);"
+	"CREATE TABLE audit ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  at INTEGER NOT NULL,"
+	"  user_id INTEGER,"
+	"  user_name TEXT,"
+	"  action TEXT NOT NULL,"
+	"  target TEXT,"
+	"  address TEXT);"
+	"ALTER TABLE jobs ADD COLUMN owner_id INTEGER REFERENCES users(id) ON DELETE SET NULL;"
+	"CREATE INDEX jobs_owner ON jobs(owner_id, id);",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -271,8 +309,9 @@ int store_job_insert(const char *kind, const char *name, const char *owner,
 	if (rc)
 		return rc;
 	int64_t now = fs_now_ms();
-	sqlite3_stmt *st = prep("INSERT INTO jobs(kind,name,owner,state,created_at,params,resources)"
-				" VALUES(?,?,?,'queued',?,?,?)",
+	/* owner_id: the account named owner, NULL for the local user */
+	sqlite3_stmt *st = prep("INSERT INTO jobs(kind,name,owner,owner_id,state,created_at,params,resources)"
+				" VALUES(?1,?2,?3,(SELECT id FROM users WHERE name=?3),'queued',?4,?5,?6)",
 				err);
 	if (!st) {
 		rc = err ? err->code : DD_EIO;
@@ -428,18 +467,26 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
 int store_job_list(const char *kind, const char *state, int limit, int offset, cJSON **out,
 		   int *total, struct dd_err *err)
 {
+	return store_job_list_for(-1, kind, state, limit, offset, out, total, err);
+}
+
+int store_job_list_for(int64_t owner_id, const char *kind, const char *state, int limit, int offset,
+		       cJSON **out, int *total, struct dd_err *err)
+{
 	*out = NULL;
 	*total = 0;
-	sqlite3_stmt *st = prep("SELECT count(*) FROM jobs WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)", err);
+	sqlite3_stmt *st = prep("SELECT count(*) FROM jobs WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
+				" AND (?3 < 0 OR owner_id=?3)", err);
 	if (!st)
 		return err ? err->code : DD_EIO;
 	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, owner_id);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		*total = sqlite3_column_int(st, 0);
 	release(st);
 	st = prep("SELECT " JOB_COLS " FROM jobs j WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
-		  " ORDER BY j.id DESC LIMIT ?3 OFFSET ?4",
+		  " AND (?5 < 0 OR owner_id=?5) ORDER BY j.id DESC LIMIT ?3 OFFSET ?4",
 		  err);
 	if (!st)
 		return err ? err->code : DD_EIO;
@@ -447,6 +494,7 @@ int store_job_list(const char *kind, const char *state, int limit, int offset, c
 	sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 3, limit);
 	sqlite3_bind_int(st, 4, offset);
+	sqlite3_bind_int64(st, 5, owner_id);
 	cJSON *arr = cJSON_CreateArray();
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -735,4 +783,20 @@ int store_job_count(int64_t *n, struct dd_err *err)
 	*n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
 	release(st);
 	return DD_OK;
+}
+
+int store_job_owner(int64_t id, int64_t *owner_id, struct dd_err *err)
+{
+	*owner_id = 0;
+	sqlite3_stmt *st = prep("SELECT coalesce(owner_id,0) FROM jobs WHERE id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*owner_id = sqlite3_column_int64(st, 0);
+	release(st);
+	if (rc == SQLITE_DONE)
+		return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a job's owner");
 }

@@ -1,4 +1,5 @@
-/* store.h — deepdesk.db: the SQLite store of jobs (and later users, sessions).
+/* store.h — deepdesk.db: the SQLite store of jobs, and the schema of
+ * the accounts tables that app/auth.c reads and writes.
  *
  * One connection per thread (opened on first use, closed by store_thread_end), WAL,
  * a busy timeout and foreign keys on.  The schema is versioned in PRAGMA
@@ -53,6 +54,13 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err);
  * the count matching before limit/offset.  Caller frees *out. */
 int store_job_list(const char *kind, const char *state, int limit, int offset, cJSON **out,
 		   int *total, struct dd_err *err);
+
+/* The same, only the jobs of account owner_id (owner_id < 0: everyone's). */
+int store_job_list_for(int64_t owner_id, const char *kind, const char *state, int limit, int offset,
+		       cJSON **out, int *total, struct dd_err *err);
+/* The account that owns job id into *owner_id (0: the local user); DD_ENOENT
+ * when there is no such job. */
+int store_job_owner(int64_t id, int64_t *owner_id, struct dd_err *err);
 
 int store_job_row(int64_t id, struct job_row *row, struct dd_err *err);
 /* Every job in `state`, oldest first; caller frees *rows with free(). */

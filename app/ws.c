@@ -6,7 +6,11 @@
  * that grows past QUEUE_MAX_BYTES means the client cannot keep up; it is told
  * {"type":"overflow"} and closed, and catches up from /events?after= when it
  * reconnects.  The close handler stops the sender and waits for it before the
- * client is freed. */
+ * client is freed.
+ *
+ * With accounts on, a connection is refused unless it comes with a session
+ * cookie or an API token, and each client only ever gets what perm.c lets its
+ * user see, whatever the topic: a learner's "all" is all of their own jobs. */
 #define _GNU_SOURCE
 #include "ws.h"
 
@@ -16,6 +20,9 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "auth.h"
+#include "perm.h"
+#include "store.h"
 
 #define MAX_SUBS 64
 #define QUEUE_MAX_BYTES (16u << 20)
@@ -33,6 +40,7 @@ struct qitem {
 
 struct ws_client {
 	struct mg_connection *c;
+	struct auth_state who; /* the user, as at connection time */
 	int all, jobs; /* topics "all" and "jobs" */
 	int64_t subs[MAX_SUBS];
 	int nsubs;
@@ -157,8 +165,11 @@ static void send_json(struct ws_client *cl, cJSON *j)
 
 static int on_connect(const struct mg_connection *c, void *data)
 {
-	(void)c;
 	(void)data;
+	struct auth_state who;
+	auth_identify(c, &who);
+	if (who.accounts && !who.authenticated)
+		return 1; /* nobody logged in: refused */
 	pthread_mutex_lock(&lock);
 	int full = nclients >= max_clients;
 	pthread_mutex_unlock(&lock);
@@ -174,6 +185,7 @@ static void on_ready(struct mg_connection *c, void *data)
 	if (!cl)
 		return;
 	cl->c = c;
+	auth_identify(c, &cl->who);
 	pthread_cond_init(&cl->wake, NULL);
 	if (pthread_create(&cl->sender, NULL, sender_main, cl) != 0) {
 		pthread_cond_destroy(&cl->wake);
@@ -278,8 +290,36 @@ void ws_register(struct mg_context *ctx, int limit)
 	mg_set_websocket_handler(ctx, "/api/v1/ws$", on_connect, on_ready, on_data, on_close, NULL);
 }
 
-static int wants(const struct ws_client *cl, int64_t id, int is_event)
+/* The owner of each job recently published, so that a "deleted" (the row is
+ * gone by then) still reaches the owner; -1 when not known. */
+#define OWNER_CACHE 4096
+static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	int64_t job, owner;
+} owner_cache[OWNER_CACHE];
+
+static int64_t owner_of(int64_t job, int deleted)
 {
+	size_t slot = (size_t)job % OWNER_CACHE;
+	int64_t owner = -1;
+	if (!deleted && store_job_owner(job, &owner, NULL) == DD_OK) {
+		pthread_mutex_lock(&owner_lock);
+		owner_cache[slot].job = job;
+		owner_cache[slot].owner = owner;
+		pthread_mutex_unlock(&owner_lock);
+		return owner;
+	}
+	pthread_mutex_lock(&owner_lock);
+	if (owner_cache[slot].job == job)
+		owner = owner_cache[slot].owner;
+	pthread_mutex_unlock(&owner_lock);
+	return owner;
+}
+
+static int wants(const struct ws_client *cl, int64_t id, int64_t owner, int is_event)
+{
+	if (!perm_sees_owner(&cl->who, owner))
+		return 0;
 	if (cl->all)
 		return 1;
 	if (cl->jobs && !is_event)
@@ -294,6 +334,7 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 {
 	(void)unused;
 	int is_event = strcmp(what, "events") == 0;
+	int64_t owner = auth_config()->accounts ? owner_of(job_id, strcmp(what, "deleted") == 0) : 0;
 	cJSON *j = cJSON_CreateObject();
 	if (!j)
 		return;
@@ -316,7 +357,7 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 		return;
 	pthread_mutex_lock(&lock);
 	for (struct ws_client *cl = clients; cl; cl = cl->next)
-		if (wants(cl, job_id, is_event) && enqueue(cl, m) != 0 && cl->overflowed == 1) {
+		if (wants(cl, job_id, owner, is_event) && enqueue(cl, m) != 0 && cl->overflowed == 1) {
 			cl->overflowed = 2; /* logged once */
 			log_warn("a websocket client fell %u MiB behind and is being closed", QUEUE_MAX_BYTES >> 20);
 		}

@@ -8,6 +8,10 @@
 //   /datasets/new  the new-dataset form                       the dataset's summary and images)
 //   /models/new    the new-model form (?from=ID clones)   /models/ID  one model (the job page, plus
 //                                                                     its curves, snapshots, resume)
+//
+// With accounts on, nothing starts until /api/v1/me says who is logged in: a 401
+// shows the login page instead (login.js), and a 401 later on (the session ended)
+// brings it back.  The header then shows the user's name and a logout button.
 import { live } from './js/live.js';
 import { store } from './js/store.js';
 import { mountHome, tabForPath } from './js/home.js';
@@ -15,9 +19,12 @@ import { mountJob } from './js/job.js';
 import { mountNewDataset } from './js/dataset_new.js';
 import { mountNewModel } from './js/model_new.js';
 import { h, setChildren, setText, icon } from './js/dom.js';
+import { get, post, setCsrfToken, whenUnauthenticated } from './js/api.js';
+import { mountLogin } from './js/login.js';
 
 const main = document.getElementById('main');
-let current = null; // {kind: 'home'|'job'|'missing', page, key}
+let current = null; // {kind: 'home'|'job'|'missing'|'login', page, key}
+let started = false; // the pages run (after /api/v1/me said who is logged in)
 
 function route(path) {
   const tab = tabForPath(path);
@@ -34,6 +41,7 @@ function route(path) {
 }
 
 function render({ focus = false } = {}) {
+  if (!started) return; // the login page is showing
   const r = route(location.pathname);
   if (current && current.kind === 'home' && r.kind === 'home') {
     current.page.setTab(r.tab);
@@ -109,6 +117,62 @@ live.on('status', ({ state, retryAt }) => {
   conn.title = state === 'open' ? 'Receiving live updates over a WebSocket' : 'Live updates are paused; the page reconnects by itself';
 });
 
-store.start();
-live.start();
-render();
+/* ---- who is logged in ---- */
+const topbar = document.querySelector('.topbar-inner');
+const nav = document.querySelector('.topnav');
+
+function showUser(me) {
+  document.getElementById('user-box')?.remove();
+  if (!me.accounts) return; // the local user of a loopback server: nothing to show
+  const logout = h('button', { class: 'btn', type: 'button', id: 'logout' }, 'Log out');
+  logout.addEventListener('click', async () => {
+    logout.disabled = true;
+    try { await post('/logout'); } catch { /* ended already */ }
+    location.assign('/');
+  });
+  topbar.append(h('div', { class: 'user-box', id: 'user-box', style: { display: 'flex', alignItems: 'center', gap: '8px', marginLeft: '12px' } },
+    h('span', { class: 'user-name', title: `Logged in as ${me.user.name} (${me.user.role})`, text: me.user.name }),
+    logout));
+}
+
+function start() {
+  if (started) return;
+  started = true;
+  nav.hidden = false;
+  conn.hidden = false;
+  store.start();
+  live.start();
+  render();
+}
+
+function showLogin() {
+  nav.hidden = true;
+  conn.hidden = true;
+  document.getElementById('user-box')?.remove();
+  if (current && current.page) current.page.destroy();
+  current = { kind: 'login', page: mountLogin(main, {
+    onLoggedIn(res) {
+      setCsrfToken(res.csrf_token);
+      current = null;
+      showUser({ accounts: true, user: res.user });
+      if (started) location.reload(); // pages of the old session hold stale state
+      else start();
+    },
+  }) };
+}
+
+// A 401 once the app runs: the session ended (expiry, logout elsewhere, password change).
+whenUnauthenticated(() => { if (started) location.reload(); });
+
+async function boot() {
+  try {
+    const me = await get('/me');
+    setCsrfToken(me.csrf_token);
+    showUser(me);
+  } catch (e) {
+    if (e.status === 401) { showLogin(); return; }
+    // an older server without /me, or none at all: start; the indicator says "Offline"
+  }
+  start();
+}
+boot();

@@ -1,0 +1,150 @@
+/* perm.c — see perm.h. */
+#define _GNU_SOURCE
+#include "perm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "../common/log.h"
+#include "store.h"
+
+struct rule {
+	const char *method;
+	const char *pattern;
+	enum perm_action action;
+};
+
+/* Every route someone has decided about.  A route missing here is PERM_ADMIN. */
+static const struct rule rules[] = {
+	{ "POST", "/api/v1/login", PERM_PUBLIC },
+	{ "GET", "/api/v1/openapi.json", PERM_PUBLIC },
+	{ "GET", "/api/v1/info", PERM_USER },
+	{ "POST", "/api/v1/logout", PERM_USER },
+	{ "GET", "/api/v1/me", PERM_USER },
+	{ "POST", "/api/v1/me/password", PERM_USER },
+	{ "GET", "/api/v1/me/tokens", PERM_USER },
+	{ "POST", "/api/v1/me/tokens", PERM_USER },
+	{ "DELETE", "/api/v1/me/tokens/{id}", PERM_USER }, /* {id} is the user's own token */
+	{ "GET", "/api/v1/audit", PERM_ADMIN },
+	{ "GET", "/api/v1/jobs", PERM_USER },
+	{ "POST", "/api/v1/jobs", PERM_USER },
+	{ "GET", "/api/v1/jobs/{id}", PERM_JOB_READ },
+	{ "PATCH", "/api/v1/jobs/{id}", PERM_JOB_WRITE },
+	{ "DELETE", "/api/v1/jobs/{id}", PERM_JOB_WRITE },
+	{ "POST", "/api/v1/jobs/{id}/abort", PERM_JOB_WRITE },
+	{ "POST", "/api/v1/jobs/{id}/clone", PERM_JOB_WRITE }, /* the clone is the job's owner's */
+	{ "GET", "/api/v1/jobs/{id}/events", PERM_JOB_READ },
+	{ "GET", "/api/v1/jobs/{id}/resources", PERM_JOB_READ },
+	{ "GET", "/api/v1/ws", PERM_USER },
+	{ "POST", "/api/v1/uploads", PERM_USER },
+	{ "GET", "/api/v1/datasets", PERM_USER },
+	{ "POST", "/api/v1/datasets", PERM_USER },
+	{ "GET", "/api/v1/datasets/preview", PERM_USER }, /* below --data-root only */
+	{ "GET", "/api/v1/datasets/{id}", PERM_JOB_READ },
+	{ "GET", "/api/v1/datasets/{id}/images", PERM_JOB_READ },
+	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", PERM_JOB_READ },
+	{ "GET", "/api/v1/datasets/{id}/files/{name}", PERM_JOB_READ },
+	{ "GET", "/api/v1/models", PERM_USER },
+	{ "POST", "/api/v1/models", PERM_USER },
+	{ "GET", "/api/v1/models/{id}", PERM_JOB_READ },
+	{ "POST", "/api/v1/models/{id}/resume", PERM_JOB_WRITE },
+	{ "GET", "/api/v1/models/{id}/snapshots/{name}", PERM_JOB_READ },
+	{ "POST", "/api/v1/models/{id}/classify", PERM_JOB_READ },
+	{ "GET", "/api/v1/models/{id}/bundle", PERM_JOB_READ },
+	{ "GET", "/api/v1/networks", PERM_USER },
+	{ "POST", "/api/v1/networks/check", PERM_USER },
+	{ "POST", "/api/v1/networks/visualize", PERM_USER },
+	{ "POST", "/api/v1/lr-preview", PERM_USER },
+	/* DIGITS' classify_one names its model in a form field, which the
+	 * dispatcher cannot check: admins only until its handler asks
+	 * perm_job_visible. */
+	{ NULL, NULL, PERM_ADMIN },
+};
+
+enum perm_action perm_route_action(const char *method, const char *pattern)
+{
+	for (const struct rule *r = rules; r->pattern; r++)
+		if (strcmp(r->method, method) == 0 && strcmp(r->pattern, pattern) == 0)
+			return r->action;
+	return PERM_ADMIN;
+}
+
+int perm_sees_owner(const struct auth_state *a, int64_t owner_id)
+{
+	if (!a || !a->accounts)
+		return 1;
+	if (!a->authenticated)
+		return 0;
+	if (a->user.role == ROLE_ADMIN || a->user.role == ROLE_INSTRUCTOR)
+		return 1;
+	return owner_id != 0 && owner_id == a->user.id;
+}
+
+int64_t perm_list_owner(const struct req *r)
+{
+	const struct auth_state *a = r->auth;
+	if (!a || !a->accounts || a->user.role != ROLE_LEARNER)
+		return -1;
+	return a->authenticated ? a->user.id : 0; /* nobody owns job 0: an empty list */
+}
+
+int perm_job_visible(const struct req *r, int64_t id)
+{
+	if (!r->auth || !r->auth->accounts)
+		return 1;
+	int64_t owner;
+	if (store_job_owner(id, &owner, NULL) != DD_OK)
+		return 0;
+	return perm_sees_owner(r->auth, owner);
+}
+
+static int safe_method(const char *m)
+{
+	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0;
+}
+
+int perm_check(struct req *r, enum perm_action a, int64_t job_id)
+{
+	const struct auth_state *as = r->auth;
+	if (a == PERM_PUBLIC || !as || !as->accounts)
+		return 0;
+	if (!as->authenticated)
+		return http_error(r->c, 401, "unauthenticated",
+				  "log in first (POST /api/v1/login), or send an API token as \"Authorization: Bearer …\"");
+	/* CSRF: a cookie is sent by the browser whoever wrote the page; the header
+	 * can only come from a page of ours, which read the token from /me or login. */
+	if (as->session_id && !safe_method(r->ri->request_method)) {
+		const char *h = mg_get_header(r->c, "X-CSRF-Token");
+		size_t n = strlen(as->csrf);
+		if (!h || strlen(h) != n || sodium_memcmp(h, as->csrf, n) != 0)
+			return http_error(r->c, 403, "forbidden",
+					  "missing or wrong X-CSRF-Token header: reload the page and try again");
+	}
+	switch (a) {
+	case PERM_USER: return 0;
+	case PERM_JOB_READ:
+	case PERM_JOB_WRITE: {
+		if (as->user.role != ROLE_LEARNER)
+			return 0; /* a job that does not exist is the handler's 404 */
+		int64_t owner = 0;
+		if (job_id > 0 && store_job_owner(job_id, &owner, NULL) == DD_OK && perm_sees_owner(as, owner))
+			return 0;
+		return http_error(r->c, 404, "not_found", "job %lld does not exist", (long long)(job_id > 0 ? job_id : 0));
+	}
+	case PERM_ADMIN:
+	default:
+		if (as->user.role == ROLE_ADMIN)
+			return 0;
+		return http_error(r->c, 403, "forbidden", "%s %s is for admins only", r->ri->request_method,
+				  r->ri->local_uri);
+	}
+}
+
+void perm_audit_job(const struct req *r, const char *action, int64_t id)
+{
+	char target[32];
+	snprintf(target, sizeof target, "job %lld", (long long)id);
+	auth_audit(r->auth ? &r->auth->user : NULL, action, target, r->auth ? r->auth->address : NULL);
+}

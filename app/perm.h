@@ -1,0 +1,56 @@
+/* perm.h — who may do what: the one permission function.
+ *
+ * Every /api/v1 route (and DIGITS' own routes) has an action in perm.c's table,
+ * looked up by the route's method and pattern.  A route the table does not know
+ * gets PERM_ADMIN, so a route added without thought is closed to everyone but
+ * admins until someone decides who may use it.  api_dispatch calls perm_check
+ * before any handler; for the job actions it looks up the job's owner once.
+ * List handlers filter with perm_list_owner, the WebSocket with perm_sees_owner.
+ *
+ * Roles for now: a learner sees and changes only their own jobs (datasets
+ * shared with a class come with classes); instructors and admins see and change
+ * everyone's.  Another learner's job is answered 404, as a job that does not
+ * exist, so that ids do not tell what exists.  With accounts off every check
+ * passes: everything belongs to the local user. */
+#ifndef DD_PERM_H
+#define DD_PERM_H
+
+#include <stdint.h>
+
+#include "auth.h"
+#include "http.h"
+
+enum perm_action {
+	PERM_ADMIN = 0, /* admins only; the default for a route perm.c does not know */
+	PERM_PUBLIC,    /* anyone, without logging in */
+	PERM_USER,      /* anyone logged in; a list handler filters with perm_list_owner */
+	PERM_JOB_READ,  /* {id} is a job the user may see */
+	PERM_JOB_WRITE, /* {id} is a job the user may change */
+};
+
+/* The action of a route, by its method and pattern as in the route table. */
+enum perm_action perm_route_action(const char *method, const char *pattern);
+
+/* May r do action a (on job job_id, for the job actions)?  0 when it may;
+ * otherwise the error has been sent and its status is returned: 401 when nobody
+ * is logged in, 403 for a missing or wrong X-CSRF-Token on a state-changing
+ * request made with the session cookie, or for a role too low, 404 for a job
+ * the user may not see. */
+int perm_check(struct req *r, enum perm_action a, int64_t job_id);
+
+/* The owner a list handler shows: the user's own id for a learner, -1 (every
+ * owner) otherwise.  Pass it to store_job_list_for. */
+int64_t perm_list_owner(const struct req *r);
+
+/* May the user of a see a job owned by owner_id (0: the local user)? */
+int perm_sees_owner(const struct auth_state *a, int64_t owner_id);
+
+/* May r use job id, named in a request body (a dataset to train on, a parent)?
+ * 1 yes; 0 when it does not exist or is another learner's: the caller answers
+ * as it does for a job that does not exist. */
+int perm_job_visible(const struct req *r, int64_t id);
+
+/* An audit row for action on job id by r's user ("job_delete"). */
+void perm_audit_job(const struct req *r, const char *action, int64_t id);
+
+#endif
