@@ -38,6 +38,14 @@ int api_networks_visualize(struct req *r);
 int api_lr_preview(struct req *r);
 int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);
+int api_evals_create(struct req *r);
+int api_eval_get(struct req *r);
+int api_eval_confusion(struct req *r);
+int api_eval_misclassified(struct req *r);
+int api_eval_top(struct req *r);
+int api_eval_results_csv(struct req *r);
+int api_eval_results_json(struct req *r);
+int api_eval_image(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 

@@ -116,6 +116,14 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/lr-preview", api_lr_preview },
 	{ "POST", "/api/v1/models/{id}/classify", api_model_classify },
 	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle },
+	{ "POST", "/api/v1/evaluations", api_evals_create },
+	{ "GET", "/api/v1/evaluations/{id}", api_eval_get },
+	{ "GET", "/api/v1/evaluations/{id}/confusion", api_eval_confusion },
+	{ "GET", "/api/v1/evaluations/{id}/misclassified", api_eval_misclassified },
+	{ "GET", "/api/v1/evaluations/{id}/top", api_eval_top },
+	{ "GET", "/api/v1/evaluations/{id}/results.csv", api_eval_results_csv },
+	{ "GET", "/api/v1/evaluations/{id}/results.json", api_eval_results_json },
+	{ "GET", "/api/v1/evaluations/{id}/images/{n}", api_eval_image },
 	{ NULL, NULL, NULL },
 };
 
