@@ -736,6 +736,23 @@ static int prepare_dataset(struct run *r, const char *jobs, const cJSON *src, st
 	return DD_OK;
 }
 
+/* A line of /proc/self/status in KiB ("VmHWM", "RssAnon", ...), -1 when unknown. */
+static long status_kb(const char *field)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+	size_t fl = strlen(field);
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, field, fl) == 0 && line[fl] == ':' && sscanf(line + fl + 1, "%ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static long peak_rss_kb(void) { return status_kb("VmHWM"); }
+
 static int write_metrics(struct run *r, int complete, const char *snapshot, struct dd_err *err)
 {
 	cJSON *m = eval_metrics_json(&r->st, r->labels, name_item, r);
@@ -747,6 +764,12 @@ static int write_metrics(struct run *r, int complete, const char *snapshot, stru
 	double el = (double)(fs_mono_ms() - r->t0) / 1000.0;
 	cJSON_AddNumberToObject(m, "seconds", el);
 	cJSON_AddNumberToObject(m, "images_per_s", el > 0 ? (double)(r->st.count + r->st.errors) / el : 0);
+	/* peak resident memory, and now: anonymous (the heap: what must stay flat) and
+	 * file-backed (the dataset's LMDB pages read through its map: page cache) */
+	cJSON *mem = cJSON_AddObjectToObject(m, "memory_kb");
+	cJSON_AddNumberToObject(mem, "peak", (double)peak_rss_kb());
+	cJSON_AddNumberToObject(mem, "anon", (double)status_kb("RssAnon"));
+	cJSON_AddNumberToObject(mem, "file", (double)status_kb("RssFile"));
 	cJSON *src = cJSON_AddObjectToObject(m, "source");
 	char base[128];
 	if (r->rd) {
@@ -905,9 +928,9 @@ static int run(struct worker *w, struct dd_err *err)
 	if ((rc = write_metrics(&r, !stopped, snapshot, err)))
 		goto out;
 	if (r.st.labelled > 0)
-		worker_log(w, "info", "%lld images (%lld unreadable): top-1 %.2f%%, top-5 %.2f%%", (long long)r.st.count,
-			   (long long)r.st.errors, 100 * ratio(r.st.correct1, r.st.labelled),
-			   100 * ratio(r.st.correct5, r.st.labelled));
+		worker_log(w, "info", "%lld images (%lld unreadable): top-1 %.2f%%, top-5 %.2f%%; peak memory %ld KiB",
+			   (long long)r.st.count, (long long)r.st.errors, 100 * ratio(r.st.correct1, r.st.labelled),
+			   100 * ratio(r.st.correct5, r.st.labelled), peak_rss_kb());
 	else
 		worker_log(w, "info", "%lld images (%lld unreadable), none with a known label", (long long)r.st.count,
 			   (long long)r.st.errors);
