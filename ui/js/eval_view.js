@@ -30,20 +30,22 @@ export function evalView(id, { navigate } = {}) {
     h('a', { class: 'btn', href: `/api/v1/evaluations/${id}/results.json`, download: '' }, icon('download'), 'results.json'));
   progressCard.append(downloads);
 
-  const classCard = h('section', { class: 'card eval-classes', hidden: true }, h('h2', { class: 'card-title' }, 'Per class'));
-  const confCard = h('section', { class: 'card eval-confusion', hidden: true },
-    h('h2', { class: 'card-title' }, 'Confusion matrix'),
-    h('p', { class: 'muted' }, 'Rows: the true class; columns: the predicted class. ',
-      h('a', { href: `/api/v1/evaluations/${id}/confusion?format=csv`, download: '' }, 'Download CSV')));
-  const misCard = h('section', { class: 'card eval-mis', hidden: true },
-    h('h2', { class: 'card-title' }, 'Misclassified, most confident first'));
-  const topSel = h('select', { class: 'input select', 'aria-label': 'Class' });
-  const topGrid = h('div', { class: 'eval-grid' });
-  const topCard = h('section', { class: 'card eval-top', hidden: true },
-    h('h2', { class: 'card-title' }, 'Top images of a class'), topSel, topGrid);
+  // a card: a head with the title (and extras), a body the renderers fill
+  const card = (cls, title, ...extra) => {
+    const body = h('div', { class: 'eval-body' });
+    const el = h('section', { class: ['card', cls], hidden: true, 'aria-label': title },
+      h('div', { class: 'card-head' }, h('h2', { class: 'card-title' }, title), extra), body);
+    return { el, body };
+  };
+  const classCard = card('eval-classes', 'Per class');
+  const confCard = card('eval-confusion', 'Confusion matrix',
+    h('a', { class: 'btn eval-head-btn', href: `/api/v1/evaluations/${id}/confusion?format=csv`, download: '' }, icon('download'), 'CSV'));
+  const misCard = card('eval-mis', 'Misclassified, most confident first');
+  const topSel = h('select', { class: 'input select eval-head-btn', 'aria-label': 'Class' });
+  const topCard = card('eval-top', 'Top images of a class', topSel);
   topSel.addEventListener('change', () => loadTop(topSel.value));
 
-  const main = h('div', { class: 'eval-view' }, progressCard, classCard, confCard, misCard, topCard);
+  const main = h('div', { class: 'eval-view' }, progressCard, classCard.el, confCard.el, misCard.el, topCard.el);
   const side = h('div', { class: 'eval-side' });
 
   function partial(ev) {
@@ -78,8 +80,8 @@ export function evalView(id, { navigate } = {}) {
       h('tbody', {}, rows),
       h('tfoot', {}, h('tr', {}, h('th', { scope: 'row' }, 'Macro average'), h('td', { class: 'num' }, fix(m.macro.precision)),
         h('td', { class: 'num' }, fix(m.macro.recall)), h('td', { class: 'num' }, fix(m.macro.f1)), h('td', { class: 'num' }, String(m.labelled)))));
-    setChildren(classCard, h('h2', { class: 'card-title' }, 'Per class'), h('div', { class: 'eval-scroll' }, table));
-    classCard.hidden = false;
+    setChildren(classCard.body, h('div', { class: 'eval-scroll' }, table));
+    classCard.el.hidden = false;
   }
 
   function renderConfusion(c) {
@@ -91,7 +93,8 @@ export function evalView(id, { navigate } = {}) {
         const sum = row.reduce((a, b) => a + b, 0) || 1;
         return h('tr', {}, h('th', { scope: 'row', title: c.labels[i] }, c.labels[i]), row.map((v, k) => h('td', {
           class: ['num', i === k && 'eval-diag'],
-          style: { '--heat': (v / sum).toFixed(3) },
+          // the share of the row: the deeper, the more of the true class went there
+          style: { background: `rgba(9, 105, 218, ${(0.85 * v / sum).toFixed(3)})`, color: v / sum > 0.5 ? '#fff' : null },
           title: `${c.labels[i]} as ${c.labels[k]}: ${v}`,
         }, v ? String(v) : '')));
       });
@@ -116,15 +119,15 @@ export function evalView(id, { navigate } = {}) {
       });
       box = h('div', { class: 'eval-scroll' }, cv);
     }
-    setChildren(confCard, confCard.firstChild, confCard.children[1], box);
-    confCard.hidden = false;
+    setChildren(confCard.body, h('p', { class: 'muted' }, 'Rows: the true class; columns: the predicted class; a cell\'s colour is its share of the row.'), box);
+    confCard.el.hidden = false;
   }
 
   async function loadTop(cls) {
     try {
       const r = await get(`/evaluations/${id}/top?class=${encodeURIComponent(cls)}`);
       if (!alive) return;
-      setChildren(topGrid, r.items.length ? r.items.map(thumb) : h('p', { class: 'muted' }, 'No images.'));
+      setChildren(topCard.body, r.items.length ? h('div', { class: 'eval-grid' }, r.items.map(thumb)) : h('p', { class: 'muted' }, 'No images.'));
     } catch (e) { if (alive) showError(e, 'Top images'); }
   }
 
@@ -145,14 +148,14 @@ export function evalView(id, { navigate } = {}) {
         renderClasses(m);
         renderConfusion(await get(`/evaluations/${id}/confusion`));
         const mis = await get(`/evaluations/${id}/misclassified?limit=60`);
-        setChildren(misCard, misCard.firstChild,
+        setChildren(misCard.body,
           mis.items.length ? h('div', { class: 'eval-grid' }, mis.items.map(thumb)) : h('p', { class: 'muted' }, 'None: every labelled image was classified right.'),
           mis.total > mis.items.length ? h('p', { class: 'muted' }, `The ${mis.items.length} most confident of ${mis.total} kept.`) : null);
-        misCard.hidden = false;
+        misCard.el.hidden = false;
       }
       if (m.top_n > 0) {
         setChildren(topSel, m.labels.map((l, i) => h('option', { value: String(i) }, l)));
-        topCard.hidden = false;
+        topCard.el.hidden = false;
         loadTop('0');
       }
     } catch (e) {
@@ -180,10 +183,12 @@ export function evalView(id, { navigate } = {}) {
  *  GET /models/ID record (snapshots, dataset). */
 export function evalButton(modelId, getModel, { navigate } = {}) {
   const btn = h('button', { type: 'button', class: 'btn', dataset: { action: 'evaluate' } }, 'Evaluate');
-  btn.addEventListener('click', () => openDialog());
+  btn.addEventListener('click', () => openDialog().catch((e) => showError(e, 'Evaluate')));
 
-  function openDialog() {
-    const model = getModel() || {};
+  async function openDialog() {
+    // the record as it is now: a model still training has more snapshots than the page had
+    let model = getModel();
+    try { model = (await get(`/models/${modelId}`)).model; } catch (e) { if (!model) throw e; }
     const snaps = model.snapshots || [];
     if (!snaps.length) { toast('This model has no snapshot yet.', 'error'); return; }
     const snapSel = h('select', { class: 'input select', id: `ev${modelId}-snap` },
