@@ -643,11 +643,19 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	strncat(uploads, "/uploads", sizeof uploads - strlen(uploads) - 1);
 	const char *ext = strstr(file, ".tar.gz") ? ".tar.gz" : strrchr(file, '.') ? strrchr(file, '.') : "";
 	snprintf(kept, sizeof kept, "%s/archive%s", w->dir, ext);
-	if (access(kept, R_OK) != 0) {
-		if (!fs_path_under(file, uploads, NULL))
-			return dd_err_set(err, DD_EINVAL, "source.file: %s is not an upload", file);
+	char jobs[PATH_MAX];
+	snprintf(jobs, sizeof jobs, "%s", w->dir);
+	*strrchr(jobs, '/') = 0;
+	if (access(kept, R_OK) == 0) {
+		/* run again (resumed): the archive kept the first time */
+	} else if (fs_path_under(file, uploads, NULL)) {
+		/* the upload becomes the job's own archive, kept for clones as a dataset's is */
 		if (rename(file, kept) != 0)
 			return dd_err_sys(err, DD_EIO, errno, "cannot keep the upload %s", file);
+	} else if (fs_path_under(file, jobs, NULL) && strstr(file, "/archive.")) {
+		snprintf(kept, sizeof kept, "%s", file); /* a clone: the original job's archive */
+	} else {
+		return dd_err_set(err, DD_EINVAL, "source.file: %s is not an upload", file);
 	}
 	const char *shown = cJSON_GetStringValue(get(src, "name"));
 	snprintf(r->images, sizeof r->images, "%s/images", w->dir);
@@ -682,7 +690,6 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	if (ls.count == 0)
 		return dd_err_set(err, DD_EINVAL, "%s holds no images (.png, .jpg, .jpeg, .bmp, .ppm)",
 				  shown ? shown : "the upload");
-	unlink(kept); /* the images are unpacked; the archive would double the disk used */
 	r->total = ls.count;
 	snprintf(path, sizeof path, "%s/files.txt", w->dir);
 	r->files = fopen(path, "r");
@@ -951,11 +958,30 @@ out:
 	return rc;
 }
 
+/* A clone of an upload's evaluation unpacks the original job's kept archive (an
+ * upload is used once). */
+static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
+{
+	cJSON *src = get(params, "source");
+	if (!get(src, "file"))
+		return DD_OK;
+	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
+	for (int i = 0; exts[i]; i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof p, "%s/archive%s", orig_dir, exts[i]);
+		if (access(p, R_OK) == 0) {
+			cJSON_ReplaceItemInObjectCaseSensitive(src, "file", cJSON_CreateString(p));
+			return DD_OK;
+		}
+	}
+	return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
+}
+
 const struct job_kind eval_job_kind = {
 	.name = "evaluation",
 	.title = "Evaluation (classify many)",
 	.validate = validate,
 	.run = run,
 	.default_cpu_slots = -1, /* every slot: batches use every core */
-	.clone_params = NULL,
+	.clone_params = clone_params,
 };

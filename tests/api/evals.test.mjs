@@ -229,6 +229,12 @@ describe('evaluations', () => {
     assert.equal(img.headers.get('content-type'), 'image/png');
     assert.deepEqual([...img.buf.subarray(1, 4)].map((b) => String.fromCharCode(b)).join(''), 'PNG');
     assertError(await server.api('GET', `/api/v1/evaluations/${id}/images/99`), 404, 'not_found');
+    // a clone classifies the same images again (from the archive the job kept)
+    const cl = await server.api('POST', `/api/v1/jobs/${id}/clone`);
+    assert.equal(cl.status, 202, JSON.stringify(cl.body));
+    assert.equal((await waitState(server, cl.body.job.id, ['done', 'error'], 60000)).state, 'done');
+    const m2 = (await server.api('GET', `/api/v1/evaluations/${cl.body.job.id}`)).body.evaluation.metrics;
+    assert.deepEqual([m2.count, m2.errors, m2.labelled, m2.accuracy], [m.count, m.errors, m.labelled, m.accuracy]);
     // the upload was used
     assertError(await server.api('POST', '/api/v1/evaluations', { model: modelId, source: { upload: up.body.upload.id } }),
       400, 'invalid', /source\.upload/);
