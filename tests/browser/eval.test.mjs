@@ -42,6 +42,7 @@ before(async () => {
 });
 
 after(async () => {
+  if (process.env.EVDBG) console.log('SERVER STDERR', server?.stderr, await Promise.race([server?.exited, new Promise((r) => setTimeout(() => r('alive'), 100))]));
   if (browser) await browser.close();
   killTrackedPids();
   if (server) { await server.stop(); server.cleanup(); }
@@ -90,5 +91,47 @@ test('Evaluate from the model page: progress, accuracy, per-class table, confusi
   assert.equal(await page.evaluate(() => window.evalxss), undefined, 'the class name stayed text');
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: join(ARTIFACTS, 'eval-1-done.png'), fullPage: true, timeout: 30000 });
+  assert.deepEqual(pageErrors, []);
+});
+
+test('a 1,000-class confusion matrix: only the cells in view are built, the names held as it scrolls', async () => {
+  // 1,000 classes of two 4×4 squares each (one to train, one to validate)
+  const colours = {};
+  for (let k = 0; k < 1000; k++) colours[`class${String(k).padStart(4, '0')}`] = [k % 10 * 25, Math.floor(k / 10) % 10 * 25, Math.floor(k / 100) * 25];
+  writeColourFolders(join(work, 'many'), colours, 2, 4);
+  const d = await server.api('POST', '/api/v1/datasets', {
+    name: 'many', source: { type: 'folder', train: join(work, 'many') },
+    options: { width: 4, height: 4, channels: 3, val_pct: 50, seed: 1 },
+  });
+  assert.equal(d.status, 202, JSON.stringify(d.body));
+  assert.equal((await waitState(server, d.body.job.id, ['done', 'error'], 120000)).state, 'done');
+  const m = await server.api('POST', '/api/v1/models', {
+    name: 'wide', dataset: d.body.job.id, network: { prototxt: TINY_NET }, epochs: 1, solver: { base_lr: 0.05 },
+  });
+  assert.equal(m.status, 202, JSON.stringify(m.body));
+  assert.equal((await waitState(server, m.body.job.id, ['done', 'error'], 120000)).state, 'done');
+  const e = await server.api('POST', '/api/v1/evaluations', { model: m.body.job.id, source: { dataset: d.body.job.id }, top_n: 2 });
+  assert.equal(e.status, 202, JSON.stringify(e.body));
+  assert.equal((await waitState(server, e.body.job.id, ['done', 'error'], 120000)).state, 'done');
+
+  await page.goto(`${server.url}/jobs/${e.body.job.id}`);
+  await page.locator('.eval-vm-cell').first().waitFor();
+  const built = await page.locator('.eval-vm-cell').count();
+  assert.ok(built > 20 && built < 3000, `${built} cells built of a million`);
+  assert.equal(await page.locator('.eval-vm-row').first().textContent(), 'class0000');
+  assert.equal(await page.locator('.eval-vm-top .eval-vm-head').first().textContent(), 'class0000');
+  // to the far corner: the last class's row and column are built, and their names held in view
+  await page.locator('.eval-vm-body').evaluate((b) => { b.scrollTop = b.scrollHeight; b.scrollLeft = b.scrollWidth; });
+  await page.waitForFunction(() => [...document.querySelectorAll('.eval-vm-row')].some((r) => r.textContent === 'class0999'));
+  await page.waitForFunction(() => [...document.querySelectorAll('.eval-vm-top .eval-vm-head')].some((r) => r.textContent === 'class0999'));
+  const seen = await page.evaluate(() => {
+    const body = document.querySelector('.eval-vm-body').getBoundingClientRect();
+    const row = [...document.querySelectorAll('.eval-vm-row')].find((r) => r.textContent === 'class0999').getBoundingClientRect();
+    const col = [...document.querySelectorAll('.eval-vm-top .eval-vm-head')].find((r) => r.textContent === 'class0999').getBoundingClientRect();
+    return { rowIn: row.top >= body.top - 1 && row.bottom <= body.bottom + 1, colIn: col.left >= body.left - 1 && col.right <= body.right + 1 };
+  });
+  assert.deepEqual(seen, { rowIn: true, colIn: true });
+  assert.ok(await page.locator('.eval-vm-cell').count() < 3000);
+  await page.screenshot({ path: join(ARTIFACTS, 'eval-2-thousand.png'), timeout: 30000 });
   assert.deepEqual(pageErrors, []);
 });

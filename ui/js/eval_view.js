@@ -87,37 +87,21 @@ export function evalView(id, { navigate } = {}) {
   function renderConfusion(c) {
     const n = c.labels.length;
     let box;
-    if (n <= 200) {
+    const heat = (v, sum) => ({ background: `rgba(9, 105, 218, ${(0.85 * v / sum).toFixed(3)})`, color: v / sum > 0.5 ? '#fff' : '' });
+    if (n <= 60) {
       const head = h('tr', {}, h('th', { class: 'eval-corner' }, 'true \\ predicted'), c.labels.map((l) => h('th', { scope: 'col', title: l }, l)));
       const body = c.matrix.map((row, i) => {
         const sum = row.reduce((a, b) => a + b, 0) || 1;
         return h('tr', {}, h('th', { scope: 'row', title: c.labels[i] }, c.labels[i]), row.map((v, k) => h('td', {
           class: ['num', i === k && 'eval-diag'],
           // the share of the row: the deeper, the more of the true class went there
-          style: { background: `rgba(9, 105, 218, ${(0.85 * v / sum).toFixed(3)})`, color: v / sum > 0.5 ? '#fff' : null },
+          style: heat(v, sum),
           title: `${c.labels[i]} as ${c.labels[k]}: ${v}`,
         }, v ? String(v) : '')));
       });
       box = h('div', { class: 'eval-scroll eval-matrix' }, h('table', { class: 'eval-heat' }, h('thead', {}, head), h('tbody', {}, body)));
     } else {
-      // a heat map in a canvas: one cell a pixel, scaled up
-      const cv = h('canvas', { class: 'eval-canvas', width: n, height: n, role: 'img', 'aria-label': `Confusion matrix of ${n} classes` });
-      const ctx = cv.getContext('2d');
-      const img = ctx.createImageData(n, n);
-      c.matrix.forEach((row, i) => {
-        const sum = row.reduce((a, b) => a + b, 0) || 1;
-        row.forEach((v, k) => {
-          const a = Math.round(255 * (1 - v / sum)), o = 4 * (i * n + k);
-          img.data[o] = a; img.data[o + 1] = a; img.data[o + 2] = 255; img.data[o + 3] = 255;
-        });
-      });
-      ctx.putImageData(img, 0, 0);
-      cv.addEventListener('mousemove', (e) => {
-        const r = cv.getBoundingClientRect();
-        const k = Math.floor(((e.clientX - r.left) / r.width) * n), i = Math.floor(((e.clientY - r.top) / r.height) * n);
-        if (c.matrix[i] && c.matrix[i][k] !== undefined) cv.title = `${c.labels[i]} as ${c.labels[k]}: ${c.matrix[i][k]}`;
-      });
-      box = h('div', { class: 'eval-scroll' }, cv);
+      box = virtualMatrix(c, heat);
     }
     setChildren(confCard.body, h('p', { class: 'muted' }, 'Rows: the true class; columns: the predicted class; a cell\'s colour is its share of the row.'), box);
     confCard.el.hidden = false;
@@ -174,6 +158,52 @@ export function evalView(id, { navigate } = {}) {
     update, event, setBulk() {}, deleteNote: async () => null,
     destroy() { alive = false; },
   };
+}
+
+/* ---------- a confusion matrix too big for a table ---------- */
+
+/** The matrix of c ({labels, matrix}) as a scrolling grid that builds only the
+ *  cells in view (a 1,000-class matrix is a million cells), with the class names
+ *  held at the top and the left as it scrolls. */
+function virtualMatrix(c, heat) {
+  const n = c.labels.length, CW = 48, CH = 22, HW = 150, HH = 24;
+  const sums = c.matrix.map((row) => row.reduce((a, b) => a + b, 0) || 1);
+  const bodyIn = h('div', { class: 'eval-vm-in', style: { width: `${n * CW}px`, height: `${n * CH}px` } });
+  const body = h('div', { class: 'eval-vm-body', tabindex: 0, 'aria-label': `Confusion matrix of ${n} classes; scroll to see it all` }, bodyIn);
+  const topIn = h('div', { class: 'eval-vm-in', style: { width: `${n * CW}px`, height: `${HH}px` } });
+  const leftIn = h('div', { class: 'eval-vm-in', style: { width: `${HW}px`, height: `${n * CH}px` } });
+  const top = h('div', { class: 'eval-vm-top' }, topIn), left = h('div', { class: 'eval-vm-left' }, leftIn);
+  const grid = h('div', { class: 'eval-vm', style: { gridTemplateColumns: `${HW}px 1fr`, gridTemplateRows: `${HH}px 480px` } },
+    h('div', { class: 'eval-vm-corner muted' }, 'true \\ predicted'), top, left, body);
+  let queued = false;
+  const cell = (cls, x, y, w, hgt, text, title, style) => h('div', {
+    class: cls, title, style: { left: `${x}px`, top: `${y}px`, width: `${w}px`, height: `${hgt}px`, ...(style || {}) },
+  }, text);
+  function draw() {
+    queued = false;
+    const r0 = Math.max(0, Math.floor(body.scrollTop / CH) - 2), r1 = Math.min(n, Math.ceil((body.scrollTop + body.clientHeight) / CH) + 2);
+    const c0 = Math.max(0, Math.floor(body.scrollLeft / CW) - 2), c1 = Math.min(n, Math.ceil((body.scrollLeft + body.clientWidth) / CW) + 2);
+    const cells = [];
+    for (let i = r0; i < r1; i++) {
+      for (let k = c0; k < c1; k++) {
+        const v = c.matrix[i][k];
+        cells.push(cell(['eval-vm-cell', i === k && 'eval-diag'], k * CW, i * CH, CW, CH, v ? String(v) : '',
+          `${c.labels[i]} as ${c.labels[k]}: ${v}`, heat(v, sums[i])));
+      }
+    }
+    setChildren(bodyIn, cells);
+    const heads = [];
+    for (let k = c0; k < c1; k++) heads.push(cell('eval-vm-head', k * CW, 0, CW, HH, c.labels[k], c.labels[k]));
+    setChildren(topIn, heads);
+    const rows = [];
+    for (let i = r0; i < r1; i++) rows.push(cell('eval-vm-head eval-vm-row', 0, i * CH, HW, CH, c.labels[i], c.labels[i]));
+    setChildren(leftIn, rows);
+    top.scrollLeft = body.scrollLeft;
+    left.scrollTop = body.scrollTop;
+  }
+  body.addEventListener('scroll', () => { if (!queued) { queued = true; requestAnimationFrame(draw); } });
+  requestAnimationFrame(draw);
+  return grid;
 }
 
 /* ---------- the "Evaluate" button of a model's page ---------- */
