@@ -453,10 +453,12 @@ static int stream_lines(struct req *r, const char *file, int as_array, const cha
 		  type, total, (long long)r->id, download);
 	if (as_array)
 		mg_write(r->c, "[", 1);
-	char buf[65536];
-	off_t left = len;
+	/* on the heap: CivetWeb's request threads have small stacks */
+	size_t cap = 65536;
+	char *buf = malloc(cap);
+	off_t left = buf ? len : 0;
 	while (left > 0) {
-		size_t want = left > (off_t)sizeof buf ? sizeof buf : (size_t)left;
+		size_t want = left > (off_t)cap ? cap : (size_t)left;
 		size_t got = fread(buf, 1, want, f);
 		if (!got)
 			break;
@@ -470,6 +472,7 @@ static int stream_lines(struct req *r, const char *file, int as_array, const cha
 	}
 	if (as_array && !len)
 		mg_write(r->c, "]", 1);
+	free(buf);
 	fclose(f);
 	return 200;
 }
@@ -484,15 +487,15 @@ int api_eval_results_json(struct req *r)
 	return stream_lines(r, "results.jsonl", 1, "application/json", "results.json");
 }
 
-int api_eval_image(struct req *r)
+/* api_eval_image with its buffers (PATH_MAX, PATH_MAX + 32, PATH_MAX, 2 * PATH_MAX, PATH_MAX + 16 bytes). */
+static int serve_image(struct req *r, char *dir, char *path, char *rel, char *full, char *images)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32], rel[PATH_MAX], full[PATH_MAX * 2], images[PATH_MAX + 16];
-	int rc = eval_dir(r, dir, sizeof dir);
+	int rc = eval_dir(r, dir, (PATH_MAX));
 	if (rc)
 		return rc;
-	snprintf(path, sizeof path, "%s/files.idx", dir);
+	snprintf(path, (PATH_MAX + 32), "%s/files.idx", dir);
 	FILE *fi = fopen(path, "rb");
-	snprintf(path, sizeof path, "%s/files.txt", dir);
+	snprintf(path, (PATH_MAX + 32), "%s/files.txt", dir);
 	FILE *ft = fopen(path, "r");
 	uint8_t b[8];
 	int found = 0;
@@ -500,7 +503,7 @@ int api_eval_image(struct req *r)
 		uint64_t off = 0;
 		for (int i = 7; i >= 0; i--)
 			off = off << 8 | b[i];
-		if (fseeko(ft, (off_t)off, SEEK_SET) == 0 && fgets(rel, sizeof rel, ft)) {
+		if (fseeko(ft, (off_t)off, SEEK_SET) == 0 && fgets(rel, (PATH_MAX), ft)) {
 			rel[strcspn(rel, "\n")] = 0;
 			found = 1;
 		}
@@ -512,8 +515,8 @@ int api_eval_image(struct req *r)
 	if (!found)
 		return http_error(r->c, 404, "not_found", "evaluation %lld has no uploaded image %lld", (long long)r->id,
 				  (long long)r->n);
-	snprintf(images, sizeof images, "%s/images", dir);
-	snprintf(full, sizeof full, "%s/%s", images, rel);
+	snprintf(images, (PATH_MAX + 16), "%s/images", dir);
+	snprintf(full, (PATH_MAX * 2), "%s/%s", images, rel);
 	char *data = NULL;
 	size_t len = 0;
 	struct dd_err err = { 0 };
@@ -541,4 +544,17 @@ int api_eval_image(struct req *r)
 	mg_write(r->c, data, len);
 	free(data);
 	return 200;
+}
+
+int api_eval_image(struct req *r)
+{
+	/* paths on the heap: CivetWeb's request threads have small stacks */
+	struct paths {
+		char dir[PATH_MAX], path[PATH_MAX + 32], rel[PATH_MAX], full[PATH_MAX * 2], images[PATH_MAX + 16];
+	} *p = malloc(sizeof *p);
+	if (!p)
+		return http_error(r->c, 500, "internal", "out of memory");
+	int status = serve_image(r, p->dir, p->path, p->rel, p->full, p->images);
+	free(p);
+	return status;
 }
