@@ -166,7 +166,7 @@ export function evalView(id, { navigate } = {}) {
  *  cells in view (a 1,000-class matrix is a million cells), with the class names
  *  held at the top and the left as it scrolls. */
 function virtualMatrix(c, heat) {
-  const n = c.labels.length, CW = 48, CH = 22, HW = 150, HH = 24;
+  const n = c.labels.length, CW = 36, CH = 22, HW = 150, HH = 96;
   const sums = c.matrix.map((row) => row.reduce((a, b) => a + b, 0) || 1);
   const bodyIn = h('div', { class: 'eval-vm-in', style: { width: `${n * CW}px`, height: `${n * CH}px` } });
   const body = h('div', { class: 'eval-vm-body', tabindex: 0, 'aria-label': `Confusion matrix of ${n} classes; scroll to see it all` }, bodyIn);
