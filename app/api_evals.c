@@ -417,9 +417,31 @@ int api_eval_top(struct req *r)
 	return http_json(r->c, 200, body);
 }
 
-/* Stream dir/file up to its last complete line (a worker may be mid-write): as it
- * is (csv), or with its lines as the elements of a JSON array (jsonl -> json). */
-static int stream_lines(struct req *r, const char *file, int as_array, const char *type, const char *download)
+/* Where the n-th last of the lines ending before len begins (0 when there are no
+ * more than n).  Reads backwards in blocks. */
+static off_t lines_start(FILE *f, off_t len, long n)
+{
+	char blk[4096];
+	long seen = 0; /* line ends met, the one at len - 1 included */
+	off_t pos = len;
+	while (pos > 0) {
+		off_t from = pos > (off_t)sizeof blk ? pos - (off_t)sizeof blk : 0;
+		size_t got = fseeko(f, from, SEEK_SET) == 0 ? fread(blk, 1, (size_t)(pos - from), f) : 0;
+		if (!got)
+			return 0;
+		for (size_t i = got; i > 0; i--)
+			if (blk[i - 1] == '\n' && ++seen == n + 1)
+				return from + (off_t)i;
+		pos = from;
+	}
+	return 0;
+}
+
+/* Stream dir/file up to its last complete line (a worker may be mid-write), from
+ * its tail-th last line (tail 0: all): as it is (csv), or with its lines as the
+ * elements of a JSON array (jsonl -> json). */
+static int stream_lines(struct req *r, const char *file, int as_array, long tail, const char *type,
+			const char *download)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	int rc = eval_dir(r, dir, sizeof dir);
@@ -429,34 +451,40 @@ static int stream_lines(struct req *r, const char *file, int as_array, const cha
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return http_error(r->c, 409, "conflict", "evaluation %lld has no results yet", (long long)r->id);
+	/* on the heap: CivetWeb's request threads have small stacks */
+	size_t cap = 65536;
+	char *buf = malloc(cap);
+	if (!buf) {
+		fclose(f);
+		return http_error(r->c, 500, "internal", "out of memory");
+	}
 	struct stat st;
-	off_t len = 0;
+	off_t len = 0, start = 0;
 	if (fstat(fileno(f), &st) == 0 && st.st_size > 0) {
 		/* the end of the last complete line */
-		char tail[4096];
 		off_t pos = st.st_size;
 		while (pos > 0 && !len) {
-			off_t from = pos > (off_t)sizeof tail ? pos - (off_t)sizeof tail : 0;
-			size_t got = (fseeko(f, from, SEEK_SET) == 0) ? fread(tail, 1, (size_t)(pos - from), f) : 0;
+			off_t from = pos > (off_t)cap ? pos - (off_t)cap : 0;
+			size_t got = (fseeko(f, from, SEEK_SET) == 0) ? fread(buf, 1, (size_t)(pos - from), f) : 0;
 			if (!got)
 				break;
 			for (size_t i = got; i > 0 && !len; i--)
-				if (tail[i - 1] == '\n')
+				if (buf[i - 1] == '\n')
 					len = from + (off_t)i;
 			pos = from;
 		}
+		if (tail > 0 && len > 0)
+			start = lines_start(f, len, tail);
 	}
-	fseeko(f, 0, SEEK_SET);
-	long long total = as_array ? (len ? (long long)len + 1 : 2) : (long long)len;
+	fseeko(f, start, SEEK_SET);
+	off_t left = len - start;
+	long long total = as_array ? (left ? (long long)left + 1 : 2) : (long long)left;
 	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
 			"Content-Disposition: attachment; filename=\"evaluation%lld_%s\"\r\nCache-Control: no-store\r\n\r\n",
 		  type, total, (long long)r->id, download);
 	if (as_array)
 		mg_write(r->c, "[", 1);
-	/* on the heap: CivetWeb's request threads have small stacks */
-	size_t cap = 65536;
-	char *buf = malloc(cap);
-	off_t left = buf ? len : 0;
+	int empty = left == 0;
 	while (left > 0) {
 		size_t want = left > (off_t)cap ? cap : (size_t)left;
 		size_t got = fread(buf, 1, want, f);
@@ -470,7 +498,7 @@ static int stream_lines(struct req *r, const char *file, int as_array, const cha
 		if (mg_write(r->c, buf, got) <= 0)
 			break;
 	}
-	if (as_array && !len)
+	if (as_array && empty)
 		mg_write(r->c, "]", 1);
 	free(buf);
 	fclose(f);
@@ -479,12 +507,16 @@ static int stream_lines(struct req *r, const char *file, int as_array, const cha
 
 int api_eval_results_csv(struct req *r)
 {
-	return stream_lines(r, "results.csv", 0, "text/csv; charset=utf-8", "results.csv");
+	return stream_lines(r, "results.csv", 0, 0, "text/csv; charset=utf-8", "results.csv");
 }
 
 int api_eval_results_json(struct req *r)
 {
-	return stream_lines(r, "results.jsonl", 1, "application/json", "results.json");
+	long long tail;
+	int rc = http_query_int(r->c, "tail", 0, 0, 10000, &tail);
+	if (rc)
+		return rc;
+	return stream_lines(r, "results.jsonl", 1, (long)tail, "application/json", "results.json");
 }
 
 /* api_eval_image with its buffers (PATH_MAX, PATH_MAX + 32, PATH_MAX, 2 * PATH_MAX, PATH_MAX + 16 bytes). */

@@ -8,9 +8,10 @@
 // with none.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, readdirSync, unlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, readdirSync, unlinkSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
   noisyPpm,
@@ -49,6 +50,26 @@ async function raw(server, method, path, body, type = 'application/octet-stream'
   let json = null;
   try { json = JSON.parse(buf.toString()); } catch { /* not JSON */ }
   return { status: res.status, body: json, headers: res.headers, buf, text: buf.toString() };
+}
+
+const CRC = new Int32Array(256).map((_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
+function pngChunk(type, data) {
+  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
+  const td = Buffer.concat([Buffer.from(type), data]);
+  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
+  return Buffer.concat([len, td, crc]);
+}
+/** A PNG header claiming w×h RGB, with a token IDAT: what a decoder must refuse by its size. */
+function hugePng(w, h) {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr),
+    pngChunk('IDAT', deflateSync(Buffer.alloc(16))), pngChunk('IEND', Buffer.alloc(0))]);
 }
 
 /** Parse CSV text (quoted cells allowed) into rows of cells. */
@@ -116,6 +137,10 @@ describe('evaluations', () => {
     // each row as classifying the dataset's image alone gives
     const rows = (await raw(server, 'GET', `/api/v1/evaluations/${id}/results.json`)).body;
     assert.equal(rows.length, m.count);
+    // the last rows alone (what the page shows of a running evaluation)
+    assert.deepEqual((await raw(server, 'GET', `/api/v1/evaluations/${id}/results.json?tail=2`)).body, rows.slice(-2));
+    assert.deepEqual((await raw(server, 'GET', `/api/v1/evaluations/${id}/results.json?tail=500`)).body, rows);
+    assertError(await server.api('GET', `/api/v1/evaluations/${id}/results.json?tail=-1`), 400, 'invalid', /tail/);
     const labels = ['blue', 'green', 'red']; // the class folders, sorted, as the dataset numbers them
     assert.deepEqual(m.labels, labels);
     let correct = 0;
@@ -194,6 +219,7 @@ describe('evaluations', () => {
     const files = {
       'set/red/r1.ppm': noisyPpm(8, 8, COLOURS.red, 101),
       'set/red/broken.png': Buffer.from('\x89PNG\r\n\x1a\nthis is not a png at all'),
+      'set/green/huge.png': hugePng(60000, 60000),
       'set/green/g1.ppm': noisyPpm(8, 8, COLOURS.green, 102),
       'set/blue/b1.ppm': noisyPpm(12, 10, COLOURS.blue, 103),
       'set/unsorted/u1.ppm': noisyPpm(8, 8, COLOURS.red, 104),
@@ -209,19 +235,21 @@ describe('evaluations', () => {
     assert.equal(st.state, 'done', st.error);
     const m = (await server.api('GET', `/api/v1/evaluations/${id}`)).body.evaluation.metrics;
     assert.equal(m.count, 4);
-    assert.equal(m.errors, 1);
+    assert.equal(m.errors, 2);
     assert.equal(m.labelled, 3, 'unsorted/ is no label of the model');
     const rows = (await raw(server, 'GET', `/api/v1/evaluations/${id}/results.json`)).body;
-    assert.equal(rows.length, 5);
+    assert.equal(rows.length, 6);
     const bad = rows.find((r) => r.name.endsWith('broken.png'));
     assert.ok(bad && bad.error, JSON.stringify(rows));
     assert.match(bad.error, /broken\.png/);
     assert.equal(bad.top, undefined);
+    const huge = rows.find((r) => r.name.endsWith('huge.png'));
+    assert.match(huge.error || '', /huge\.png.*60000/, JSON.stringify(huge));
     const u = rows.find((r) => r.name === 'set/unsorted/u1.ppm');
     assert.equal(u.true, null);
     assert.equal(rows.find((r) => r.name === 'set/blue/b1.ppm').true, 'blue');
     const csv = parseCsv((await raw(server, 'GET', `/api/v1/evaluations/${id}/results.csv`)).text);
-    assert.equal(csv.length, 6);
+    assert.equal(csv.length, 7);
     assert.match(csv.find((r) => r[1].endsWith('broken.png')).at(-1), /broken\.png/);
     // the uploaded images are served (PPM as PNG), by n
     const img = await raw(server, 'GET', `/api/v1/evaluations/${id}/images/${u.n}`);
@@ -238,6 +266,50 @@ describe('evaluations', () => {
     // the upload was used
     assertError(await server.api('POST', '/api/v1/evaluations', { model: modelId, source: { upload: up.body.upload.id } }),
       400, 'invalid', /source\.upload/);
+  });
+
+  test('an archive with an entry that climbs out: the job fails naming it, nothing is written outside', async () => {
+    const up = await raw(server, 'POST', '/api/v1/uploads?name=evil.tar',
+      tar({ 'ok/red/a.ppm': noisyPpm(8, 8, COLOURS.red, 1), '../../evil.ppm': noisyPpm(8, 8, COLOURS.red, 2) }));
+    assert.equal(up.status, 201, up.text);
+    const c = await server.api('POST', '/api/v1/evaluations', { model: modelId, source: { upload: up.body.upload.id, name: 'evil.tar' } });
+    assert.equal(c.status, 202, JSON.stringify(c.body));
+    const st = await waitState(server, c.body.job.id, ['done', 'error'], 60000);
+    assert.equal(st.state, 'error');
+    assert.match(st.error, /evil\.tar: refused: entry "\.\.\/\.\.\/evil\.ppm" is a path that climbs out/, st.error);
+    const jobs = join(server.dataDir, 'jobs');
+    assert.ok(!existsSync(join(jobs, 'evil.ppm')) && !existsSync(join(jobs, String(c.body.job.id), 'evil.ppm')));
+    assertError(await server.api('GET', `/api/v1/evaluations/${c.body.job.id}/confusion`), 409, 'conflict', /no metrics/);
+  });
+
+  test('stopped midway: the metrics of what was classified, marked incomplete', async () => {
+    const files = {};
+    // enough that the first running report (after about a second) comes long before the end
+    for (let i = 0; i < 20000; i++) files[`many/${['red', 'green', 'blue'][i % 3]}/${i}.ppm`] = noisyPpm(8, 8, COLOURS[['red', 'green', 'blue'][i % 3]], i + 1);
+    const up = await raw(server, 'POST', '/api/v1/uploads?name=many.tar', tar(files));
+    assert.equal(up.status, 201, up.text);
+    const c = await server.api('POST', '/api/v1/evaluations', { model: modelId, source: { upload: up.body.upload.id }, batch_size: 1 });
+    assert.equal(c.status, 202, JSON.stringify(c.body));
+    const id = c.body.job.id;
+    // the first running report, then stop
+    for (let i = 0; ; i++) {
+      const g = (await server.api('GET', `/api/v1/evaluations/${id}`)).body.evaluation;
+      if (g.partial && g.partial.kind === 'partial') break;
+      assert.ok(i < 600 && g.state !== 'done' && g.state !== 'error', `no running report: ${JSON.stringify(g.state)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const ab = await server.api('POST', `/api/v1/jobs/${id}/abort`);
+    assert.equal(ab.status, 202, JSON.stringify(ab.body));
+    const st = await waitState(server, id, ['aborted', 'done', 'error'], 60000);
+    assert.equal(st.state, 'aborted', st.error);
+    const m = (await server.api('GET', `/api/v1/evaluations/${id}`)).body.evaluation.metrics;
+    assert.equal(m.complete, false);
+    assert.equal(m.total, 20000);
+    assert.ok(m.count > 0 && m.count < 20000, `count ${m.count}`);
+    const cj = (await server.api('GET', `/api/v1/evaluations/${id}/confusion`)).body;
+    assert.equal(cj.matrix.flat().reduce((a, b) => a + b, 0), m.labelled);
+    const rows = (await raw(server, 'GET', `/api/v1/evaluations/${id}/results.json`)).body;
+    assert.equal(rows.length, m.count + m.errors);
   });
 
   test('bad params: each named, nothing created', async () => {

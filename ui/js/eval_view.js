@@ -37,6 +37,7 @@ export function evalView(id, { navigate } = {}) {
       h('div', { class: 'card-head' }, h('h2', { class: 'card-title' }, title), extra), body);
     return { el, body };
   };
+  const latestCard = card('eval-latest', 'Latest results');
   const classCard = card('eval-classes', 'Per class');
   const confCard = card('eval-confusion', 'Confusion matrix',
     h('a', { class: 'btn eval-head-btn', href: `/api/v1/evaluations/${id}/confusion?format=csv`, download: '' }, icon('download'), 'CSV'));
@@ -45,7 +46,7 @@ export function evalView(id, { navigate } = {}) {
   const topCard = card('eval-top', 'Top images of a class', topSel);
   topSel.addEventListener('change', () => loadTop(topSel.value));
 
-  const main = h('div', { class: 'eval-view' }, progressCard, classCard.el, confCard.el, misCard.el, topCard.el);
+  const main = h('div', { class: 'eval-view' }, progressCard, latestCard.el, classCard.el, confCard.el, misCard.el, topCard.el);
   const side = h('div', { class: 'eval-side' });
 
   function partial(ev) {
@@ -57,7 +58,29 @@ export function evalView(id, { navigate } = {}) {
   }
 
   function event(ev) {
-    if (ev.type === 'metric' && (ev.kind === 'partial' || ev.kind === 'evaluation')) partial(ev);
+    if (ev.type === 'metric' && (ev.kind === 'partial' || ev.kind === 'evaluation')) {
+      partial(ev);
+      if (!bulk) loadLatest();
+    }
+  }
+
+  /* the last rows written, as they come: a bounded read of results.json's tail */
+  let bulk = false, latestBusy = false;
+  async function loadLatest() {
+    if (latestBusy) return;
+    latestBusy = true;
+    try {
+      const res = await fetch(`/api/v1/evaluations/${id}/results.json?tail=12`);
+      if (!res.ok || !alive) return;
+      const rows = await res.json();
+      if (!alive || !rows.length) return;
+      setChildren(latestCard.body, h('div', { class: 'eval-scroll' }, h('table', { class: 'table eval-table' },
+        h('thead', {}, h('tr', {}, h('th', {}, '#'), h('th', {}, 'Image'), h('th', {}, 'True'), h('th', {}, 'Predicted'), h('th', {}, 'Probability'))),
+        h('tbody', {}, rows.reverse().map((r) => h('tr', { class: r.error ? 'eval-row-error' : (r.true !== null && r.top && r.top[0].label !== r.true ? 'eval-row-wrong' : null) },
+          h('td', { class: 'num' }, String(r.n)), h('td', { class: 'eval-name', title: r.name }, r.name), h('td', {}, r.true ?? '—'),
+          r.error ? h('td', { colspan: 2 }, r.error) : [h('td', {}, r.top[0].label), h('td', { class: 'num' }, pct(r.top[0].probability))]))))));
+      latestCard.el.hidden = false;
+    } catch { /* the next report tries again */ } finally { latestBusy = false; }
   }
 
   function thumb(it) {
@@ -155,7 +178,7 @@ export function evalView(id, { navigate } = {}) {
 
   return {
     main, side, actions: [],
-    update, event, setBulk() {}, deleteNote: async () => null,
+    update, event, setBulk(on) { bulk = on; if (!on) loadLatest(); }, deleteNote: async () => null,
     destroy() { alive = false; },
   };
 }
