@@ -66,11 +66,15 @@ test('Evaluate from the model page: progress, accuracy, per-class table, confusi
   const top1 = await page.locator('.eval-summary .tile', { hasText: 'Top-1' }).locator('.tile-value').textContent();
   assert.equal(top1, `${(api.accuracy * 100).toFixed(2)}%`);
   // the per-class table: a row a class, the HTML name as text
-  const classRows = page.locator('.eval-table tbody tr');
+  const classRows = page.locator('.eval-classes .eval-table tbody tr');
   assert.equal(await classRows.count(), 3);
   const x = api.labels.indexOf(XSS);
   assert.ok(x >= 0, JSON.stringify(api.labels));
   assert.equal(await classRows.nth(x).locator('th').textContent(), XSS);
+  // the latest rows, as they came (the last 12 of 9: all), the newest first
+  await page.locator('.eval-latest tbody tr').first().waitFor();
+  assert.equal(await page.locator('.eval-latest tbody tr').count(), 9);
+  assert.equal(await page.locator('.eval-latest tbody tr td').first().textContent(), '8');
   // the confusion matrix: 3×3 cells summing to the count
   const cells = await page.locator('.eval-heat tbody td').allTextContents();
   assert.equal(cells.length, 9);
