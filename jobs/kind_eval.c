@@ -393,8 +393,12 @@ struct run {
 	int64_t t0;
 };
 
-static const char *const *g_labels; /* for the qsort below */
-static int by_label(const void *a, const void *b) { return strcmp(g_labels[*(const int *)a], g_labels[*(const int *)b]); }
+/* qsort_r's order of class indexes by their labels (ctx: the labels). */
+static int by_label(const void *a, const void *b, void *ctx)
+{
+	const char *const *labels = ctx;
+	return strcmp(labels[*(const int *)a], labels[*(const int *)b]);
+}
 
 static int class_of(struct run *r, const char *label)
 {
@@ -858,8 +862,7 @@ static int run(struct worker *w, struct dd_err *err)
 		((const char **)r.labels)[k] = infer_label(r.h, k);
 		r.sorted[k] = k;
 	}
-	g_labels = r.labels;
-	qsort(r.sorted, (size_t)r.classes, sizeof *r.sorted, by_label);
+	qsort_r(r.sorted, (size_t)r.classes, sizeof *r.sorted, by_label, (void *)r.labels);
 	if ((rc = eval_stats_init(&r.st, r.classes, top_n, EVAL_MAX_MISCLASSIFIED, err)))
 		goto out;
 	if ((rc = get(src, "dataset") ? prepare_dataset(&r, jobs, src, err) : prepare_upload(&r, src, err)))
