@@ -97,6 +97,31 @@ test('Evaluate from the model page: progress, accuracy, per-class table, confusi
   assert.deepEqual(pageErrors, []);
 });
 
+test('Evaluate a folder of images uploaded from the dialog: labels from its folders, its images shown', async () => {
+  const dir = join(work, 'pick');
+  writeColourFolders(join(dir, 'mine'), { blue: COLOURS.blue, green: COLOURS.green, unsorted: COLOURS.green }, 2);
+  await server.api('GET', '/api/v1/info').catch(() => {}); // a stale keep-alive connection takes the fall
+  await page.goto(`${server.url}/models/${modelId}`);
+  await page.locator('[data-action="evaluate"]').click();
+  const dlg = page.locator('dialog[aria-label="Evaluate"]');
+  await dlg.waitFor();
+  await dlg.locator('select').nth(1).selectOption('folder');
+  await dlg.locator('input[webkitdirectory]').setInputFiles(join(dir, 'mine'));
+  await dlg.locator('[data-action="evaluate-confirm"]').click();
+  await page.waitForURL(/\/jobs\/\d+$/);
+  const evalId = Number(new URL(page.url()).pathname.split('/').pop());
+  const st = await waitState(server, evalId, ['done', 'error'], 60000);
+  assert.equal(st.state, 'done', st.error);
+  const m = (await server.api('GET', `/api/v1/evaluations/${evalId}`)).body.evaluation.metrics;
+  assert.deepEqual([m.count, m.labelled, m.errors], [6, 4, 0], 'unsorted/ is no class of the model');
+  assert.equal(m.source.upload, 'folder.tar');
+  await page.locator('.eval-top .eval-thumb img').first().waitFor();
+  await page.waitForFunction(() => [...document.querySelectorAll('.eval-top img')].every((i) => i.complete && i.naturalWidth === 8));
+  const src = await page.locator('.eval-top .eval-thumb img').first().getAttribute('src');
+  assert.match(src, new RegExp(`^/api/v1/evaluations/${evalId}/images/\\d+$`));
+  assert.deepEqual(pageErrors, []);
+});
+
 test('a 1,000-class confusion matrix: only the cells in view are built, the names held as it scrolls', async () => {
   // 1,000 classes of two 4×4 squares each (one to train, one to validate)
   const colours = {};
