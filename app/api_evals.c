@@ -149,9 +149,10 @@ int api_evals_create(struct req *r)
 		goto out;
 	}
 	const struct job_kind *kind = job_kind_find("evaluation");
-	if (nm)
+	int named = nm != NULL;
+	if (named)
 		snprintf(name, sizeof name, "%s", nm->valuestring);
-	cJSON_DeleteItemFromObjectCaseSensitive(body, "name");
+	cJSON_DeleteItemFromObjectCaseSensitive(body, "name"); /* the job's name, not a param */
 	if (kind->validate(body, &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
@@ -162,7 +163,7 @@ int api_evals_create(struct req *r)
 	parents[np++] = model;
 	if ((rc = resolve_snapshot(r, body, model, &row)) || (rc = check_source(r, get(body, "source"), parents, &np)))
 		goto out;
-	if (!nm)
+	if (!named)
 		snprintf(name, sizeof name, "Evaluation of model %lld, epoch %s", (long long)model,
 			 cJSON_GetStringValue(get(body, "snapshot")));
 	if ((rc = sched_submit("evaluation", name, server_user(r), body, 0, parents, np, &id, &err)) != DD_OK) {
