@@ -2,8 +2,8 @@
  *
  * Invariants of struct infer: def, ng and gr are the deploy stage of the network
  * text, built on the handle's own cpu backend with the weights loaded; input and
- * probs point into gr (the Input layer's top, 1×C×H'×W', and the Softmax's top,
- * `classes` values); img (c*h*w) is scratch for one image's BGR planes; mean is
+ * probs point into gr (the Input layer's top, batch×C×H'×W', and the Softmax's top,
+ * batch×`classes` values; batch is 1 but for infer_batch_open); img (c*h*w) is scratch for one image's BGR planes; mean is
  * c*h*w or NULL.  Nothing changes after infer_open but the scratch, the blobs and
  * the last probabilities. */
 #define _GNU_SOURCE
@@ -39,7 +39,7 @@ struct infer {
 	struct net_graph *ng;         /* deploy stage, batch 1 */
 	struct backend *be;
 	struct graph *gr;
-	float *input;                 /* (1, C, H', W') in gr */
+	float *input;                 /* (batch, C, H', W') in gr */
 	const float *probs;           /* (classes) in gr */
 	int ih, iw;                   /* H', W': after the crop */
 	float *img;                   /* (C, H, W) scratch */
