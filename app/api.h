@@ -50,6 +50,14 @@ int api_me_tokens_list(struct req *r);
 int api_me_tokens_create(struct req *r);
 int api_me_token_revoke(struct req *r);
 int api_audit_list(struct req *r);
+int api_evals_create(struct req *r);
+int api_eval_get(struct req *r);
+int api_eval_confusion(struct req *r);
+int api_eval_misclassified(struct req *r);
+int api_eval_top(struct req *r);
+int api_eval_results_csv(struct req *r);
+int api_eval_results_json(struct req *r);
+int api_eval_image(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 int api_digits_classify_many(struct req *r);

@@ -140,6 +140,14 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/me/tokens", api_me_tokens_create },
 	{ "DELETE", "/api/v1/me/tokens/{id}", api_me_token_revoke },
 	{ "GET", "/api/v1/audit", api_audit_list },
+	{ "POST", "/api/v1/evaluations", api_evals_create },
+	{ "GET", "/api/v1/evaluations/{id}", api_eval_get },
+	{ "GET", "/api/v1/evaluations/{id}/confusion", api_eval_confusion },
+	{ "GET", "/api/v1/evaluations/{id}/misclassified", api_eval_misclassified },
+	{ "GET", "/api/v1/evaluations/{id}/top", api_eval_top },
+	{ "GET", "/api/v1/evaluations/{id}/results.csv", api_eval_results_csv },
+	{ "GET", "/api/v1/evaluations/{id}/results.json", api_eval_results_json },
+	{ "GET", "/api/v1/evaluations/{id}/images/{n}", api_eval_image },
 	{ NULL, NULL, NULL },
 };
 

@@ -36,6 +36,7 @@ for dir in bench/*/; do
 	[ -f "bench/results/$name-latest.json" ] && ran="$ran bench/results/$name-latest.json"
 	[ -f "bench/results/$name-latest.json" ] || { case " $failed " in *" $name "*) ;; *) failed="$failed $name" ;; esac; }
 	[ "$name" = infer ] && [ -f bench/infer/many.mjs ] && { echo "== bench infer-many"; rm -f bench/results/infer-many-latest.json; node bench/infer/many.mjs || failed="$failed infer-many"; [ -f bench/results/infer-many-latest.json ] && ran="$ran bench/results/infer-many-latest.json"; }
+	[ "$name" = infer ] && [ -f bench/infer/eval.mjs ] && { echo "== bench infer-eval"; rm -f bench/results/infer-eval-latest.json; node bench/infer/eval.mjs || failed="$failed infer-eval"; [ -f bench/results/infer-eval-latest.json ] && ran="$ran bench/results/infer-eval-latest.json"; }
 done
 
 echo

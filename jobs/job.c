@@ -43,6 +43,7 @@ int job_state_can_move(enum job_state from, enum job_state to)
 /* Each kind lives in its own file (kind_*.c); this list only names them. */
 extern const struct job_kind dataset_job_kind;
 extern const struct job_kind model_job_kind;
+extern const struct job_kind eval_job_kind;
 #ifdef DD_TESTING
 extern const struct job_kind test_job_kind;
 #endif
@@ -50,6 +51,7 @@ extern const struct job_kind test_job_kind;
 static const struct job_kind *const kinds[] = {
 	&dataset_job_kind,
 	&model_job_kind,
+	&eval_job_kind,
 #ifdef DD_TESTING
 	&test_job_kind,
 #endif

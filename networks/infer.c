@@ -2,8 +2,8 @@
  *
  * Invariants of struct infer: def, ng and gr are the deploy stage of the network
  * text, built on the handle's own cpu backend with the weights loaded; input and
- * probs point into gr (the Input layer's top, 1×C×H'×W', and the Softmax's top,
- * `classes` values); img (c*h*w) is scratch for one image's BGR planes; mean is
+ * probs point into gr (the Input layer's top, batch×C×H'×W', and the Softmax's top,
+ * batch×`classes` values; batch is 1 but for infer_batch_open); img (c*h*w) is scratch for one image's BGR planes; mean is
  * c*h*w or NULL.  Nothing changes after infer_open but the scratch, the blobs and
  * the last probabilities. */
 #define _GNU_SOURCE
@@ -20,6 +20,7 @@
 
 #include "../common/fsutil.h"
 #include "../common/version.h"
+#include "../datasets/datum.h"
 #include "../datasets/image.h"
 #include "backend.h"
 #include "bundle.h"
@@ -40,7 +41,7 @@ struct infer {
 	struct net_graph *ng;         /* deploy stage, batch 1 */
 	struct backend *be;
 	struct graph *gr;
-	float *input;                 /* (1, C, H', W') in gr */
+	float *input;                 /* (batch, C, H', W') in gr */
 	const float *probs;           /* (classes) in gr */
 	int ih, iw;                   /* H', W': after the crop */
 	float *img;                   /* (C, H, W) scratch */
@@ -53,6 +54,7 @@ struct infer {
 	cJSON *settings;              /* a job folder's settings.json, or NULL */
 	cJSON *manifest;              /* a bundle's info.json, or NULL */
 	char input_blob[64], output_blob[64];
+	int batch;                    /* images per forward pass (1 but for infer_batch_open) */
 };
 
 static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
@@ -307,7 +309,8 @@ static int read_labels(struct infer *h, const char *dir, struct dd_err *err)
 	return DD_OK;
 }
 
-int infer_open(const char *dir, const char *weights, struct infer **out, struct dd_err *err)
+/* infer_open at batch `batch`: the deploy graph holds batch images at once. */
+static int open_at(const char *dir, const char *weights, int batch, struct infer **out, struct dd_err *err)
 {
 	*out = NULL;
 	struct infer *h = calloc(1, sizeof *h);
@@ -333,7 +336,8 @@ int infer_open(const char *dir, const char *weights, struct infer **out, struct 
 		dd_err_prefix(err, "%s", path);
 		goto fail;
 	}
-	struct net_input in = { .n = 1, .c = h->prep.c, .h = h->prep.h, .w = h->prep.w, .crop = h->prep.crop,
+	h->batch = batch;
+	struct net_input in = { .n = batch, .c = h->prep.c, .h = h->prep.h, .w = h->prep.w, .crop = h->prep.crop,
 				.classes = h->prep.classes };
 	if ((rc = net_instantiate(h->def, NET_STAGE_DEPLOY, &in, &h->ng, err))) {
 		dd_err_prefix(err, "%s (deploy stage)", path);
@@ -402,9 +406,9 @@ int infer_open(const char *dir, const char *weights, struct infer **out, struct 
 	int64_t ocount = 1;
 	for (int d = 0; d < os.ndim; d++)
 		ocount *= os.dim[d];
-	if (!h->input || !h->probs || ocount != h->prep.classes) {
+	if (!h->input || !h->probs || ocount != (int64_t)batch * h->prep.classes) {
 		rc = dd_err_set(err, DD_EINVAL, "%s: the Softmax gives %lld values, the model has %d classes", path,
-				(long long)ocount, h->prep.classes);
+				(long long)(ocount / batch), h->prep.classes);
 		goto fail;
 	}
 	h->img = malloc((size_t)h->prep.c * h->prep.h * h->prep.w * sizeof(float));
@@ -422,6 +426,11 @@ int infer_open(const char *dir, const char *weights, struct infer **out, struct 
 fail:
 	infer_close(h);
 	return rc;
+}
+
+int infer_open(const char *dir, const char *weights, struct infer **out, struct dd_err *err)
+{
+	return open_at(dir, weights, 1, out, err);
 }
 
 void infer_close(struct infer *h)
@@ -943,4 +952,153 @@ cJSON *infer_predictions_json(const struct infer_pred *pred, int n)
 		cJSON_AddNumberToObject(o, "probability", pred[i].probability);
 	}
 	return arr;
+}
+
+/* ---- batches (infer_batch_*: classify many) ----
+ *
+ * A handle opened by infer_batch_open has a deploy graph of `batch` images: the
+ * caller fills slots with infer_batch_set_*, runs one forward pass for all of them
+ * and reads each slot's probabilities.  A slot is prepared exactly as
+ * infer_classify_image prepares its one image, so a batch gives, slot for slot,
+ * what classifying each image alone gives (tests/unit/test_eval.c checks it). */
+
+int infer_batch_open(const char *dir, const char *weights, int batch, struct infer **out, struct dd_err *err)
+{
+	*out = NULL;
+	if (batch < 1 || batch > 4096)
+		return dd_err_set(err, DD_EINVAL, "batch size %d is out of range (1 to 4096)", batch);
+	return open_at(dir, weights, batch, out, err);
+}
+
+int infer_batch_size(const struct infer *h) { return h->batch; }
+
+/* The slot's part of the input: C×H'×W' floats. */
+static float *slot_input(struct infer *h, int slot)
+{
+	return h->input + (size_t)slot * h->prep.c * h->ih * h->iw;
+}
+
+/* img (C×H×W BGR planes, the dataset's size) through mean, scale and the centre
+ * crop into slot. */
+static void slot_transform(struct infer *h, int slot)
+{
+	int y0 = (h->prep.h - h->ih) / 2, x0 = (h->prep.w - h->iw) / 2;
+	feed_transform(h->img, h->prep.c, h->prep.h, h->prep.w, h->mean, h->prep.scale, y0, x0, h->ih, h->iw, 0,
+		       slot_input(h, slot));
+}
+
+int infer_batch_set_image(struct infer *h, int slot, const struct image *im, struct dd_err *err)
+{
+	if (slot < 0 || slot >= h->batch)
+		return dd_err_set(err, DD_EINVAL, "slot %d is outside the batch of %d", slot, h->batch);
+	struct image conv = { 0 }, sized = { 0 };
+	const struct image *src = im;
+	int rc = DD_OK;
+	if (im->c != h->prep.c) {
+		conv = (struct image){ im->w, im->h, im->c, malloc((size_t)im->w * im->h * im->c) };
+		if (!conv.px)
+			return dd_err_set(err, DD_ENOMEM, "out of memory");
+		memcpy(conv.px, im->px, (size_t)im->w * im->h * im->c);
+		if ((rc = image_set_channels(&conv, h->prep.c, err)))
+			goto out;
+		src = &conv;
+	}
+	if (src->w != h->prep.w || src->h != h->prep.h) {
+		if ((rc = image_resize(src, h->prep.w, h->prep.h, h->resize, 0, &sized, err)))
+			goto out;
+		src = &sized;
+	}
+	feed_planes(src->px, h->prep.c, h->prep.h, h->prep.w, h->img);
+	slot_transform(h, slot);
+out:
+	image_free(&conv);
+	image_free(&sized);
+	return rc;
+}
+
+int infer_batch_set_encoded(struct infer *h, int slot, const void *data, size_t len, const char *name,
+			    struct dd_err *err)
+{
+	struct image im = { 0 };
+	int rc = image_decode(data, len, NULL, 0, &im, err);
+	if (rc) {
+		if (name)
+			dd_err_prefix(err, "%s", name);
+		return rc;
+	}
+	rc = infer_batch_set_image(h, slot, &im, err);
+	image_free(&im);
+	return rc;
+}
+
+int infer_batch_set_datum(struct infer *h, int slot, const struct datum *d, const char *name, struct dd_err *err)
+{
+	if (slot < 0 || slot >= h->batch)
+		return dd_err_set(err, DD_EINVAL, "slot %d is outside the batch of %d", slot, h->batch);
+	if (d->encoded)
+		return infer_batch_set_encoded(h, slot, d->data, d->data_len, name, err);
+	size_t plane = (size_t)d->width * d->height;
+	if ((d->channels != 1 && d->channels != 3) || d->width < 1 || d->height < 1 ||
+	    plane * d->channels != d->data_len)
+		return dd_err_set(err, DD_EINVAL, "%s: raw record of %zu bytes does not match its shape %d×%d×%d",
+				  name ? name : "record", d->data_len, d->channels, d->height, d->width);
+	if (d->channels == h->prep.c && d->height == h->prep.h && d->width == h->prep.w) {
+		/* already the dataset's BGR planes: no detour through an image */
+		size_t n = plane * d->channels;
+		for (size_t i = 0; i < n; i++)
+			h->img[i] = (float)d->data[i];
+		slot_transform(h, slot);
+		return DD_OK;
+	}
+	/* another shape: back to interleaved RGB, then the way an upload goes */
+	struct image im = { d->width, d->height, d->channels, malloc(d->data_len) };
+	if (!im.px)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	for (int ch = 0; ch < d->channels; ch++) {
+		int dst = d->channels == 3 ? 2 - ch : ch;
+		for (size_t i = 0; i < plane; i++)
+			im.px[i * d->channels + dst] = d->data[plane * ch + i];
+	}
+	int rc = infer_batch_set_image(h, slot, &im, err);
+	image_free(&im);
+	return rc;
+}
+
+int infer_batch_run(struct infer *h, int n, struct dd_err *err)
+{
+	if (n < 1 || n > h->batch)
+		return dd_err_set(err, DD_EINVAL, "%d images for a batch of %d", n, h->batch);
+	/* slots past n hold the previous batch's images: harmless (each image's
+	 * probabilities depend on that image alone), but zero them so that a run
+	 * never reads what another run left */
+	size_t per = (size_t)h->prep.c * h->ih * h->iw;
+	if (n < h->batch)
+		memset(slot_input(h, n), 0, (size_t)(h->batch - n) * per * sizeof(float));
+	return graph_forward(h->gr, 0, NULL, err);
+}
+
+const float *infer_batch_probabilities(const struct infer *h, int slot)
+{
+	return h->probs + (size_t)slot * h->prep.classes;
+}
+
+int infer_top(const struct infer *h, const float *probs, int top, struct infer_pred *pred)
+{
+	int n = h->prep.classes, k = top < n ? top : n;
+	if (k < 1)
+		k = 1;
+	/* insertion into a sorted list of k: one pass over the classes */
+	int have = 0;
+	for (int j = 0; j < n; j++) {
+		float p = probs[j];
+		if (have == k && !(p > pred[k - 1].probability))
+			continue;
+		int at = have < k ? have++ : k - 1;
+		while (at > 0 && p > pred[at - 1].probability) {
+			pred[at] = pred[at - 1];
+			at--;
+		}
+		pred[at] = (struct infer_pred){ j, h->labels[j], p };
+	}
+	return k;
 }

@@ -160,6 +160,35 @@ enum infer_tile_mode {
  * may be NULL).  DD_OK and *out (caller frees with image_free()); DD_ENOMEM. */
 int infer_tile(const float *v, int n, int h, int w, enum infer_tile_mode mode, int max_side, struct image *out,
 	       int *shown, struct dd_err *err);
+/* ---- batches: classify many (the evaluation job, jobs/kind_eval.c) ----
+ *
+ * A handle from infer_batch_open runs `batch` images per forward pass: fill slots
+ * 0..n-1 with infer_batch_set_*, run infer_batch_run(n), read each slot's
+ * probabilities.  A slot is prepared exactly as infer_classify_image prepares its
+ * image, so slot i's probabilities equal classifying image i alone.  The
+ * single-image functions work on such a handle too (slot 0). */
+
+struct datum;
+
+/* infer_open with a deploy graph of batch images (1 to 4096).  Caller frees with
+ * infer_close. */
+int infer_batch_open(const char *dir, const char *weights, int batch, struct infer **out, struct dd_err *err);
+int infer_batch_size(const struct infer *h);
+/* Prepare a decoded image, encoded image data (name for messages, may be NULL) or a
+ * dataset record (datum.h; raw C×H×W BGR or encoded) into slot.  DD_EINVAL naming
+ * name for what is not an image; the slot is then unchanged. */
+int infer_batch_set_image(struct infer *h, int slot, const struct image *im, struct dd_err *err);
+int infer_batch_set_encoded(struct infer *h, int slot, const void *data, size_t len, const char *name,
+			    struct dd_err *err);
+int infer_batch_set_datum(struct infer *h, int slot, const struct datum *d, const char *name, struct dd_err *err);
+/* One forward pass over slots 0..n-1 (n <= the batch size). */
+int infer_batch_run(struct infer *h, int n, struct dd_err *err);
+/* Slot's probabilities after infer_batch_run (classes values; borrowed, valid until
+ * the next run). */
+const float *infer_batch_probabilities(const struct infer *h, int slot);
+/* The top min(top, classes) of probs (classes values), most probable first (ties:
+ * lower index first), into pred (room for top); returns their count. */
+int infer_top(const struct infer *h, const float *probs, int top, struct infer_pred *pred);
 
 /* ---- a cache of open handles ---- */
 

@@ -8,6 +8,7 @@ import { relTime, dateTime, clock, duration, elapsedOf, etaOf, percent, num } fr
 import { badge, setBadge, progressBar, setProgress, etaText, ACTIVE, toast, showError, announce, confirmDialog, sparkline } from './ui.js';
 import { datasetView } from './dataset_view.js';
 import { modelView } from './model_view.js';
+import { evalView } from './eval_view.js';
 
 const MAX_LINES = 5000;     // log lines kept in the page; older ones are dropped
 const SPARK_POINTS = 120;   // points kept per metric for the sparkline
@@ -271,6 +272,7 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
           if (firstTime) {
             if (job.kind === 'dataset') mountDataset();
             if (job.kind === 'model') mountModel();
+            if (job.kind === 'evaluation') mountEval();
             // /jobs/ID and /datasets/ID both open this page; the address says which it is.
             if (location.pathname !== jobPath()) history.replaceState(history.state, '', jobPath() + location.search + location.hash);
             setAttr(crumbList, 'href', listPath());
@@ -307,6 +309,13 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
     page.querySelector('.job-side').prepend(mv.side);
     actions.prepend(...mv.actions);
     metricsCard.classList.add('model-metrics');
+    cleanups.push(() => mv.destroy());
+  }
+
+  function mountEval() {
+    mv = evalView(id, { navigate }); // the same hooks as a model's view: update, event, actions
+    jobMain.prepend(mv.main);
+    page.querySelector('.job-side').prepend(mv.side);
     cleanups.push(() => mv.destroy());
   }
 

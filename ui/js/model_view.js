@@ -14,6 +14,7 @@ import { toast, showError, confirmDialog, ACTIVE } from './ui.js';
 import { loadChart, cssVar, onSchemeChange } from './charts.js';
 import { fmtLr } from './model_new.js';
 import { classifyPanel } from './classify.js';
+import { evalButton } from './eval_view.js';
 
 const MAX_DRAWN = 600;   // points per series on screen; the rest is averaged away
 const PALETTE = ['#cf222e', '#8250df', '#1a7f37', '#bc4c00', '#0a7f8f', '#bf3989'];
@@ -697,7 +698,7 @@ export function modelView(id, { navigate } = {}) {
   }
 
   return {
-    main, side, actions: [resumeBtn],
+    main, side, actions: [resumeBtn, evalButton(id, () => model, { navigate })],
     update, event, setBulk, deleteNote,
     destroy() {
       alive = false;

@@ -1,0 +1,98 @@
+// bench/infer/eval.mjs — classify-many throughput of an evaluation job
+// (POST /api/v1/evaluations) of LeNet over a dataset's val split of generated 28×28
+// gray bars (BENCH_EVAL_N images in all, 10,000; 90% of them held out for val),
+// at batch 64 and at batch 1.  Reported: images/s as the worker measures it (the
+// forward passes, reading the LMDB and writing the CSV/JSONL rows), the job's
+// wall time, and the worker's peak memory.  LeNet trains one epoch on the other
+// 10% first (what it learnt does not change the speed).
+//
+//   make all && node bench/infer/eval.mjs
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+import { startServer, waitState } from '../../tests/lib/server.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const N = Number(process.env.BENCH_EVAL_N || 10000);
+
+const CRC = new Int32Array(256).map((_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
+function chunk(type, data) {
+  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
+  const td = Buffer.concat([Buffer.from(type), data]);
+  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
+  return Buffer.concat([len, td, crc]);
+}
+/** A 28×28 gray PNG: class k a bright bar at rows 2k..2k+4, with noise. */
+function png(k, seed) {
+  const w = 28, h = 28, raw = Buffer.alloc(h * (1 + w));
+  let x = (seed * 2654435761) >>> 0;
+  for (let y = 0; y < h; y++) {
+    for (let i = 0; i < w; i++) {
+      x = (x * 1103515245 + 12345) >>> 0;
+      raw[y * (1 + w) + 1 + i] = (y >= 2 * k && y < 2 * k + 5 ? 200 : 30) + ((x >>> 16) % 40);
+    }
+  }
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr.set([8, 0, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+}
+
+async function main() {
+  const work = mkdtempSync(join(tmpdir(), 'deepdesk-bench-many-'));
+  let server;
+  const out = { bench: 'infer-many', ok: false, rows: [], raw: {} };
+  try {
+    for (let k = 0; k < 10; k++) {
+      mkdirSync(join(work, 'bars', `c${k}`), { recursive: true });
+      for (let i = 0; i < N / 10; i++) writeFileSync(join(work, 'bars', `c${k}`, `${i}.png`), png(k, i + 1));
+    }
+    server = await startServer({ args: ['--data-root', work] });
+    const ds = await server.api('POST', '/api/v1/datasets', {
+      name: 'bars', source: { type: 'folder', train: join(work, 'bars') },
+      options: { width: 28, height: 28, channels: 1, val_pct: 90, seed: 1 },
+    });
+    if (ds.status !== 202) throw new Error(JSON.stringify(ds.body));
+    await waitState(server, ds.body.job.id, ['done'], 600000);
+    const m = await server.api('POST', '/api/v1/models', {
+      name: 'lenet', dataset: ds.body.job.id, network: { standard: 'lenet' }, epochs: 1,
+    });
+    if (m.status !== 202) throw new Error(JSON.stringify(m.body));
+    await waitState(server, m.body.job.id, ['done'], 600000);
+    for (const batch of [64, 1]) {
+      const t0 = Date.now();
+      const e = await server.api('POST', '/api/v1/evaluations', {
+        model: m.body.job.id, source: { dataset: ds.body.job.id, split: 'val' }, batch_size: batch,
+      });
+      if (e.status !== 202) throw new Error(JSON.stringify(e.body));
+      const st = await waitState(server, e.body.job.id, ['done', 'error'], 600000);
+      if (st.state !== 'done') throw new Error(st.error);
+      const wall = (Date.now() - t0) / 1000;
+      const mt = (await server.api('GET', `/api/v1/evaluations/${e.body.job.id}`)).body.evaluation.metrics;
+      out.raw[`batch${batch}`] = { count: mt.count, images_per_s: mt.images_per_s, seconds: mt.seconds, wall, memory_kb: mt.memory_kb, accuracy: mt.accuracy };
+      out.rows.push(
+        { metric: `LeNet classify-many, batch ${batch}`, value: Math.round(mt.images_per_s), unit: 'images/s', note: `${mt.count} images of a dataset's val split, in the worker` },
+        { metric: `LeNet classify-many job, batch ${batch}`, value: +wall.toFixed(2), unit: 's', note: 'POST to done, as the API sees it' },
+      );
+      if (batch === 64) out.rows.push({ metric: 'LeNet classify-many peak memory', value: Math.round(mt.memory_kb.peak / 1024), unit: 'MiB', note: `VmHWM; heap ${Math.round(mt.memory_kb.anon / 1024)} MiB at the end, the rest the LMDB's mapped pages` });
+    }
+    out.ok = true;
+  } finally {
+    await server?.stop();
+    server?.cleanup?.();
+    rmSync(work, { recursive: true, force: true });
+    mkdirSync(join(HERE, '..', 'results'), { recursive: true });
+    writeFileSync(join(HERE, '..', 'results', 'infer-eval-latest.json'), JSON.stringify(out, null, 1));
+    for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+  }
+  if (!out.ok) process.exit(1);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
