@@ -39,6 +39,7 @@
 #include "../jobs/kind_train.h"
 #include "../jobs/sched.h"
 #include "api.h"
+#include "perm.h"
 #include "server.h"
 #include "store.h"
 
@@ -155,13 +156,13 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose)
 	cJSON_Delete(pre);
 }
 
-/* The jobs of kind, running first then the rest, each newest first, as DIGITS'
+/* The jobs of kind that r's user may see, running first then the rest, each newest first, as DIGITS'
  * json_dict()s into arr.  DD_OK or the store's error. */
-static int list_kind(const char *kind, cJSON *arr, struct dd_err *err)
+static int list_kind(const struct req *r, const char *kind, cJSON *arr, struct dd_err *err)
 {
 	cJSON *all = NULL;
 	int total = 0;
-	int rc = store_job_list(kind, NULL, 1000000, 0, &all, &total, err);
+	int rc = store_job_list_for(perm_list_owner(r), kind, NULL, 1000000, 0, &all, &total, err);
 	if (rc)
 		return rc;
 	for (int pass = 0; pass < 2; pass++) {
@@ -190,8 +191,8 @@ int api_digits_index(struct req *r)
 	snprintf(jobs, sizeof jobs, "%s/jobs", server_data_dir());
 	cJSON_AddStringToObject(body, "version", DD_VERSION);
 	cJSON_AddStringToObject(body, "jobs_dir", jobs);
-	if (list_kind("dataset", cJSON_AddArrayToObject(body, "datasets"), &err) ||
-	    list_kind("model", cJSON_AddArrayToObject(body, "models"), &err)) {
+	if (list_kind(r, "dataset", cJSON_AddArrayToObject(body, "datasets"), &err) ||
+	    list_kind(r, "model", cJSON_AddArrayToObject(body, "models"), &err)) {
 		cJSON_Delete(body);
 		return http_error_dd(r->c, &err);
 	}

@@ -43,6 +43,7 @@
 #include "../networks/infer.h"
 #include "api.h"
 #include "infer_service.h"
+#include "perm.h"
 #include "server.h"
 #include "store.h"
 
@@ -315,12 +316,15 @@ out:
 
 /* The DIGITS form's job_id and snapshot_epoch into p ("3.0" is epoch 3's label
  * "3").  0, or the status of the error sent. */
-static int digits_pick(struct mg_connection *c, const struct upload *u, struct pick *p, int64_t *id)
+static int digits_pick(struct req *r, const struct upload *u, struct pick *p, int64_t *id)
 {
+	struct mg_connection *c = r->c;
 	char *end;
 	long long v = strtoll(u->job_id, &end, 10);
 	if (!u->job_id[0] || *end || v < 1)
 		return http_error(c, 400, "invalid", "job_id: the model's job id is required");
+	if (!perm_job_visible(r, v)) /* another learner's model reads as none */
+		return http_error(c, 404, "not_found", "there is no model %lld", v);
 	char label[32];
 	snprintf(label, sizeof label, "%s", u->snapshot_epoch);
 	char *dot = strchr(label, '.');
@@ -362,7 +366,7 @@ int api_digits_classify_one(struct req *r)
 	int64_t id = 0;
 	cJSON *ans = NULL;
 	int rc;
-	if ((rc = read_image(r->c, &u)) || (rc = digits_pick(r->c, &u, &p, &id)) ||
+	if ((rc = read_image(r->c, &u)) || (rc = digits_pick(r, &u, &p, &id)) ||
 	    (rc = classify(r->c, id, &p, u.data, u.len, u.name, 5, 0, 0, &ans)))
 		goto out;
 	cJSON *body = cJSON_CreateObject();
@@ -418,7 +422,7 @@ int api_digits_classify_many(struct req *r)
 	cJSON *body = NULL, *map = NULL;
 	char **lines = NULL, *real = NULL;
 	int n = 0, rc;
-	if ((rc = read_image(r->c, &u)) || (rc = digits_pick(r->c, &u, &p, &id)))
+	if ((rc = read_image(r->c, &u)) || (rc = digits_pick(r, &u, &p, &id)))
 		goto out;
 	long long limit = MANY_MAX;
 	if (u.num_test_images[0]) {

@@ -57,6 +57,13 @@ static const struct rule rules[] = {
 	{ "POST", "/api/v1/models/{id}/snapshots/prune", PERM_JOB_WRITE },
 	{ "POST", "/api/v1/models/import", PERM_USER },
 	{ "POST", "/api/v1/evaluations", PERM_USER },
+	/* DIGITS' routes: the classify forms check their job_id with perm_job_visible,
+	 * index.json lists what perm_list_owner allows */
+	{ "POST", "/models/images/classification/classify_one.json", PERM_USER },
+	{ "POST", "/models/images/classification/classify_many.json", PERM_USER },
+	{ "GET", "/index.json", PERM_USER },
+	{ "GET", "/datasets/{id}.json", PERM_JOB_READ },
+	{ "GET", "/models/{id}.json", PERM_JOB_READ },
 	{ "GET", "/api/v1/evaluations/{id}", PERM_JOB_READ },
 	{ "GET", "/api/v1/evaluations/{id}/confusion", PERM_JOB_READ },
 	{ "GET", "/api/v1/evaluations/{id}/misclassified", PERM_JOB_READ },
