@@ -391,13 +391,13 @@ static int many_path(struct mg_connection *c, const struct upload *u, const char
 	else
 		return http_error(c, 400, "invalid",
 				  "image_list line %d: %.200s is a relative path and no image_folder was given", n, line);
+	/* allowed first: a missing file outside the roots must read as an existing one
+	 * there, or the answers would tell which files exist anywhere */
 	struct stat st;
-	if (stat(path, &st) != 0)
-		return http_error(c, 404, "not_found", "image_list line %d: %.200s: no such file", n, path);
-	if (!server_path_allowed(path, real))
+	if (!server_path_allowed(path, real) || stat(real, &st) != 0)
 		return http_error(c, 403, "forbidden",
-				  "image_list line %d: %.200s is not below a folder the server allows (--data-root)", n,
-				  path);
+				  "image_list line %d: %.200s is not a file below a folder the server allows (--data-root)",
+				  n, path);
 	if (!S_ISREG(st.st_mode))
 		return http_error(c, 400, "invalid", "image_list line %d: %.200s is not a file", n, path);
 	if (st.st_size > (off_t)IMAGE_UPLOAD_CAP)

@@ -52,7 +52,7 @@ const char cli_net_usage[] =
 	"  --warmup N      untimed iterations first (default 2)\n"
 	"  --max-seconds S stop the timed iterations once S seconds have passed (at least one\n"
 	"                  runs; the output's iteration count says how many did)\n"
-	"  --backend NAME  ref, cpu or auto (default auto: the fastest this build has)\n"
+	"  --backend NAME  ref, cpu, cuda[:N] or auto (default auto: the fastest this build has)\n"
 	"  --no-update     train stage without the solver update (forward + backward only)\n"
 	"  --seed N        weights and data (default 1)\n";
 
