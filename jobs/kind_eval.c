@@ -882,6 +882,10 @@ static int run(struct worker *w, struct dd_err *err)
 	worker_log(w, "info", "classifying %lld images", (long long)r.total);
 	r.t0 = fs_mono_ms();
 	int64_t n = 0, last = r.t0;
+	/* DEEPDESK_EVAL_DELAY_MS: a pause after each batch, so that a test can stop an
+	 * evaluation of tiny images midway, which otherwise ends in a blink */
+	const char *delay_env = getenv("DEEPDESK_EVAL_DELAY_MS");
+	int delay_ms = delay_env ? atoi(delay_env) : 0;
 	int stopped = 0;
 	for (;;) {
 		if (worker_should_stop(w)) {
@@ -924,6 +928,8 @@ static int run(struct worker *w, struct dd_err *err)
 			rc = dd_err_sys(err, DD_EIO, errno, "cannot write the results");
 			goto out;
 		}
+		if (delay_ms > 0 && delay_ms <= 1000)
+			usleep((useconds_t)delay_ms * 1000);
 		int64_t now = fs_mono_ms();
 		if (now - last >= 1000) {
 			event_partial(&r, n, 0);

@@ -283,6 +283,10 @@ describe('evaluations', () => {
   });
 
   test('stopped midway: the metrics of what was classified, marked incomplete', async () => {
+    // tiny images classify faster than the first running report comes: a server
+    // whose workers pause 2 ms after each batch, on the same data
+    process.env.DEEPDESK_EVAL_DELAY_MS = '2';
+    try { server = await server.restart(); } finally { delete process.env.DEEPDESK_EVAL_DELAY_MS; }
     const files = {};
     // enough that the first running report (after about a second) comes long before the end
     for (let i = 0; i < 20000; i++) files[`many/${['red', 'green', 'blue'][i % 3]}/${i}.ppm`] = noisyPpm(8, 8, COLOURS[['red', 'green', 'blue'][i % 3]], i + 1);
