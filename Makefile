@@ -37,7 +37,7 @@ endif
 CUDA_BUILT := 0
 
 # --- sources -------------------------------------------------------------------
-LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c jobs/worker.c \
+LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
             $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 KIND_SRC := jobs/job.c

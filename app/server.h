@@ -4,6 +4,7 @@
 #define DD_SERVER_H
 
 #include "../common/err.h"
+#include "../jobs/executor.h"
 #include "http.h"
 
 #define SERVER_MAX_ROOTS 32
@@ -19,7 +20,12 @@ struct server_opts {
 	int threads;        /* CivetWeb worker threads */
 	long long max_upload; /* bytes; 0: 16 GiB */
 	long long archive_max_files, archive_max_bytes; /* 0: archive.h's defaults */
+	const char *executor;     /* --executor: "local", "slurm", "model=slurm,dataset=local" */
+	struct slurm_opts slurm;  /* --slurm-partition, -account, -cpus, -mem, -time */
 };
+
+/* Check an --executor value: 0, or -1 with the reason in err. */
+int server_executor_parse(const char *spec, struct dd_err *err);
 
 /* Run the server until SIGTERM/SIGINT; returns the process exit code. */
 int server_run(const struct server_opts *opts);

@@ -31,6 +31,7 @@
 
 struct running {
 	int64_t id;
+	const struct executor *ex; /* who runs it: local, or a cluster (Slurm) */
 	struct exec_handle h;
 	int slots;
 	struct events_tail tail;
@@ -197,12 +198,26 @@ static int settle(struct running *r, int wait_status, int recovering)
 	if (events_final_status(dir, state, sizeof state, message, sizeof message)) {
 		job_state_parse(state, &to);
 		snprintf(why, sizeof why, "%s", message);
+		/* stopped by the cluster (time limit, memory), not by a person */
+		if (to == JOB_ABORTED && !r->abort && r->h.end_failed && r->h.end_why[0]) {
+			to = JOB_ERROR;
+			snprintf(why, sizeof why, "%s; its last snapshot is kept", r->h.end_why);
+		}
 	} else if (r->abort) {
 		to = JOB_ABORTED;
 		snprintf(why, sizeof why, "aborted on request");
+	} else if (r->h.ext_id[0] && r->h.end_why[0] && !(recovering && wait_status < 0)) {
+		/* a cluster ended it before it wrote its end: say what the cluster said */
+		char tail[320];
+		worker_log_tail(dir, tail, sizeof tail);
+		snprintf(why, sizeof why, "%s (Slurm job %s)%s%s", r->h.end_why, r->h.ext_id,
+			 tail[0] ? "; last output: " : "", tail);
 	} else if (recovering) {
 		to = JOB_INTERRUPTED;
-		snprintf(why, sizeof why, "the worker was gone when the server restarted");
+		if (r->h.ext_id[0])
+			snprintf(why, sizeof why, "%s", r->h.end_why[0] ? r->h.end_why : "Slurm no longer knows the job");
+		else
+			snprintf(why, sizeof why, "the worker was gone when the server restarted");
 	} else {
 		char tail[320];
 		worker_log_tail(dir, tail, sizeof tail);
@@ -243,7 +258,7 @@ static int write_job_json(int64_t id, struct dd_err *err)
 	/* job.json is what the job is, not what happened to it */
 	static const char *const drop[] = { "state", "progress", "eta_s", "started_at", "finished_at",
 					    "error", "events", "pid", "exit", "abort_requested",
-					    "history", "children", NULL };
+					    "history", "children", "executor", NULL };
 	for (int i = 0; drop[i]; i++)
 		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
 	sched_job_dir(id, dir, sizeof dir);
@@ -275,21 +290,33 @@ static struct running *table_add(void)
 	return r;
 }
 
+/* Which executor runs jobs of this kind. */
+static const struct executor *executor_of(const char *kind)
+{
+	const struct executor *ex = S.cfg.executor_for ? S.cfg.executor_for(kind) : NULL;
+	return ex ? ex : S.cfg.executor;
+}
+
 static void start_job(const struct job_row *row)
 {
 	struct dd_err err = { 0 };
 	char dir[PATH_MAX];
 	sched_job_dir(row->id, dir, sizeof dir);
-	struct exec_handle h = { 0 };
-	if (S.cfg.executor->start(S.exe, dir, &h, &err) != DD_OK) {
+	static struct exec_handle h; /* only the scheduler thread starts jobs; too big for the stack's taste */
+	memset(&h, 0, sizeof h);
+	const struct executor *ex = executor_of(row->kind);
+	if (ex->start(S.exe, dir, &h, &err) != DD_OK) {
 		store_job_move(row->id, JOB_ERROR, err.msg, -1, -1, NULL);
 		log_error("job %lld: %s", (long long)row->id, err.msg);
 		sched_job_changed(row->id);
 		return;
 	}
+	/* the cluster's id first: a server that dies right after still finds the job */
+	if (store_job_exec_set(row->id, h.ext_id[0] ? ex->name : NULL, h.ext_id, &err) != DD_OK)
+		log_warn("job %lld: %s", (long long)row->id, err.msg);
 	if (store_job_started(row->id, h.pid, h.pid_start, &err) != DD_OK) {
 		/* the job was aborted or deleted between the query and now */
-		S.cfg.executor->signal(&h, SIGKILL);
+		ex->signal(&h, SIGKILL);
 		int st;
 		if (h.is_child)
 			waitpid(h.pid, &st, 0);
@@ -300,8 +327,9 @@ static void start_job(const struct job_row *row)
 	struct running *r = table_add();
 	if (r) {
 		r->id = row->id;
+		r->ex = ex;
 		r->h = h;
-		r->slots = row->cpu_slots;
+		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
 		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
 		/* a resumed job's log goes on from where its last run left it */
 		r->tail.offset = (off_t)row->ev_offset;
@@ -310,10 +338,17 @@ static void start_job(const struct job_row *row)
 	}
 	pthread_mutex_unlock(&S.lock);
 	if (!r) {
-		S.cfg.executor->signal(&h, SIGKILL);
+		ex->signal(&h, SIGKILL);
 		store_job_move(row->id, JOB_ERROR, "out of memory in the scheduler", -1, -1, NULL);
 	}
-	log_info("job %lld (%s): started, pid %d", (long long)row->id, row->kind, h.pid);
+	if (h.ext_id[0]) {
+		log_info("job %lld (%s): submitted to %s as job %s", (long long)row->id, row->kind, ex->name, h.ext_id);
+		store_job_exec_state(row->id, h.ext_state, h.ext_reason, h.ext_position, h.ext_restarts, NULL);
+		if (r)
+			r->h.ext_changed = 0;
+	} else {
+		log_info("job %lld (%s): started, pid %d", (long long)row->id, row->kind, h.pid);
+	}
 	sched_job_changed(row->id);
 }
 
@@ -322,7 +357,7 @@ static void start_queued(void)
 	struct job_row *rows = NULL;
 	int n = 0;
 	struct dd_err err = { 0 };
-	if (S.slots_used >= S.cfg.cpu_slots)
+	if (S.slots_used >= S.cfg.cpu_slots && S.cfg.executor == &exec_local && !S.cfg.executor_for)
 		return;
 	if (store_jobs_in_state(JOB_QUEUED, &rows, &n, &err) != DD_OK) {
 		log_warn("scheduler: %s", err.msg);
@@ -336,7 +371,8 @@ static void start_queued(void)
 		char path[PATH_MAX + 16];
 		sched_job_dir(rows[i].id, path, sizeof path);
 		strcat(path, "/job.json");
-		if (S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots || access(path, F_OK) != 0)
+		int cluster = strcmp(executor_of(rows[i].kind)->name, "local") != 0;
+		if ((!cluster && S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots) || access(path, F_OK) != 0)
 			break;
 		start_job(&rows[i]);
 	}
@@ -352,7 +388,14 @@ static void tick(int recovering)
 		struct running *r = &S.running[i];
 		tail_job(r);
 		int wait_status = r->settle_status;
-		enum exec_status es = r->settle_pending ? EXEC_EXITED : S.cfg.executor->check(&r->h, &wait_status);
+		enum exec_status es = r->settle_pending ? EXEC_EXITED : r->ex->check(&r->h, &wait_status);
+		if (r->h.ext_changed) {
+			/* what the cluster says of it (pending reason, queue place) */
+			r->h.ext_changed = 0;
+			store_job_exec_state(r->id, r->h.ext_state, r->h.ext_reason, r->h.ext_position,
+					     r->h.ext_restarts, NULL);
+			sched_job_changed(r->id);
+		}
 		if (es != EXEC_RUNNING) {
 			if (settle(r, es == EXEC_EXITED ? wait_status : -1, recovering) != 0) {
 				i++;
@@ -367,7 +410,7 @@ static void tick(int recovering)
 		if (r->kill_at && now >= r->kill_at) {
 			log_warn("job %lld: still running %d ms after SIGTERM, sending SIGKILL",
 				 (long long)r->id, S.cfg.abort_grace_ms);
-			S.cfg.executor->signal(&r->h, SIGKILL);
+			r->ex->signal(&r->h, SIGKILL);
 			r->kill_at = 0;
 		}
 		i++;
@@ -418,18 +461,35 @@ static int recover(struct dd_err *err)
 		char dir[PATH_MAX];
 		sched_job_dir(rows[i].id, dir, sizeof dir);
 		r->id = rows[i].id;
-		r->h = (struct exec_handle){ .pid = rows[i].pid, .pid_start = rows[i].pid_start, .is_child = 0 };
-		r->slots = rows[i].cpu_slots;
+		memset(&r->h, 0, sizeof r->h);
+		r->h.pid = rows[i].pid;
+		r->h.pid_start = rows[i].pid_start;
+		r->ex = &exec_local;
+		char exname[32];
+		if (store_job_exec_get(r->id, exname, sizeof exname, r->h.ext_id, sizeof r->h.ext_id) == 0 &&
+		    strcmp(exname, exec_slurm.name) == 0) {
+			r->ex = &exec_slurm;
+			snprintf(r->h.dir, sizeof r->h.dir, "%s", dir);
+		} else {
+			r->h.ext_id[0] = 0;
+		}
+		r->slots = r->h.ext_id[0] ? 0 : rows[i].cpu_slots;
 		r->abort = rows[i].abort_requested;
 		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
 		r->tail.offset = (off_t)rows[i].ev_offset;
 		r->tail.seq = rows[i].ev_seq;
 		S.slots_used += r->slots;
-		int alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
-		log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
-			 alive ? "still alive, adopted" : "gone");
+		int alive;
+		if (r->h.ext_id[0]) {
+			alive = 1; /* the first tick asks Slurm */
+			log_info("job %lld: was submitted to slurm as job %s: adopted", (long long)r->id, r->h.ext_id);
+		} else {
+			alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
+			log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
+				 alive ? "still alive, adopted" : "gone");
+		}
 		if (alive && r->abort) {
-			S.cfg.executor->signal(&r->h, SIGTERM);
+			r->ex->signal(&r->h, SIGTERM);
 			r->kill_at = fs_mono_ms() + S.cfg.abort_grace_ms;
 		}
 	}
@@ -558,7 +618,7 @@ int sched_abort(int64_t id, struct dd_err *err)
 			continue;
 		if (!r->abort) {
 			r->abort = 1;
-			S.cfg.executor->signal(&r->h, SIGTERM);
+			r->ex->signal(&r->h, SIGTERM);
 			r->kill_at = fs_mono_ms() + S.cfg.abort_grace_ms;
 		}
 		break;
