@@ -22,7 +22,7 @@ RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev libl
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
              libjs-codemirror libdnnl-dev libgraphviz-dev dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
-             python3-numpy python3-torch
+             python3-numpy python3-torch slurmctld slurmd slurm-client munge
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
 CUDA_HOME ?= /usr/local/cuda
