@@ -364,7 +364,11 @@ static int slurm_start(const char *exe, const char *dir, struct exec_handle *h, 
 		fprintf(f, "#SBATCH --account=%s\n", O.account);
 	if (ngpus > 0)
 		fprintf(f, "#SBATCH --gres=gpu:%d\n", ngpus);
-	fprintf(f, "#SBATCH --output=%s\n#SBATCH --open-mode=append\n", log_path);
+	/* sbatch expands %j and friends in --output: a literal % is %% */
+	fputs("#SBATCH --output=", f);
+	for (const char *p = log_path; *p; p++)
+		fputs(*p == '%' ? "%%" : (char[]){ *p, 0 }, f);
+	fputs("\n#SBATCH --open-mode=append\n", f);
 	fprintf(f, "#SBATCH --chdir=%s\n", dir);
 	/* requeued after a node failure or a preemption, the worker resumes from its
 	 * last snapshot; TERM a minute before the time limit lets it write one */

@@ -56,6 +56,7 @@ static struct {
 	struct running *running;
 	int nrunning, cap;
 	int slots_used;
+	int any_cluster; /* some kind runs on a cluster executor (holds no local slots) */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
 
 void sched_job_dir(int64_t id, char *buf, size_t len)
@@ -357,7 +358,8 @@ static void start_queued(void)
 	struct job_row *rows = NULL;
 	int n = 0;
 	struct dd_err err = { 0 };
-	if (S.slots_used >= S.cfg.cpu_slots && S.cfg.executor == &exec_local && !S.cfg.executor_for)
+	/* full, and no kind goes to a cluster: nothing can start */
+	if (S.slots_used >= S.cfg.cpu_slots && !S.any_cluster)
 		return;
 	if (store_jobs_in_state(JOB_QUEUED, &rows, &n, &err) != DD_OK) {
 		log_warn("scheduler: %s", err.msg);
@@ -511,6 +513,9 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		S.cfg.poll_ms = 25;
 	if (S.cfg.cpu_slots <= 0)
 		S.cfg.cpu_slots = 1;
+	S.any_cluster = 0;
+	for (const struct job_kind *const *k = job_kinds(); *k; k++)
+		S.any_cluster |= strcmp(executor_of((*k)->name)->name, "local") != 0;
 	S.listener = fn;
 	S.listener_ctx = ctx;
 	S.stopping = 0;

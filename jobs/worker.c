@@ -110,8 +110,6 @@ static void last_status(void *vctx, int64_t seq, cJSON *ev)
  * Returns 1 when it will resume. */
 static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 {
-	if (strcmp(kind->name, "model") != 0)
-		return 0;
 	char state[16] = "";
 	struct events_tail t = { .offset = 0, .seq = 0 };
 	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, w->dir);
@@ -121,6 +119,21 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 	/* an earlier run that started and never wrote its end, or was stopped by the
 	 * cluster ("interrupted") */
 	int unfinished = strcmp(state, "running") == 0 || strcmp(state, "interrupted") == 0;
+	if (strcmp(kind->name, "dataset") == 0 && unfinished) {
+		/* a dataset build has no snapshot: it starts over, without the
+		 * half-written databases of the run that was stopped */
+		static const char *const dbs[] = { "train_db", "val_db", "test_db", NULL };
+		char path[PATH_MAX + 16];
+		for (int i = 0; dbs[i]; i++) {
+			snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);
+			fs_rm_rf(path, NULL);
+		}
+		worker_log(w, "info", "started again%s%s: building the dataset from the start",
+			   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
+		return 0;
+	}
+	if (strcmp(kind->name, "model") != 0)
+		return 0;
 	/* a resume asked for through the API names its snapshot: keep it, unless
 	 * Slurm restarted that very run */
 	if (cJSON_GetObjectItemCaseSensitive(w->params, "resume") && !restarted)
