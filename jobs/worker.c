@@ -177,6 +177,7 @@ static int stopped_by_cluster(const char *dir)
 int worker_main(const char *dir)
 {
 	struct worker w = { .dir = dir, .ev = { -1 } };
+	int wait_for_cluster = 0;
 	struct dd_err err = { 0 };
 	char path[PATH_MAX];
 	char *text = NULL;
@@ -231,6 +232,7 @@ int worker_main(const char *dir)
 		worker_status(&w, "interrupted", "stopped by Slurm (a requeue, a preemption or the time limit); "
 						 "the last snapshot is kept and a restart resumes from it");
 		code = WORKER_EXIT_ABORTED;
+		wait_for_cluster = 1;
 	} else if (stop_requested) {
 		worker_status(&w, "aborted", "stopped on request");
 		code = WORKER_EXIT_ABORTED;
@@ -246,5 +248,13 @@ out:
 	cJSON_Delete(w.job);
 	free(text);
 	events_writer_close(&w.ev);
+	if (wait_for_cluster) {
+		/* Snapshot written.  Leaving now would end the batch job as FAILED a
+		 * minute before its time limit (--signal=B:TERM@60); waiting lets Slurm end
+		 * it in its own words (TIMEOUT, REQUEUED, PREEMPTED), which the server
+		 * shows.  Bounded, for a stray TERM from a person. */
+		for (int i = 0; i < 120; i++)
+			sleep(1);
+	}
 	return code;
 }
