@@ -20,6 +20,32 @@ import { startSlurm, slurmMissing } from '../lib/slurm.mjs';
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 const SLOW = 90000; // a loaded 2-core machine; squeue is polled every few seconds
 
+// These need no Slurm: they run everywhere.
+describe('executor options', () => {
+  test('a local server says so in /info; a bad --executor names what is wrong and the server does not start', async () => {
+    const doc = loadOpenApi();
+    const l = await startServer();
+    try {
+      const i = (await l.api('GET', '/api/v1/info')).body;
+      assertSchema(doc, 'Info', i);
+      assert.equal(i.executor.default, 'local');
+      assert.equal(i.executor.slurm, undefined);
+      assert.ok(Object.keys(i.executor.kinds).includes('model'));
+      assert.ok(Object.values(i.executor.kinds).every((v) => v === 'local'));
+      // a local job has no "executor" object
+      const j = await l.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 1, step_ms: 5 } });
+      assert.equal(j.status, 202, JSON.stringify(j.body));
+      const done = await waitState(l, j.body.job.id, ['done', 'error'], 30000);
+      assert.equal(done.state, 'done', done.error);
+      assert.equal(done.executor, undefined);
+    } finally { await l.stop(); l.cleanup(); }
+    await assert.rejects(startServer({ args: ['--executor', 'model=pbs'] }), /--executor: "pbs" is not an executor \(local or slurm\)/);
+    await assert.rejects(startServer({ args: ['--executor', 'modle=slurm'] }), /--executor: "modle" is not a job kind/);
+    await assert.rejects(startServer({ args: ['--executor', '=slurm'] }), /--executor: "=slurm": expected KIND=EXECUTOR/);
+    await assert.rejects(startServer({ args: ['--slurm-cpus', '0'] }), /--slurm-cpus/);
+  });
+});
+
 describe('slurm executor', () => {
   let cluster, server, local, work, doc, skip = slurmMissing();
   const job = async (s, id) => (await s.api('GET', `/api/v1/jobs/${id}`)).body.job;
@@ -67,11 +93,7 @@ describe('slurm executor', () => {
     assert.equal(i.body.executor.kinds.model, 'slurm');
     assert.ok(Object.values(i.body.executor.kinds).every((v) => v === 'slurm'));
     assert.deepEqual(i.body.executor.slurm, { partition: null, account: null, cpus: cluster.cpus, mem: null, time: '30:00' });
-    const l = await local.api('GET', '/api/v1/info');
-    assert.equal(l.body.executor.default, 'local');
-    assert.equal(l.body.executor.slurm, undefined);
-    assert.ok(Object.values(l.body.executor.kinds).every((v) => v === 'local'));
-    // per kind: datasets here, training on the cluster; a bad value names itself
+    // per kind: datasets here, training on the cluster
     const mixed = await startServer({ args: ['--executor', 'slurm,dataset=local', '--slurm-partition', 'debug'] });
     try {
       const m = (await mixed.api('GET', '/api/v1/info')).body.executor;
@@ -80,8 +102,6 @@ describe('slurm executor', () => {
       assert.equal(m.kinds.model, 'slurm');
       assert.equal(m.slurm.partition, 'debug');
     } finally { await mixed.stop(); mixed.cleanup(); }
-    await assert.rejects(startServer({ args: ['--executor', 'model=pbs'] }), /--executor: "pbs" is not an executor \(local or slurm\)/);
-    await assert.rejects(startServer({ args: ['--executor', 'modle=slurm'] }), /--executor: "modle" is not a job kind/);
   });
 
   test('a dataset job runs as a Slurm batch job and makes the dataset a local run makes', async (t) => {
