@@ -139,7 +139,7 @@ export async function startSlurm() {
       'MpiDefault=none',
       'ReturnToService=2',
       'MinJobAge=600',
-      'KillWait=10',
+      'KillWait=5',
       'InactiveLimit=0',
       'PlugStackConfig=/dev/null',
       `NodeName=localhost CPUs=${cpus} RealMemory=${memMiB} State=UNKNOWN`,
