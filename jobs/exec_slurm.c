@@ -292,6 +292,39 @@ static int state_words(const char *s, int exit_code, char *buf, size_t len)
 
 /* ---- start ---- */
 
+/* A time limit as sbatch --time takes it ("MM", "MM:SS", "HH:MM:SS", "D-HH",
+ * "D-HH:MM", "D-HH:MM:SS") in seconds, or -1 when it is none of those. */
+static long time_seconds(const char *t)
+{
+	long d = 0, f[3] = { 0 };
+	int n = 0;
+	const char *p = t, *dash = strchr(t, '-');
+	char *end;
+	if (dash) {
+		d = strtol(t, &end, 10);
+		if (end != dash)
+			return -1;
+		p = dash + 1;
+	}
+	while (n < 3) {
+		f[n++] = strtol(p, &end, 10);
+		if (end == p)
+			return -1;
+		if (*end != ':')
+			break;
+		p = end + 1;
+	}
+	if (*end)
+		return -1;
+	if (dash) /* D-HH[:MM[:SS]] */
+		return d * 86400 + f[0] * 3600 + (n > 1 ? f[1] * 60 : 0) + (n > 2 ? f[2] : 0);
+	if (n == 1) /* minutes */
+		return f[0] * 60;
+	if (n == 2) /* MM:SS */
+		return f[0] * 60 + f[1];
+	return f[0] * 3600 + f[1] * 60 + f[2];
+}
+
 static int put_quoted(FILE *f, const char *s)
 {
 	/* single-quoted for sh: ' becomes '\'' */
@@ -372,7 +405,9 @@ static int slurm_start(const char *exe, const char *dir, struct exec_handle *h, 
 	fprintf(f, "#SBATCH --chdir=%s\n", dir);
 	/* requeued after a node failure or a preemption, the worker resumes from its
 	 * last snapshot; TERM a minute before the time limit lets it write one */
-	fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=B:TERM@60\n");
+	long limit = O.time ? time_seconds(O.time) : -1;
+	long warn = limit > 0 && limit < 600 ? (limit / 10 > 5 ? limit / 10 : 5) : 60;
+	fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=B:TERM@%ld\n", warn);
 	fputs("exec ", f);
 	put_quoted(f, exe);
 	fputs(" worker ", f);

@@ -562,7 +562,9 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
 			    : kind->default_cpu_slots < 0 ? S.cfg.cpu_slots : 1;
-	if (cpu_slots > S.cfg.cpu_slots)
+	/* a cluster has more cores than this server: Slurm says whether it fits */
+	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	if (cpu_slots > S.cfg.cpu_slots && !cluster)
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
 				  S.cfg.cpu_slots);
