@@ -10,15 +10,21 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  startServer, waitState, waitFor, allEvents, assertSchema, loadOpenApi, writeColourFolders, TINY_NET,
+  startServer, waitState, waitFor, allEvents, assertSchema, loadOpenApi, writeColourFolders, TINY_NET, BIN,
 } from './helpers.mjs';
 import { startSlurm, slurmMissing } from '../lib/slurm.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 const SLOW = 90000; // a loaded 2-core machine; squeue is polled every few seconds
+const dataset = (s, dir) => s.api('POST', '/api/v1/datasets', {
+  name: 'colours', source: { type: 'folder', train: dir },
+  options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
+});
+const model = (ds, extra = {}) => ({ name: 'tiny', dataset: ds, network: { prototxt: TINY_NET }, epochs: 2, seed: 7, ...extra });
 
 // These need no Slurm: they run everywhere.
 describe('executor options', () => {
@@ -44,17 +50,52 @@ describe('executor options', () => {
     await assert.rejects(startServer({ args: ['--executor', '=slurm'] }), /--executor: "=slurm": expected KIND=EXECUTOR/);
     await assert.rejects(startServer({ args: ['--slurm-cpus', '0'] }), /--slurm-cpus/);
   });
+
+  test('a worker started again on its own folder (as Slurm does on a requeue) resumes from its latest snapshot', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'deepdesk-requeue-'));
+    const s = await startServer({ args: ['--data-root', dir, '--cpu-slots', '1'] });
+    let worker;
+    try {
+      writeColourFolders(join(dir, 'colours'), COLOURS, 16);
+      const d = (await dataset(s, join(dir, 'colours'))).body.job.id;
+      assert.equal((await waitState(s, d, ['done', 'error'], SLOW)).state, 'done');
+      const m = (await s.api('POST', '/api/v1/models', model(d, { epochs: 5000, batch_size: 1 }))).body.job.id;
+      await waitFor(async () => (await allEvents(s, m)).filter((e) => e.type === 'metric' && e.kind === 'train').length > 2, SLOW, 'train metrics');
+      assert.equal((await s.api('POST', `/api/v1/jobs/${m}/abort`)).status, 202);
+      assert.equal((await waitState(s, m, ['aborted', 'error', 'done'], SLOW)).state, 'aborted');
+      const jobDir = join(s.dataDir, 'jobs', String(m));
+      const read = () => readFileSync(join(jobDir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      const before = read();
+      const snap = before.find((e) => e.type === 'result').snapshot;
+      const lastIter = before.filter((e) => e.type === 'metric' && e.kind === 'train').at(-1).iteration;
+      // what slurmd does on a requeue: the same command, the same folder, a restart count
+      worker = spawn(BIN, ['worker', jobDir], { env: { ...process.env, SLURM_JOB_ID: '77', SLURM_RESTART_COUNT: '1' }, stdio: 'ignore' });
+      const added = await waitFor(() => {
+        const a = read().slice(before.length);
+        return a.some((e) => e.type === 'metric' && e.kind === 'train') ? a : null;
+      }, SLOW, 'the restarted worker to train');
+      assert.ok(added.some((e) => e.type === 'log' && e.msg === 'started again by Slurm, restart 1: resuming from the latest snapshot'), JSON.stringify(added.slice(0, 4)));
+      const label = snap.replace(/^snapshot_epoch_|\.safetensors$/g, '');
+      assert.ok(added.some((e) => e.type === 'log' && e.msg.startsWith(`resuming from the snapshot at epoch ${label},`)), JSON.stringify(added.slice(0, 4)));
+      const first = added.find((e) => e.type === 'metric' && e.kind === 'train');
+      assert.ok(first.iteration > lastIter, `the curve goes on: ${first.iteration} after ${lastIter}`);
+      // Slurm's SIGTERM without deepdesk's abort marker: a snapshot and "interrupted", not "aborted"
+      worker.kill('SIGTERM');
+      const stop = await waitFor(() => read().slice(before.length).findLast((e) => e.type === 'status' && e.state !== 'running'), SLOW, 'the worker to stop');
+      assert.equal(stop.state, 'interrupted');
+      assert.match(stop.message, /stopped by Slurm/);
+    } finally {
+      worker?.kill('SIGKILL');
+      await s.stop(); s.cleanup();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('slurm executor', () => {
   let cluster, server, local, work, doc, skip = slurmMissing();
   const job = async (s, id) => (await s.api('GET', `/api/v1/jobs/${id}`)).body.job;
-  const dataset = (s, dir) => s.api('POST', '/api/v1/datasets', {
-    name: 'colours', source: { type: 'folder', train: dir },
-    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-  });
   let dsSlurm, dsLocal, bigId;
-  const model = (ds, extra = {}) => ({ name: 'tiny', dataset: ds, network: { prototxt: TINY_NET }, epochs: 2, seed: 7, ...extra });
   // long enough to be caught running: batch 1 on 900 images is 900 iterations an epoch
   const long = (extra = {}) => model(bigId, { name: 'long', epochs: 10000, batch_size: 1, ...extra });
 
