@@ -49,6 +49,12 @@ describe('executor options', () => {
     await assert.rejects(startServer({ args: ['--executor', 'modle=slurm'] }), /--executor: "modle" is not a job kind/);
     await assert.rejects(startServer({ args: ['--executor', '=slurm'] }), /--executor: "=slurm": expected KIND=EXECUTOR/);
     await assert.rejects(startServer({ args: ['--slurm-cpus', '0'] }), /--slurm-cpus/);
+    // without the Slurm client, a Slurm server does not start, and says why
+    const path = process.env.PATH;
+    process.env.PATH = '/nonexistent';
+    try {
+      await assert.rejects(startServer({ args: ['--executor', 'model=slurm'] }), /cannot run sbatch \(is the Slurm client installed\?\)/);
+    } finally { process.env.PATH = path; }
   });
 
   test('a worker started again on its own folder (as Slurm does on a requeue) resumes from its latest snapshot', async () => {
