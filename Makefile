@@ -22,7 +22,7 @@ RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev libl
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
              libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk openssl python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
-             python3-numpy python3-torch
+             python3-numpy python3-torch slurmctld slurmd slurm-client munge
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
 CUDA_HOME ?= /usr/local/cuda
@@ -52,7 +52,7 @@ CUDA_TARGETS :=
 endif
 
 # --- sources -------------------------------------------------------------------
-LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/sched.c jobs/worker.c \
+LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
             $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 LIB_SRCS += app/infer_service.c

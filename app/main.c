@@ -64,6 +64,12 @@ static const char serve_usage[] =
 	"  --session-max SEC    a login ends this long after it began (default 604800: 7 days)\n"
 	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
 	"  --log-level LEVEL    error, warn, info (default) or debug\n"
+	"  --executor SPEC      who runs jobs: local (default), slurm, or per job kind, e.g.\n"
+	"                       model=slurm,dataset=local (docs/slurm.md)\n"
+	"  --slurm-partition P  --slurm-account A  the partition and account jobs go to\n"
+	"  --slurm-cpus N       CPUs a Slurm job asks for (default: the job's CPU slots)\n"
+	"  --slurm-mem SIZE     memory it asks for, as sbatch --mem (e.g. 8G)\n"
+	"  --slurm-time LIMIT   its time limit, as sbatch --time (e.g. 4:00:00)\n"
 	"  -h, --help           this text\n";
 
 static const char worker_usage[] =
@@ -81,7 +87,8 @@ static const char routes_usage[] =
 static int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
-	       O_AFILES, O_AMIB, O_ACCOUNTS, O_CERT, O_KEY, O_IDLE, O_SMAX };
+	       O_AFILES, O_AMIB, O_ACCOUNTS, O_CERT, O_KEY, O_IDLE, O_SMAX,
+	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -99,6 +106,12 @@ static int cmd_serve(int argc, char **argv)
 		{ "tls-key", required_argument, NULL, O_KEY },
 		{ "session-idle", required_argument, NULL, O_IDLE },
 		{ "session-max", required_argument, NULL, O_SMAX },
+		{ "executor", required_argument, NULL, O_EXEC },
+		{ "slurm-partition", required_argument, NULL, O_SPART },
+		{ "slurm-account", required_argument, NULL, O_SACCT },
+		{ "slurm-cpus", required_argument, NULL, O_SCPUS },
+		{ "slurm-mem", required_argument, NULL, O_SMEM },
+		{ "slurm-time", required_argument, NULL, O_STIME },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -175,6 +188,23 @@ static int cmd_serve(int argc, char **argv)
 			}
 			log_set_level(level);
 			break;
+		case O_EXEC: {
+			struct dd_err xerr = { 0 };
+			if (server_executor_parse(optarg, &xerr) != 0) {
+				fprintf(stderr, "deepdesk: %s\n", xerr.msg);
+				return 2;
+			}
+			o.executor = optarg;
+			break;
+		}
+		case O_SPART: o.slurm.partition = optarg; break;
+		case O_SACCT: o.slurm.account = optarg; break;
+		case O_SCPUS:
+			if (cli_int("--slurm-cpus", optarg, 1, 4096, &o.slurm.cpus))
+				return 2;
+			break;
+		case O_SMEM: o.slurm.mem = optarg; break;
+		case O_STIME: o.slurm.time = optarg; break;
 		case 'h': fputs(serve_usage, stdout); return 0;
 		default: fputs(serve_usage, stderr); return 2;
 		}

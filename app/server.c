@@ -409,6 +409,8 @@ static void cpu_model(char *buf, size_t len)
 	fclose(f);
 }
 
+static void info_executor(cJSON *o);
+
 int api_info(struct req *r)
 {
 	/* Walking the data folder costs; do it at most every 30 s. */
@@ -467,6 +469,7 @@ int api_info(struct req *r)
 	for (int i = 0; i < S.opts.nroots; i++)
 		cJSON_AddItemToArray(roots, cJSON_CreateString(S.opts.data_roots[i]));
 	cJSON_AddItemToObject(o, "inference", infer_service_info());
+	info_executor(o);
 	return http_json(r->c, 200, o);
 }
 
@@ -674,6 +677,98 @@ static int log_message(const struct mg_connection *c, const char *message)
 	return 1;
 }
 
+/* ---- executors (--executor) ---- */
+
+#define MAX_EXEC_KINDS 16
+static struct {
+	const struct executor *dflt;
+	char kind[MAX_EXEC_KINDS][32];
+	const struct executor *ex[MAX_EXEC_KINDS];
+	int n;
+} X;
+
+static const struct executor *executor_named(const char *name, size_t len)
+{
+	if (len == 5 && strncmp(name, "local", 5) == 0)
+		return &exec_local;
+	if (len == 5 && strncmp(name, "slurm", 5) == 0)
+		return &exec_slurm;
+	return NULL;
+}
+
+/* "local", "slurm", or a comma list of KIND=NAME with at most one bare NAME (the
+ * default for kinds not named), into X. */
+int server_executor_parse(const char *spec, struct dd_err *err)
+{
+	memset(&X, 0, sizeof X);
+	X.dflt = &exec_local;
+	for (const char *p = spec ? spec : ""; *p;) {
+		size_t len = strcspn(p, ",");
+		const char *eq = memchr(p, '=', len);
+		const char *name = eq ? eq + 1 : p;
+		size_t nlen = eq ? len - (size_t)(eq + 1 - p) : len;
+		const struct executor *ex = executor_named(name, nlen);
+		if (!ex)
+			return dd_err_set(err, DD_EINVAL, "--executor: \"%.*s\" is not an executor (local or slurm)",
+					  (int)nlen, name), -1;
+		if (eq) {
+			size_t klen = (size_t)(eq - p);
+			char kind[32];
+			if (klen == 0 || klen >= sizeof kind)
+				return dd_err_set(err, DD_EINVAL, "--executor: \"%.*s\": expected KIND=EXECUTOR", (int)len,
+						  p), -1;
+			snprintf(kind, sizeof kind, "%.*s", (int)klen, p);
+			if (!job_kind_find(kind))
+				return dd_err_set(err, DD_EINVAL, "--executor: \"%s\" is not a job kind", kind), -1;
+			if (X.n == MAX_EXEC_KINDS)
+				return dd_err_set(err, DD_EINVAL, "--executor: too many kinds"), -1;
+			snprintf(X.kind[X.n], sizeof X.kind[X.n], "%s", kind);
+			X.ex[X.n++] = ex;
+		} else {
+			X.dflt = ex;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+static const struct executor *executor_for(const char *kind)
+{
+	for (int i = 0; i < X.n; i++)
+		if (strcmp(X.kind[i], kind) == 0)
+			return X.ex[i];
+	return X.dflt;
+}
+
+static int uses_slurm(void)
+{
+	int any = X.dflt == &exec_slurm;
+	for (int i = 0; i < X.n; i++)
+		any |= X.ex[i] == &exec_slurm;
+	return any;
+}
+
+/* "executor" in /api/v1/info: the default, each kind's, and the Slurm defaults. */
+static void info_executor(cJSON *o)
+{
+	cJSON *e = cJSON_AddObjectToObject(o, "executor");
+	cJSON_AddStringToObject(e, "default", X.dflt ? X.dflt->name : "local");
+	cJSON *kinds = cJSON_AddObjectToObject(e, "kinds");
+	for (const struct job_kind *const *k = job_kinds(); *k; k++)
+		cJSON_AddStringToObject(kinds, (*k)->name, executor_for((*k)->name)->name);
+	if (!uses_slurm())
+		return;
+	const struct slurm_opts *so = &S.opts.slurm;
+	cJSON *sl = cJSON_AddObjectToObject(e, "slurm");
+	if (so->partition) cJSON_AddStringToObject(sl, "partition", so->partition); else cJSON_AddNullToObject(sl, "partition");
+	if (so->account) cJSON_AddStringToObject(sl, "account", so->account); else cJSON_AddNullToObject(sl, "account");
+	if (so->cpus > 0) cJSON_AddNumberToObject(sl, "cpus", so->cpus); else cJSON_AddNullToObject(sl, "cpus");
+	if (so->mem) cJSON_AddStringToObject(sl, "mem", so->mem); else cJSON_AddNullToObject(sl, "mem");
+	if (so->time) cJSON_AddStringToObject(sl, "time", so->time); else cJSON_AddNullToObject(sl, "time");
+}
+
 int server_run(const struct server_opts *opts)
 {
 	struct dd_err err = { 0 };
@@ -689,6 +784,17 @@ int server_run(const struct server_opts *opts)
 	if (opts->ui_dir && !realpath(opts->ui_dir, S.ui_dir)) {
 		log_error("cannot resolve --ui-dir %s: %s", opts->ui_dir, strerror(errno));
 		return 1;
+	}
+	if (server_executor_parse(opts->executor, &err) != 0) {
+		log_error("%s", err.msg);
+		return 2;
+	}
+	if (uses_slurm()) {
+		if (exec_slurm_available(&err) != DD_OK) {
+			log_error("%s", err.msg);
+			return 1;
+		}
+		exec_slurm_configure(&opts->slurm);
 	}
 	if (store_init(S.data_dir, &err) != DD_OK) {
 		log_error("%s", err.msg);
@@ -730,6 +836,7 @@ int server_run(const struct server_opts *opts)
 		.abort_grace_ms = opts->abort_grace_ms > 0 ? opts->abort_grace_ms : 10000,
 		.poll_ms = 20,
 		.executor = &exec_local,
+		.executor_for = executor_for,
 	};
 
 	char threads[16];

@@ -4,6 +4,7 @@
 #define DD_SERVER_H
 
 #include "../common/err.h"
+#include "../jobs/executor.h"
 #include "http.h"
 
 #define SERVER_MAX_ROOTS 32
@@ -22,12 +23,17 @@ struct server_opts {
 	enum { ACCOUNTS_AUTO, ACCOUNTS_OFF, ACCOUNTS_ON } accounts; /* auto: off on loopback only */
 	const char *tls_cert, *tls_key; /* PEM files; both or neither */
 	int session_idle_s, session_max_s; /* 0: 8 hours idle, 7 days in all */
+	const char *executor;     /* --executor: "local", "slurm", "model=slurm,dataset=local" */
+	struct slurm_opts slurm;  /* --slurm-partition, -account, -cpus, -mem, -time */
 };
 
 /* Does every address of a --listen value ("127.0.0.1:5010", "[::1]:0",
  * "localhost:80,127.0.0.1:81") belong to this machine's loopback?  A bare port
  * listens on every address: 0. */
 int server_listen_is_loopback(const char *listen);
+
+/* Check an --executor value: 0, or -1 with the reason in err. */
+int server_executor_parse(const char *spec, struct dd_err *err);
 
 /* Run the server until SIGTERM/SIGINT; returns the process exit code. */
 int server_run(const struct server_opts *opts);

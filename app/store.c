@@ -118,6 +118,17 @@ static const char *const migrations[] = {
 	"  address TEXT);"
 	"ALTER TABLE jobs ADD COLUMN owner_id INTEGER REFERENCES users(id) ON DELETE SET NULL;"
 	"CREATE INDEX jobs_owner ON jobs(owner_id, id);",
+	/* 2 -> 3: where a job runs when a cluster runs it (the Slurm executor): its
+	 * id there, which a restarted server adopts again, and what the cluster last
+	 * said of it (state, pending reason, place in the queue, requeues) */
+	"CREATE TABLE job_executor ("
+	"  job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  ext_id TEXT NOT NULL,"
+	"  state TEXT NOT NULL DEFAULT '',"
+	"  reason TEXT NOT NULL DEFAULT '',"
+	"  position INTEGER NOT NULL DEFAULT 0,"
+	"  restarts INTEGER NOT NULL DEFAULT 0);",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -434,6 +445,7 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
 	release(st);
 	if (!o)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	store_job_exec_json(id, o);
 	if (detail) {
 		cJSON *hist = cJSON_AddArrayToObject(o, "history");
 		st = prep("SELECT state,at,message FROM job_history WHERE job_id=? ORDER BY rowid", err);
@@ -799,4 +811,82 @@ int store_job_owner(int64_t id, int64_t *owner_id, struct dd_err *err)
 	if (rc == SQLITE_DONE)
 		return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
 	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a job's owner");
+}
+
+/* ---- where a job runs (cluster executors) ---- */
+
+int store_job_exec_set(int64_t id, const char *name, const char *ext_id, struct dd_err *err)
+{
+	sqlite3_stmt *st;
+	if (!name || !ext_id || !*ext_id) {
+		st = prep("DELETE FROM job_executor WHERE job_id=?1", err);
+		if (!st)
+			return err ? err->code : DD_EIO;
+		sqlite3_bind_int64(st, 1, id);
+		return step_done(st, "forgetting a job's executor", err);
+	}
+	st = prep("INSERT OR REPLACE INTO job_executor(job_id,name,ext_id) VALUES(?1,?2,?3)", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, ext_id, -1, SQLITE_TRANSIENT);
+	return step_done(st, "saving a job's executor", err);
+}
+
+int store_job_exec_state(int64_t id, const char *state, const char *reason, int position, int restarts,
+			 struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE job_executor SET state=?2, reason=?3, position=?4, restarts=?5 WHERE job_id=?1",
+				err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, state ? state : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, reason ? reason : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 4, position);
+	sqlite3_bind_int(st, 5, restarts);
+	return step_done(st, "saving a job's executor state", err);
+}
+
+int store_job_exec_get(int64_t id, char *name, size_t name_len, char *ext_id, size_t ext_len)
+{
+	sqlite3_stmt *st = prep("SELECT name,ext_id FROM job_executor WHERE job_id=?1", NULL);
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	int found = sqlite3_step(st) == SQLITE_ROW;
+	if (found) {
+		snprintf(name, name_len, "%s", (const char *)sqlite3_column_text(st, 0));
+		snprintf(ext_id, ext_len, "%s", (const char *)sqlite3_column_text(st, 1));
+	}
+	release(st);
+	return found ? 0 : -1;
+}
+
+void store_job_exec_json(int64_t id, cJSON *job)
+{
+	sqlite3_stmt *st = prep("SELECT name,ext_id,state,reason,position,restarts FROM job_executor WHERE job_id=?1",
+				NULL);
+	if (!st)
+		return;
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		cJSON *e = cJSON_AddObjectToObject(job, "executor");
+		cJSON_AddStringToObject(e, "name", (const char *)sqlite3_column_text(st, 0));
+		cJSON_AddStringToObject(e, "job_id", (const char *)sqlite3_column_text(st, 1));
+		cJSON_AddStringToObject(e, "state", (const char *)sqlite3_column_text(st, 2));
+		const char *reason = (const char *)sqlite3_column_text(st, 3);
+		if (reason && *reason)
+			cJSON_AddStringToObject(e, "reason", reason);
+		else
+			cJSON_AddNullToObject(e, "reason");
+		int pos = sqlite3_column_int(st, 4);
+		if (pos > 0)
+			cJSON_AddNumberToObject(e, "position", pos);
+		else
+			cJSON_AddNullToObject(e, "position");
+		cJSON_AddNumberToObject(e, "restarts", sqlite3_column_int(st, 5));
+	}
+	release(st);
 }

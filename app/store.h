@@ -86,4 +86,15 @@ int store_job_delete(int64_t id, struct dd_err *err);
 /* Number of jobs (for /info and tests). */
 int store_job_count(int64_t *n, struct dd_err *err);
 
+/* Where a job runs when a cluster executor runs it.  exec_set records the executor
+ * and its id there (name NULL or ext_id "" forgets it: a local run); exec_state
+ * what the cluster last said; exec_get reads name and id back (0, or -1 when the
+ * job runs locally).  exec_json adds "executor": {name, job_id, state, reason,
+ * position, restarts} to a job's JSON when there is one. */
+int store_job_exec_set(int64_t id, const char *name, const char *ext_id, struct dd_err *err);
+int store_job_exec_state(int64_t id, const char *state, const char *reason, int position, int restarts,
+			 struct dd_err *err);
+int store_job_exec_get(int64_t id, char *name, size_t name_len, char *ext_id, size_t ext_len);
+void store_job_exec_json(int64_t id, cJSON *job);
+
 #endif

@@ -17,6 +17,18 @@ struct exec_handle {
 	int pid;           /* local: the worker's pid (its process group too) */
 	int64_t pid_start; /* local: its start time, to tell a reused pid */
 	int is_child;      /* local: spawned by this process, so waitpid works */
+	/* Cluster executors (Slurm).  ext_id is what the store keeps and a restarted
+	 * server adopts again; the rest is what the last check saw, for the API. */
+	char ext_id[32];      /* Slurm's job id; "" for a local worker */
+	char dir[4096];       /* the job folder (where the abort marker goes) */
+	char ext_state[24];   /* PENDING, RUNNING, COMPLETED, TIMEOUT, ... */
+	char ext_reason[128]; /* Slurm's pending reason (Resources, Priority, ...) */
+	int ext_position;     /* place among pending jobs of its partition, 1 first; 0 when running */
+	int ext_restarts;     /* how many times Slurm requeued it */
+	int ext_changed;      /* check() saw a new state/reason/position: save and push it */
+	char end_why[256];    /* after EXEC_EXITED/EXEC_GONE: why it ended, in words ("" unknown) */
+	int end_failed;       /* the cluster ended it for a reason of its own (time limit, OOM, ...) */
+	int64_t submitted_ms; /* monotonic time of start(), to tell "not listed yet" */
 };
 
 enum exec_status { EXEC_RUNNING, EXEC_EXITED, EXEC_GONE };
@@ -33,6 +45,24 @@ struct executor {
 };
 
 extern const struct executor exec_local;
+extern const struct executor exec_slurm;
+
+/* The Slurm executor's defaults, from `deepdesk serve --slurm-*` (NULL or 0: none,
+ * let Slurm decide).  Call before the scheduler starts. */
+struct slurm_opts {
+	const char *partition, *account;
+	int cpus;          /* 0: the job's CPU slots */
+	const char *mem;   /* "4G" */
+	const char *time;  /* "2:00:00" */
+	int poll_ms;       /* squeue no more often than this (default 3000) */
+};
+void exec_slurm_configure(const struct slurm_opts *o);
+/* Is the Slurm client (sbatch, squeue) on PATH?  For a clear error at start-up. */
+int exec_slurm_available(struct dd_err *err);
+/* The file in a job folder whose presence tells a worker under Slurm that a SIGTERM
+ * is a user's abort, not Slurm's requeue, preemption or time limit. */
+#define EXEC_ABORT_MARKER "abort.requested"
+
 
 /* Start time of a live pid (from /proc), or -1 when there is no such process. */
 int64_t exec_local_pid_start(int pid);

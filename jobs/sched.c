@@ -40,6 +40,7 @@
 
 struct running {
 	int64_t id;
+	const struct executor *ex; /* who runs it: local, or a cluster (Slurm) */
 	struct exec_handle h;
 	int slots;
 	int gpus[SCHED_MAX_GPUS]; /* the GPU ids it holds */
@@ -69,6 +70,7 @@ static struct {
 	struct backend_gpu gpu[SCHED_MAX_GPUS]; /* what sched_start found */
 	int ngpu;
 	int64_t gpu_holder[SCHED_MAX_GPUS];     /* job id holding each, 0: free */
+	int any_cluster; /* some kind runs on a cluster executor (holds no local slots) */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
 
 void sched_job_dir(int64_t id, char *buf, size_t len)
@@ -310,12 +312,26 @@ static int settle(struct running *r, int wait_status, int recovering)
 	if (events_final_status(dir, state, sizeof state, message, sizeof message)) {
 		job_state_parse(state, &to);
 		snprintf(why, sizeof why, "%s", message);
+		/* stopped by the cluster (time limit, memory), not by a person */
+		if (to == JOB_ABORTED && !r->abort && r->h.end_failed && r->h.end_why[0]) {
+			to = JOB_ERROR;
+			snprintf(why, sizeof why, "%s; its last snapshot is kept", r->h.end_why);
+		}
 	} else if (r->abort) {
 		to = JOB_ABORTED;
 		snprintf(why, sizeof why, "aborted on request");
+	} else if (r->h.ext_id[0] && r->h.end_why[0] && !(recovering && wait_status < 0)) {
+		/* a cluster ended it before it wrote its end: say what the cluster said */
+		char tail[320];
+		worker_log_tail(dir, tail, sizeof tail);
+		snprintf(why, sizeof why, "%s (Slurm job %s)%s%s", r->h.end_why, r->h.ext_id,
+			 tail[0] ? "; last output: " : "", tail);
 	} else if (recovering) {
 		to = JOB_INTERRUPTED;
-		snprintf(why, sizeof why, "the worker was gone when the server restarted");
+		if (r->h.ext_id[0])
+			snprintf(why, sizeof why, "%s", r->h.end_why[0] ? r->h.end_why : "Slurm no longer knows the job");
+		else
+			snprintf(why, sizeof why, "the worker was gone when the server restarted");
 	} else {
 		char tail[320];
 		worker_log_tail(dir, tail, sizeof tail);
@@ -356,7 +372,7 @@ static int write_job_json(int64_t id, struct dd_err *err)
 	/* job.json is what the job is, not what happened to it */
 	static const char *const drop[] = { "state", "progress", "eta_s", "started_at", "finished_at",
 					    "error", "events", "pid", "exit", "abort_requested",
-					    "history", "children", NULL };
+					    "history", "children", "executor", NULL };
 	for (int i = 0; drop[i]; i++)
 		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
 	sched_job_dir(id, dir, sizeof dir);
@@ -388,21 +404,33 @@ static struct running *table_add(void)
 	return r;
 }
 
+/* Which executor runs jobs of this kind. */
+static const struct executor *executor_of(const char *kind)
+{
+	const struct executor *ex = S.cfg.executor_for ? S.cfg.executor_for(kind) : NULL;
+	return ex ? ex : S.cfg.executor;
+}
+
 static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 {
 	struct dd_err err = { 0 };
 	char dir[PATH_MAX];
 	sched_job_dir(row->id, dir, sizeof dir);
-	struct exec_handle h = { 0 };
-	if (S.cfg.executor->start(S.exe, dir, &h, &err) != DD_OK) {
+	static struct exec_handle h; /* only the scheduler thread starts jobs; too big for the stack's taste */
+	memset(&h, 0, sizeof h);
+	const struct executor *ex = executor_of(row->kind);
+	if (ex->start(S.exe, dir, &h, &err) != DD_OK) {
 		store_job_move(row->id, JOB_ERROR, err.msg, -1, -1, NULL);
 		log_error("job %lld: %s", (long long)row->id, err.msg);
 		sched_job_changed(row->id);
 		return;
 	}
+	/* the cluster's id first: a server that dies right after still finds the job */
+	if (store_job_exec_set(row->id, h.ext_id[0] ? ex->name : NULL, h.ext_id, &err) != DD_OK)
+		log_warn("job %lld: %s", (long long)row->id, err.msg);
 	if (store_job_started(row->id, h.pid, h.pid_start, &err) != DD_OK) {
 		/* the job was aborted or deleted between the query and now */
-		S.cfg.executor->signal(&h, SIGKILL);
+		ex->signal(&h, SIGKILL);
 		int st;
 		if (h.is_child)
 			waitpid(h.pid, &st, 0);
@@ -413,8 +441,9 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 	struct running *r = table_add();
 	if (r) {
 		r->id = row->id;
+		r->ex = ex;
 		r->h = h;
-		r->slots = row->cpu_slots;
+		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
 		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
 		/* a resumed job's log goes on from where its last run left it */
 		r->tail.offset = (off_t)row->ev_offset;
@@ -427,10 +456,17 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 	}
 	pthread_mutex_unlock(&S.lock);
 	if (!r) {
-		S.cfg.executor->signal(&h, SIGKILL);
+		ex->signal(&h, SIGKILL);
 		store_job_move(row->id, JOB_ERROR, "out of memory in the scheduler", -1, -1, NULL);
 	}
-	log_info("job %lld (%s): started, pid %d", (long long)row->id, row->kind, h.pid);
+	if (h.ext_id[0]) {
+		log_info("job %lld (%s): submitted to %s as job %s", (long long)row->id, row->kind, ex->name, h.ext_id);
+		store_job_exec_state(row->id, h.ext_state, h.ext_reason, h.ext_position, h.ext_restarts, NULL);
+		if (r)
+			r->h.ext_changed = 0;
+	} else {
+		log_info("job %lld (%s): started, pid %d", (long long)row->id, row->kind, h.pid);
+	}
 	sched_job_changed(row->id);
 }
 
@@ -513,7 +549,8 @@ static void start_queued(void)
 	struct job_row *rows = NULL;
 	int n = 0;
 	struct dd_err err = { 0 };
-	if (S.slots_used >= S.cfg.cpu_slots)
+	/* full, and no kind goes to a cluster: nothing can start */
+	if (S.slots_used >= S.cfg.cpu_slots && !S.any_cluster)
 		return;
 	if (store_jobs_in_state(JOB_QUEUED, &rows, &n, &err) != DD_OK) {
 		log_warn("scheduler: %s", err.msg);
@@ -527,10 +564,12 @@ static void start_queued(void)
 		char path[PATH_MAX + 16];
 		sched_job_dir(rows[i].id, path, sizeof path);
 		strcat(path, "/job.json");
-		if (S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots || access(path, F_OK) != 0)
+		int cluster = strcmp(executor_of(rows[i].kind)->name, "local") != 0;
+		if ((!cluster && S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots) || access(path, F_OK) != 0)
 			break;
 		int gpus[SCHED_MAX_GPUS], ngpus = 0;
-		int fit = take_gpus(&rows[i], path, gpus, &ngpus);
+		/* a cluster job gets its GPUs from the cluster (--gres), not this machine's */
+		int fit = cluster ? 1 : take_gpus(&rows[i], path, gpus, &ngpus);
 		if (fit == 0) /* its GPUs are busy: it and those behind it wait */
 			break;
 		if (fit > 0)
@@ -548,7 +587,14 @@ static void tick(int recovering)
 		struct running *r = &S.running[i];
 		tail_job(r);
 		int wait_status = r->settle_status;
-		enum exec_status es = r->settle_pending ? EXEC_EXITED : S.cfg.executor->check(&r->h, &wait_status);
+		enum exec_status es = r->settle_pending ? EXEC_EXITED : r->ex->check(&r->h, &wait_status);
+		if (r->h.ext_changed) {
+			/* what the cluster says of it (pending reason, queue place) */
+			r->h.ext_changed = 0;
+			store_job_exec_state(r->id, r->h.ext_state, r->h.ext_reason, r->h.ext_position,
+					     r->h.ext_restarts, NULL);
+			sched_job_changed(r->id);
+		}
 		if (es != EXEC_RUNNING) {
 			if (settle(r, es == EXEC_EXITED ? wait_status : -1, recovering) != 0) {
 				i++;
@@ -566,7 +612,7 @@ static void tick(int recovering)
 		if (r->kill_at && now >= r->kill_at) {
 			log_warn("job %lld: still running %d ms after SIGTERM, sending SIGKILL",
 				 (long long)r->id, S.cfg.abort_grace_ms);
-			S.cfg.executor->signal(&r->h, SIGKILL);
+			r->ex->signal(&r->h, SIGKILL);
 			r->kill_at = 0;
 		}
 		i++;
@@ -638,19 +684,36 @@ static int recover(struct dd_err *err)
 		char dir[PATH_MAX];
 		sched_job_dir(rows[i].id, dir, sizeof dir);
 		r->id = rows[i].id;
-		r->h = (struct exec_handle){ .pid = rows[i].pid, .pid_start = rows[i].pid_start, .is_child = 0 };
-		r->slots = rows[i].cpu_slots;
+		memset(&r->h, 0, sizeof r->h);
+		r->h.pid = rows[i].pid;
+		r->h.pid_start = rows[i].pid_start;
+		r->ex = &exec_local;
+		char exname[32];
+		if (store_job_exec_get(r->id, exname, sizeof exname, r->h.ext_id, sizeof r->h.ext_id) == 0 &&
+		    strcmp(exname, exec_slurm.name) == 0) {
+			r->ex = &exec_slurm;
+			snprintf(r->h.dir, sizeof r->h.dir, "%s", dir);
+		} else {
+			r->h.ext_id[0] = 0;
+		}
+		r->slots = r->h.ext_id[0] ? 0 : rows[i].cpu_slots;
 		r->abort = rows[i].abort_requested;
 		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
 		r->tail.offset = (off_t)rows[i].ev_offset;
 		r->tail.seq = rows[i].ev_seq;
 		S.slots_used += r->slots;
 		hold_recorded_gpus(r, dir);
-		int alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
-		log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
-			 alive ? "still alive, adopted" : "gone");
+		int alive;
+		if (r->h.ext_id[0]) {
+			alive = 1; /* the first tick asks Slurm */
+			log_info("job %lld: was submitted to slurm as job %s: adopted", (long long)r->id, r->h.ext_id);
+		} else {
+			alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
+			log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
+				 alive ? "still alive, adopted" : "gone");
+		}
 		if (alive && r->abort) {
-			S.cfg.executor->signal(&r->h, SIGTERM);
+			r->ex->signal(&r->h, SIGTERM);
 			r->kill_at = fs_mono_ms() + S.cfg.abort_grace_ms;
 		}
 	}
@@ -672,6 +735,9 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		S.cfg.poll_ms = 25;
 	if (S.cfg.cpu_slots <= 0)
 		S.cfg.cpu_slots = 1;
+	S.any_cluster = 0;
+	for (const struct job_kind *const *k = job_kinds(); *k; k++)
+		S.any_cluster |= strcmp(executor_of((*k)->name)->name, "local") != 0;
 	S.listener = fn;
 	S.listener_ctx = ctx;
 	S.stopping = 0;
@@ -740,7 +806,9 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
 			    : kind->default_cpu_slots < 0 ? S.cfg.cpu_slots : 1;
-	if (cpu_slots > S.cfg.cpu_slots)
+	/* a cluster has more cores than this server: Slurm says whether it fits */
+	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	if (cpu_slots > S.cfg.cpu_slots && !cluster)
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
 				  S.cfg.cpu_slots);
@@ -801,7 +869,7 @@ int sched_abort(int64_t id, struct dd_err *err)
 			continue;
 		if (!r->abort) {
 			r->abort = 1;
-			S.cfg.executor->signal(&r->h, SIGTERM);
+			r->ex->signal(&r->h, SIGTERM);
 			r->kill_at = fs_mono_ms() + S.cfg.abort_grace_ms;
 		}
 		break;

@@ -22,6 +22,10 @@ struct sched_config {
 	int abort_grace_ms;   /* SIGTERM, then SIGKILL this long after */
 	int poll_ms;          /* event-log poll period */
 	const struct executor *executor;
+	/* Optional: the executor for jobs of a kind (`--executor model=slurm`); NULL
+	 * or a NULL answer means `executor`.  Jobs a cluster runs hold no local CPU
+	 * slots: the cluster queues them. */
+	const struct executor *(*executor_for)(const char *kind);
 };
 
 /* What happened, for the web layer to push: "job" with the job's list-form JSON,

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "executor.h"
 #include "job.h"
+#include "kind_train.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -88,9 +90,94 @@ void worker_status(struct worker *w, const char *state, const char *message)
 	append(w, ev);
 }
 
+/* ---- starting again where an earlier run of this folder stopped ---- */
+
+static void last_status(void *vctx, int64_t seq, cJSON *ev)
+{
+	(void)seq;
+	char *state = vctx;
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
+	const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
+	if (type && st && strcmp(type, "status") == 0)
+		snprintf(state, 16, "%s", st);
+}
+
+/* A cluster that requeues a job (a node failed, a preemption, `scontrol requeue`)
+ * starts this same worker on the same folder again, with the same job.json.  A
+ * training that finds its own earlier run there, stopped before its end, goes on
+ * from its latest snapshot instead of starting over, so its curves continue: its
+ * params get "resume": {} (the latest snapshot), as a resume through the API does.
+ * Returns 1 when it will resume. */
+static int resume_after_restart(struct worker *w, const struct job_kind *kind)
+{
+	char state[16] = "";
+	struct events_tail t = { .offset = 0, .seq = 0 };
+	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, w->dir);
+	events_tail_poll(&t, last_status, state, NULL);
+	const char *restarts = getenv("SLURM_RESTART_COUNT");
+	int restarted = restarts && atoi(restarts) > 0;
+	/* an earlier run that started and never wrote its end, or was stopped by the
+	 * cluster ("interrupted") */
+	int unfinished = strcmp(state, "running") == 0 || strcmp(state, "interrupted") == 0;
+	if (strcmp(kind->name, "dataset") == 0 && unfinished) {
+		/* a dataset build has no snapshot: it starts over, without the
+		 * half-written databases of the run that was stopped */
+		static const char *const dbs[] = { "train_db", "val_db", "test_db", NULL };
+		char path[PATH_MAX + 16];
+		for (int i = 0; dbs[i]; i++) {
+			snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);
+			fs_rm_rf(path, NULL);
+		}
+		worker_log(w, "info", "started again%s%s: building the dataset from the start",
+			   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
+		return 0;
+	}
+	if (strcmp(kind->name, "model") != 0)
+		return 0;
+	/* a resume asked for through the API names its snapshot: keep it, unless
+	 * Slurm restarted that very run */
+	if (cJSON_GetObjectItemCaseSensitive(w->params, "resume") && !restarted)
+		return 0;
+	if (!unfinished && !(restarted && state[0] && strcmp(state, "done") && strcmp(state, "error")))
+		return 0;
+	struct model_snapshot *snaps = NULL;
+	int n = 0, with_state = 0;
+	if (model_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
+		char path[PATH_MAX + 64];
+		int i = model_snapshot_find(snaps, n, -1);
+		if (i >= 0) {
+			model_snapshot_path(w->dir, snaps[i].label, "solverstate", path, sizeof path);
+			with_state = access(path, R_OK) == 0;
+		}
+	}
+	free(snaps);
+	if (!with_state) {
+		worker_log(w, "info", "started again%s%s, with no snapshot yet: training from the start",
+			   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
+		return 0;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(w->params, "resume");
+	cJSON_AddItemToObject(w->params, "resume", cJSON_CreateObject());
+	worker_log(w, "info", "started again%s%s: resuming from the latest snapshot",
+		   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
+	return 1;
+}
+
+/* Under Slurm a SIGTERM is an abort only when the server left its marker in the
+ * folder; otherwise Slurm is requeueing, preempting or timing the job out. */
+static int stopped_by_cluster(const char *dir)
+{
+	if (!getenv("SLURM_JOB_ID"))
+		return 0;
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/" EXEC_ABORT_MARKER, dir);
+	return access(path, F_OK) != 0;
+}
+
 int worker_main(const char *dir)
 {
 	struct worker w = { .dir = dir, .ev = { -1 } };
+	int wait_for_cluster = 0;
 	struct dd_err err = { 0 };
 	char path[PATH_MAX];
 	char *text = NULL;
@@ -129,6 +216,7 @@ int worker_main(const char *dir)
 		w.params = cJSON_CreateObject();
 		cJSON_AddItemToObject(w.job, "params", w.params);
 	}
+	resume_after_restart(&w, kind);
 	worker_status(&w, "running", NULL);
 	int rc = kind->run(&w, &err);
 	if (rc == DD_OK && w.event_failed) {
@@ -138,6 +226,13 @@ int worker_main(const char *dir)
 	if (rc != DD_OK) {
 		worker_status(&w, "error", err.msg[0] ? err.msg : "the job failed");
 		code = WORKER_EXIT_ERROR;
+	} else if (stop_requested && stopped_by_cluster(dir)) {
+		/* not an end: Slurm starts it again (requeue), or the server says why
+		 * it ended (time limit, preemption) */
+		worker_status(&w, "interrupted", "stopped by Slurm (a requeue, a preemption or the time limit); "
+						 "the last snapshot is kept and a restart resumes from it");
+		code = WORKER_EXIT_ABORTED;
+		wait_for_cluster = 1;
 	} else if (stop_requested) {
 		worker_status(&w, "aborted", "stopped on request");
 		code = WORKER_EXIT_ABORTED;
@@ -153,5 +248,13 @@ out:
 	cJSON_Delete(w.job);
 	free(text);
 	events_writer_close(&w.ev);
+	if (wait_for_cluster) {
+		/* Snapshot written.  Leaving now would end the batch job as FAILED a
+		 * minute before its time limit (--signal=B:TERM@60); waiting lets Slurm end
+		 * it in its own words (TIMEOUT, REQUEUED, PREEMPTED), which the server
+		 * shows.  Bounded, for a stray TERM from a person. */
+		for (int i = 0; i < 120; i++)
+			sleep(1);
+	}
 	return code;
 }

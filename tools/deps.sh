@@ -20,10 +20,23 @@ done
 if [ "$(id -u)" = 0 ]; then
 	echo "Installing Debian packages:$missing"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >/dev/null || {
+	# Packages with daemons (munge, slurmctld, slurmd for the Slurm tests) must not
+	# start them: the tests run their own in a temporary folder.  A policy-rc.d
+	# that answers 101 ("action forbidden") keeps invoke-rc.d from starting any,
+	# and goes again afterwards unless one was there before.
+	policy=/usr/sbin/policy-rc.d
+	own_policy=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# deepdesk tools/deps.sh: no daemon starts during this install\nexit 101\n' >"$policy" &&
+			chmod 755 "$policy" && own_policy=1
+	fi
+	ok=1
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >/dev/null || ok=""
+	[ -n "$own_policy" ] && rm -f "$policy"
+	if [ -z "$ok" ]; then
 		echo "apt-get could not install:$missing" >&2
 		exit 1
-	}
+	fi
 	exit 0
 fi
 echo "deepdesk needs these Debian packages. Install them, then run make again:" >&2

@@ -61,6 +61,8 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
   const progressBox = h('div', { class: 'job-progress' }, bar, h('div', { class: 'progress-text' }, barPct, barEta));
 
   const errorBox = h('div', { class: 'alert alert-error', role: 'alert', hidden: true });
+  // Where a cluster runs it: Slurm's job id, state, and while it waits why and its place.
+  const clusterBox = h('div', { class: 'alert alert-info job-executor', role: 'status', hidden: true });
   const deletedBox = h('div', { class: 'alert alert-warn', role: 'status', hidden: true },
     'This job was deleted. ', h('a', { href: kindList()[0] }, `Back to ${kindList()[1].toLowerCase()}`));
 
@@ -118,7 +120,7 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
     notesView, notesForm);
 
   const jobMain = h('div', { class: 'job-main' }, metricsCard, logCard);
-  const page = h('div', { class: 'page job' }, head, errorBox, deletedBox,
+  const page = h('div', { class: 'page job' }, head, errorBox, clusterBox, deletedBox,
     h('div', { class: 'job-grid' },
       jobMain,
       h('div', { class: 'job-side' },
@@ -159,6 +161,15 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
       setAttr(errorBox, 'role', failed ? 'alert' : 'status');
       const label = { error: 'Failed: ', aborted: 'Aborted: ', interrupted: 'Interrupted: ' }[j.state] || 'Note: ';
       setChildren(errorBox, h('strong', null, label), h('span', { text: j.error }));
+    }
+
+    const ex = j.executor;
+    clusterBox.hidden = !ex || !ACTIVE.has(j.state);
+    if (ex) {
+      const waits = ex.state === 'PENDING';
+      setChildren(clusterBox, h('strong', null, `Slurm job ${ex.job_id}: `),
+        h('span', { text: waits ? `waiting in the queue${ex.position ? ` (${ex.position} in line)` : ''}${ex.reason ? `, reason: ${ex.reason}` : ''}` : ex.state.toLowerCase() }),
+        ex.restarts ? h('span', { class: 'muted', text: ` · requeued ${ex.restarts}× (resumed from its snapshot)` }) : null);
     }
 
     if (notesForm.hidden) {
