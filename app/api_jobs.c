@@ -29,6 +29,9 @@ static int reply_job(struct req *r, int status, int64_t id)
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
 	events_last_logs(dir, 20, cJSON_AddArrayToObject(job, "log_tail"));
+	cJSON *queue = sched_queue_json(id); /* where a queued job stands, and why it waits */
+	if (queue)
+		cJSON_AddItemToObject(job, "queue", queue);
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddItemToObject(body, "job", job);
 	return http_json(r->c, status, body);

@@ -140,6 +140,11 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/me/tokens", api_me_tokens_create },
 	{ "DELETE", "/api/v1/me/tokens/{id}", api_me_token_revoke },
 	{ "GET", "/api/v1/audit", api_audit_list },
+	{ "GET", "/api/v1/users", api_users_list },
+	{ "POST", "/api/v1/users", api_users_create },
+	{ "PATCH", "/api/v1/users/{id}", api_user_patch },
+	{ "DELETE", "/api/v1/users/{id}", api_user_delete },
+	{ "POST", "/api/v1/jobs/{id}/priority", api_job_priority },
 	{ NULL, NULL, NULL },
 };
 
