@@ -29,7 +29,8 @@ static int reply_job(struct req *r, int status, int64_t id)
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
 	events_last_logs(dir, 20, cJSON_AddArrayToObject(job, "log_tail"));
-	cJSON *queue = sched_queue_json(id); /* where a queued job stands, and why it waits */
+	/* where a queued job stands and why it waits: on GET, the answer that is read again */
+	cJSON *queue = strcmp(r->ri->request_method, "GET") == 0 ? sched_queue_json(id) : NULL;
 	if (queue)
 		cJSON_AddItemToObject(job, "queue", queue);
 	cJSON *body = cJSON_CreateObject();
