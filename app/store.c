@@ -1049,3 +1049,14 @@ int64_t store_user_id(const char *name)
 	release(st);
 	return id;
 }
+
+int64_t store_owner_last_start(int64_t owner_id)
+{
+	sqlite3_stmt *st = prep("SELECT coalesce(max(started_at),0) FROM jobs WHERE coalesce(owner_id,0)=?", NULL);
+	if (!st)
+		return 0;
+	sqlite3_bind_int64(st, 1, owner_id);
+	int64_t at = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	release(st);
+	return at;
+}

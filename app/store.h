@@ -123,6 +123,8 @@ int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct
 int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err);
 /* Disable (ending its sessions) or enable an account. */
 int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err);
+/* When a job of owner_id (0: the local user) last started, epoch ms; 0: never. */
+int64_t store_owner_last_start(int64_t owner_id);
 /* The id of the account called name, 0 when none (the local user). */
 int64_t store_user_id(const char *name);
 /* {"queued": n, "running": n, …} over all jobs; caller frees *out. */

@@ -517,7 +517,8 @@ done:
 struct fair_owner {
 	int64_t id;
 	int running;
-	int64_t limit; /* running jobs at once, 0: none */
+	int64_t limit;      /* running jobs at once, 0: none */
+	int64_t last_start; /* when a job of theirs last started (ms), 0: never */
 };
 static int fair_owners(const struct job_row *rows, int n, struct fair_owner **out, int *nout, struct dd_err *err);
 static int fair_next(const struct job_row *rows, int n, const char *taken, struct fair_owner *o, int no);
@@ -556,7 +557,9 @@ static void start_queued(void)
 		taken[i] = 1;
 		if (fit > 0) {
 			start_job(&rows[i], gpus, ngpus);
-			fair_owner_of(owners, nowners, rows[i].owner_id)->running++;
+			struct fair_owner *w = fair_owner_of(owners, nowners, rows[i].owner_id);
+			w->running++;
+			w->last_start = fs_now_ms();
 		}
 	}
 out:
@@ -795,6 +798,7 @@ static int fair_owners(const struct job_row *rows, int n, struct fair_owner **ou
 		struct store_quota q;
 		if (store_quota_get(o[k].id, &q, NULL) == DD_OK)
 			o[k].limit = q.jobs;
+		o[k].last_start = store_owner_last_start(o[k].id);
 		for (int r = 0; r < nrun; r++)
 			o[k].running += run[r].owner_id == o[k].id;
 		k++;
@@ -807,10 +811,13 @@ static int fair_owners(const struct job_row *rows, int n, struct fair_owner **ou
 
 /* The index of the next job to start among rows (in queue order: priority,
  * then age) not yet taken, or -1: highest priority, then the owner with the
- * fewest running jobs, then the oldest; owners at their limit are skipped. */
+ * fewest running jobs, then the owner served longest ago (round-robin, which
+ * matters when one slot makes everyone's running count 0), then the oldest
+ * job; owners at their limit are skipped. */
 static int fair_next(const struct job_row *rows, int n, const char *taken, struct fair_owner *o, int no)
 {
-	int best = -1, best_running = 0;
+	int best = -1;
+	const struct fair_owner *bw = NULL;
 	for (int i = 0; i < n; i++) {
 		if (taken[i])
 			continue;
@@ -818,9 +825,10 @@ static int fair_next(const struct job_row *rows, int n, const char *taken, struc
 		if (w->limit > 0 && w->running >= w->limit)
 			continue;
 		if (best < 0 || rows[i].priority > rows[best].priority ||
-		    (rows[i].priority == rows[best].priority && w->running < best_running)) {
+		    (rows[i].priority == rows[best].priority &&
+		     (w->running < bw->running || (w->running == bw->running && w->last_start < bw->last_start)))) {
 			best = i;
-			best_running = w->running;
+			bw = w;
 		}
 	}
 	return best;
@@ -849,7 +857,9 @@ cJSON *sched_queue_json(int64_t id)
 		if (i < 0 || i == at)
 			break;
 		taken[i] = 1;
-		fair_owner_of(o, no, rows[i].owner_id)->running++;
+		struct fair_owner *w = fair_owner_of(o, no, rows[i].owner_id);
+		w->running++;
+		w->last_start = INT64_MAX - n + ahead; /* served now, after every real start */
 		ahead++;
 	}
 	if (limited || fair_next(rows, n, taken, o, no) != at) {
