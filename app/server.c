@@ -48,6 +48,7 @@
 #include "../jobs/sched.h"
 #include "api.h"
 #include "infer_service.h"
+#include "metrics.h"
 #include "auth.h"
 #include "perm.h"
 #include "store.h"
@@ -273,12 +274,23 @@ static int api_dispatch(struct mg_connection *c, void *data)
 				 ri->request_method, allow);
 		mg_printf(c,
 			  "HTTP/1.1 405 Method Not Allowed\r\nAllow: %s\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %d\r\n\r\n%s",
+			  "Content-Length: %d\r\n" HTTP_SECURITY_HEADERS "\r\n%s",
 			  allow, n, body);
 		return 405;
 	}
 	return http_error(c, 404, "not_found", "no such API route: %s %s", ri->request_method,
 			  ri->local_uri);
+}
+
+/* api_dispatch, timed for /metrics. */
+static int api_dispatch_timed(struct mg_connection *c, void *data)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int status = api_dispatch(c, data);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_observe((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, status);
+	return status;
 }
 
 /* ---- static files: the UI and the vendor libraries ---- */
@@ -317,7 +329,7 @@ static void send_bytes(struct mg_connection *c, const char *path, const void *da
 {
 	mg_printf(c,
 		  "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: %s\r\n"
-		  "X-Content-Type-Options: nosniff\r\n\r\n",
+		  HTTP_SECURITY_HEADERS "\r\n",
 		  mime_for(path), len, cache ? "public, max-age=3600" : "no-cache");
 	if (strcmp(mg_get_request_info(c)->request_method, "HEAD") != 0)
 		mg_write(c, data, len);
@@ -378,7 +390,8 @@ extern const char openapi_json[]; /* build/openapi.c, from app/openapi.json */
 int api_openapi(struct req *r)
 {
 	size_t len = strlen(openapi_json);
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n", len);
+	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n" HTTP_SECURITY_HEADERS "\r\n",
+		  len);
 	mg_write(r->c, openapi_json, len);
 	return 200;
 }
@@ -702,6 +715,10 @@ int server_run(const struct server_opts *opts)
 	if (opts->tls_cert && tls_setup(opts, pem, sizeof pem, listen, sizeof listen))
 		return 1;
 	sweep_uploads();
+	if (metrics_configure(opts->metrics_token, &err) != DD_OK) {
+		log_error("%s", err.msg);
+		return 1;
+	}
 
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -769,8 +786,8 @@ int server_run(const struct server_opts *opts)
 		sched_stop();
 		return 1;
 	}
-	mg_set_request_handler(ctx, "/api/v1/", api_dispatch, (void *)routes);
-	mg_set_request_handler(ctx, "/api/v1$", api_dispatch, (void *)routes);
+	mg_set_request_handler(ctx, "/api/v1/", api_dispatch_timed, (void *)routes);
+	mg_set_request_handler(ctx, "/api/v1$", api_dispatch_timed, (void *)routes);
 	for (const struct route *rt = digits_routes; rt->pattern; rt++) {
 		/* CivetWeb's pattern: a {segment} is "*" (anything but '/'), then match() parses it */
 		char exact[256];
@@ -784,8 +801,9 @@ int server_run(const struct server_opts *opts)
 		}
 		exact[o++] = '$';
 		exact[o] = 0;
-		mg_set_request_handler(ctx, exact, api_dispatch, (void *)digits_routes);
+		mg_set_request_handler(ctx, exact, api_dispatch_timed, (void *)digits_routes);
 	}
+	mg_set_request_handler(ctx, "/metrics$", metrics_handler, NULL);
 	mg_set_request_handler(ctx, "/", static_handler, NULL);
 	ws_register(ctx, ws_limit);
 

@@ -1060,3 +1060,20 @@ int64_t store_owner_last_start(int64_t owner_id)
 	release(st);
 	return at;
 }
+
+void store_queue_waits(double *oldest_s, double *sum_s, double *count)
+{
+	*oldest_s = *sum_s = *count = 0;
+	sqlite3_stmt *st = prep("SELECT (SELECT coalesce(?1 - min(created_at),0) FROM jobs WHERE state='queued'),"
+				" coalesce(sum(started_at - created_at),0), count(*) FROM jobs WHERE started_at IS NOT NULL",
+				NULL);
+	if (!st)
+		return;
+	sqlite3_bind_int64(st, 1, fs_now_ms());
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*oldest_s = sqlite3_column_double(st, 0) / 1000.0;
+		*sum_s = sqlite3_column_double(st, 1) / 1000.0;
+		*count = sqlite3_column_double(st, 2);
+	}
+	release(st);
+}

@@ -125,6 +125,9 @@ int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err)
 int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err);
 /* When a job of owner_id (0: the local user) last started, epoch ms; 0: never. */
 int64_t store_owner_last_start(int64_t owner_id);
+/* For /metrics: how long the oldest queued job has waited, and the sum and
+ * count of the waits (creation to start) of every job that started. */
+void store_queue_waits(double *oldest_s, double *sum_s, double *count);
 /* The id of the account called name, 0 when none (the local user). */
 int64_t store_user_id(const char *name);
 /* {"queued": n, "running": n, …} over all jobs; caller frees *out. */
