@@ -226,7 +226,7 @@ int api_user_patch(struct req *r)
 			goto out;
 		}
 		snprintf(target, sizeof target, "%s: %s -> %s", u.name, auth_role_name(u.role), auth_role_name(role));
-		auth_audit(&r->auth->user, "user_role", target, r->auth->address);
+		auth_audit(&r->auth->user, "role_change", target, r->auth->address);
 	}
 	if (dis) {
 		if (store_user_set_disabled(u.id, cJSON_IsTrue(dis), &err) != DD_OK) {
