@@ -7,8 +7,10 @@
 // limit and the usage, and leaves nothing behind.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { startServer, waitFor, killTrackedPids, loadOpenApi, assertSchema } from './helpers.mjs';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { BIN, startServer, waitFor, killTrackedPids, loadOpenApi, assertSchema } from './helpers.mjs';
 import { makeAccounts, login, asUser } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
@@ -161,5 +163,79 @@ describe('the limit of running jobs', () => {
     assert.equal(j.queue.cpu_slots_free, 1);
     await a('POST', `/api/v1/jobs/${first}/abort`);
     await waitState(admin, second, ['done'], 60000);
+  });
+});
+
+describe('/metrics', () => {
+  let acc, server, admin, a;
+  const TOKEN = 'metrics-token-0123456789';
+  before(async () => {
+    acc = makeAccounts({ root: 'admin', ann: 'learner' });
+    writeFileSync(join(acc.dir, 'metrics-token'), `${TOKEN}\n`);
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--cpu-slots', '1', '--metrics-token', join(acc.dir, 'metrics-token')] });
+    admin = asUser(server, await login(server, 'root'));
+    a = asUser(server, await login(server, 'ann'));
+  });
+  after(async () => { await server?.stop(); killTrackedPids(); rmSync(acc.dir, { recursive: true, force: true }); });
+
+  const scrape = (headers = {}) => fetch(`${server.url}/metrics`, { headers });
+
+  test('needs the bearer token', async () => {
+    assert.equal((await scrape()).status, 401);
+    assert.equal((await scrape({ authorization: 'Bearer wrong-token-0123456789' })).status, 401);
+    const session = await scrape({ cookie: (await login(server, 'root')).cookie });
+    assert.equal(session.status, 401, 'a session is not the metrics token');
+  });
+
+  test('jobs by state, the queue, request latency and per-user usage, in the text format', async () => {
+    const long = await create(a, { steps: 100000, step_ms: 20 }, 'long');
+    await waitState(admin, long, ['running']);
+    await create(a, SHORT, 'waiting');
+    const r = await scrape({ authorization: `Bearer ${TOKEN}` });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
+    const text = await r.text();
+    const value = (name) => {
+      const m = new RegExp(`^${name.replace(/[{}"+.]/g, '\\$&')} (\\S+)$`, 'm').exec(text);
+      assert.ok(m, `${name} in\n${text}`);
+      return Number(m[1]);
+    };
+    assert.equal(value('deepdesk_jobs{state="running"}'), 1);
+    assert.equal(value('deepdesk_jobs{state="queued"}'), 1);
+    assert.equal(value('deepdesk_queue_length'), 1);
+    assert.ok(value('deepdesk_queue_oldest_wait_seconds') >= 0);
+    assert.equal(value('deepdesk_user_running_jobs{user="ann"}'), 1);
+    assert.equal(value('deepdesk_user_queued_jobs{user="ann"}'), 1);
+    assert.equal(value('deepdesk_user_running_jobs{user="root"}'), 0);
+    const count = value('deepdesk_http_request_duration_seconds_count');
+    assert.ok(count >= 4, `${count} requests timed`);
+    assert.equal(value('deepdesk_http_request_duration_seconds_bucket{le="+Inf"}'), count);
+    // every sample line is NAME{labels} VALUE; every family has HELP and TYPE
+    for (const line of text.trim().split('\n')) assert.match(line, /^(# (HELP|TYPE) \w+ .+|\w+(\{[^}]*\})? -?[\d.e+]+)$/, line);
+    await admin('POST', `/api/v1/jobs/${long}/abort`);
+  });
+
+  test('off without --metrics-token', async () => {
+    const plain = await startServer();
+    try {
+      const r = await fetch(`${plain.url}/metrics`);
+      assert.equal(r.status, 404);
+      assert.match((await r.json()).error.message, /--metrics-token/);
+    } finally { await plain.stop(); plain.cleanup(); }
+  });
+});
+
+describe('deepdesk user quota', () => {
+  test('shows and sets a quota; a bad value is named', () => {
+    const acc = makeAccounts({ root: 'admin', ann: 'learner' });
+    try {
+      const run = (...args) => execFileSync(BIN, ['user', 'quota', ...args, '--data', acc.data], { encoding: 'utf8', stdio: 'pipe' });
+      assert.match(run('ann'), /ann \(learner\): jobs 2, cpu-minutes 600, gpu-minutes 120, disk 10737418240 bytes/);
+      assert.match(run('ann', '--jobs', '3', '--disk', '5G', '--gpu-minutes', '0'),
+        /jobs 3, cpu-minutes 600, gpu-minutes 0, disk 5368709120 bytes/);
+      assert.match(run('ann', '--disk', 'default'), /jobs 3, .* disk 10737418240 bytes/);
+      assert.throws(() => run('ann', '--disk', '5X'), (e) => e.status === 2 && /--disk 5X/.test(e.stderr));
+      assert.throws(() => run('nobody'), (e) => e.status === 1 && /nobody/.test(e.stderr));
+    } finally { rmSync(acc.dir, { recursive: true, force: true }); }
   });
 });
