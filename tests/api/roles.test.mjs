@@ -9,8 +9,8 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { startServer, waitFor, sleep, killTrackedPids, loadOpenApi, WebSocket } from './helpers.mjs';
-import { makeAccounts, login, asUser } from '../lib/auth.mjs';
+import { startServer, waitFor, sleep, killTrackedPids, loadOpenApi, assertSchema, WebSocket } from './helpers.mjs';
+import { PASSWORD, makeAccounts, login, asUser } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
 const PUBLIC = new Set(['POST /api/v1/login', 'GET /api/v1/openapi.json']);
@@ -154,5 +154,59 @@ describe('every route, every role', () => {
     assert.match(page.headers.get('content-security-policy'), /default-src 'self'/);
     assert.equal(page.headers.get('x-frame-options'), 'DENY');
     assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
+  });
+});
+
+describe('user admin', () => {
+  let acc, server, root, rootId;
+  before(async () => {
+    acc = makeAccounts({ root: 'admin' });
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on'] });
+    root = asUser(server, await login(server, 'root'));
+    rootId = (await root('GET', '/api/v1/me')).body.user.id;
+  });
+  after(async () => { await server?.stop(); killTrackedPids(); rmSync(acc.dir, { recursive: true, force: true }); });
+
+  test('add, change role and quota, disable, remove: each audited; bad input named', async () => {
+    const made = await root('POST', '/api/v1/users', { name: 'dora', password: PASSWORD, role: 'learner', quota: { jobs: 1 } });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    assertSchema(DOC, 'UserResponse', made.body);
+    const id = made.body.user.id;
+    assert.deepEqual(made.body.user.quota, { jobs: 1, cpu_minutes: 600, gpu_minutes: 120, disk_bytes: 10 * 2 ** 30 });
+    assert.equal((await login(server, 'dora')).status, 200, 'the new account logs in');
+
+    const dup = await root('POST', '/api/v1/users', { name: 'DORA', password: PASSWORD });
+    assert.equal(dup.status, 409);
+    for (const [body, field] of [[{ name: 'e', password: 'short' }, /password/], [{ name: 'bad name', password: PASSWORD }, /name/],
+      [{ name: 'eve', password: PASSWORD, role: 'king' }, /role/], [{ name: 'eve', password: PASSWORD, quota: { jobs: -1 } }, /quota\.jobs/],
+      [{ name: 'eve', password: PASSWORD, shoe: 1 }, /shoe/]]) {
+      const r = await root('POST', '/api/v1/users', body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.match(r.body.error.message, field);
+    }
+
+    const up = await root('PATCH', `/api/v1/users/${id}`, { role: 'instructor', quota: { cpu_minutes: 0 } });
+    assert.equal(up.status, 200, JSON.stringify(up.body));
+    assert.equal(up.body.user.role, 'instructor');
+    assert.equal(up.body.user.quota.cpu_minutes, 0);
+    assert.equal(up.body.user.quota.jobs, 1, 'a quota of their own stays');
+
+    const dis = await root('PATCH', `/api/v1/users/${id}`, { disabled: true });
+    assert.equal(dis.body.user.disabled, true);
+    assert.equal((await login(server, 'dora')).status, 401, 'a disabled account cannot log in');
+    assert.equal((await root('PATCH', `/api/v1/users/${id}`, { disabled: false })).body.user.disabled, false);
+
+    const self = await root('PATCH', `/api/v1/users/${rootId}`, { role: 'learner' });
+    assert.equal(self.status, 409);
+    assert.equal((await root('DELETE', `/api/v1/users/${rootId}`)).status, 409);
+    assert.equal((await root('PATCH', '/api/v1/users/99999', { disabled: true })).status, 404);
+
+    assert.equal((await root('DELETE', `/api/v1/users/${id}`)).status, 204);
+    assert.equal((await root('DELETE', `/api/v1/users/${id}`)).status, 404);
+    const actions = (await root('GET', '/api/v1/audit')).body.audit.map((e) => `${e.action} ${e.target}`);
+    for (const want of [/^user_add dora as learner$/, /^user_quota dora: jobs 1/, /^role_change dora: learner -> instructor$/,
+      /^user_disable dora$/, /^user_enable dora$/, /^user_remove dora$/]) {
+      assert.ok(actions.some((a) => want.test(a)), `${want} in ${actions.join('; ')}`);
+    }
   });
 });
