@@ -508,12 +508,7 @@ done:
 	return rc;
 }
 
-/* Start what the fair queue says may start (see "the fair queue" below): the
- * next job by fair_next, while it fits; a job that does not fit blocks those
- * behind it, so a big job is not starved by a stream of small ones.  A job
- * whose job.json is not written yet (sched_submit is between its two steps) is
- * not ready: it and those behind it wait for the next tick. */
-/* the fair queue, below */
+/* An owner of queued jobs, as the fair queue (below) weighs them. */
 struct fair_owner {
 	int64_t id;
 	int running;
@@ -523,6 +518,12 @@ struct fair_owner {
 static int fair_owners(const struct job_row *rows, int n, struct fair_owner **out, int *nout, struct dd_err *err);
 static int fair_next(const struct job_row *rows, int n, const char *taken, struct fair_owner *o, int no);
 static struct fair_owner *fair_owner_of(struct fair_owner *o, int n, int64_t id);
+
+/* Start what the fair queue says may start (see "the fair queue" below): the
+ * next job by fair_next, while it fits; a job that does not fit blocks those
+ * behind it, so a big job is not starved by a stream of small ones.  A job
+ * whose job.json is not written yet (sched_submit is between its two steps) is
+ * not ready: it and those behind it wait for the next tick. */
 static void start_queued(void)
 {
 	struct job_row *rows = NULL;
@@ -752,8 +753,9 @@ void sched_stop(void)
 /* ---- the fair queue ----
  *
  * Queued jobs start round-robin across their owners: the next job is the
- * oldest waiting job of the owner with the fewest running jobs, so one user's
- * twenty-job sweep does not starve the others.  Priority (an instructor's
+ * oldest waiting job of the owner with the fewest running jobs (of those, the
+ * owner served longest ago), so one user's twenty-job sweep does not starve
+ * the others.  Priority (an instructor's
  * "move to front") goes before fairness; an owner at their limit of running
  * jobs (store_quota.jobs) waits.  With accounts off every job is owner 0's and
  * the order is first come, first served.  The same order answers "where is my
@@ -761,8 +763,6 @@ void sched_stop(void)
  * at creation a job whose owner is over a daily or disk quota.  A running job
  * that uses up its owner's minutes is left to finish: the quota refuses the
  * next job, it does not kill work already paid for. */
-
-/* struct fair_owner is declared above start_queued, its one user outside this section */
 
 static struct fair_owner *fair_owner_of(struct fair_owner *o, int n, int64_t id)
 {
