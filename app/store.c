@@ -123,6 +123,7 @@ static const char *const migrations[] = {
 	 * front"); a user's quota row overrides the defaults of their role, a NULL
 	 * field keeps its role's default, 0 is no limit. */
 	"ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN gpus_held INTEGER NOT NULL DEFAULT 0;" /* GPUs of its last run, for GPU minutes */
 	"CREATE TABLE quotas ("
 	"  user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,"
 	"  jobs INTEGER,"
@@ -950,8 +951,7 @@ int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct
 	sqlite3_stmt *st = prep(
 		"SELECT coalesce(sum((coalesce(finished_at,?3) - max(started_at,?2))"
 		"   * coalesce(json_extract(resources,'$.cpu_slots'),1)),0),"
-		" coalesce(sum((coalesce(finished_at,?3) - max(started_at,?2))"
-		"   * coalesce(json_array_length(resources,'$.gpus'),0)),0),"
+		" coalesce(sum((coalesce(finished_at,?3) - max(started_at,?2)) * gpus_held),0),"
 		" (SELECT count(*) FROM jobs WHERE owner_id=?1 AND state='running'),"
 		" (SELECT count(*) FROM jobs WHERE owner_id=?1 AND state='queued')"
 		" FROM jobs WHERE owner_id=?1 AND started_at IS NOT NULL AND coalesce(finished_at,?3) > ?2",
@@ -1076,4 +1076,14 @@ void store_queue_waits(double *oldest_s, double *sum_s, double *count)
 		*count = sqlite3_column_double(st, 2);
 	}
 	release(st);
+}
+
+int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET gpus_held=?2 WHERE id=?1", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int(st, 2, n);
+	}
+	return update_one(st, id, "recording a job's GPUs", err);
 }

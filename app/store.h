@@ -123,6 +123,8 @@ int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct
 int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err);
 /* Disable (ending its sessions) or enable an account. */
 int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err);
+/* How many GPUs job id holds in its run (counted into its owner's GPU minutes). */
+int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err);
 /* When a job of owner_id (0: the local user) last started, epoch ms; 0: never. */
 int64_t store_owner_last_start(int64_t owner_id);
 /* For /metrics: how long the oldest queued job has waited, and the sum and

@@ -557,6 +557,7 @@ static void start_queued(void)
 			break;
 		taken[i] = 1;
 		if (fit > 0) {
+			store_job_set_gpus_held(rows[i].id, ngpus, NULL); /* its owner's GPU minutes */
 			start_job(&rows[i], gpus, ngpus);
 			struct fair_owner *w = fair_owner_of(owners, nowners, rows[i].owner_id);
 			w->running++;

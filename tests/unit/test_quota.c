@@ -111,7 +111,8 @@ static void test_usage_of_a_day(void)
 	SQL("UPDATE jobs SET state='done', started_at=%lld, finished_at=%lld WHERE id=%lld", (long long)(day - 600000),
 	    (long long)(day + 1200000), (long long)a);
 	/* 30 min on 1 slot and 2 GPUs */
-	int64_t b = new_job("cat", "{\"cpu_slots\":1,\"gpus\":[0,1]}");
+	int64_t b = new_job("cat", "{\"cpu_slots\":1,\"gpus\":[]}");
+	CHECK_EQ_INT(store_job_set_gpus_held(b, 2, NULL), DD_OK);
 	SQL("UPDATE jobs SET state='done', started_at=%lld, finished_at=%lld WHERE id=%lld", (long long)(day + 3600000),
 	    (long long)(day + 5400000), (long long)b);
 	/* yesterday only: not counted */
@@ -130,6 +131,7 @@ static void test_usage_of_a_day(void)
 	CHECK_EQ_INT(store_job_ids_of(cat, &ids, &n, NULL), DD_OK);
 	CHECK_EQ_INT(n, 4);
 	free(ids);
+	CHECK_EQ_INT(store_job_set_gpus_held(99999, 1, NULL), DD_ENOENT);
 	cJSON *states = NULL;
 	CHECK_EQ_INT(store_jobs_by_state(&states, NULL), DD_OK);
 	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(states, "done")) >= 3);
