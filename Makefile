@@ -53,7 +53,7 @@ endif
 
 # --- sources -------------------------------------------------------------------
 LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
-            $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c $(wildcard app/api_*.c) \
+            $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c app/metrics.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 LIB_SRCS += app/infer_service.c
 KIND_SRC := jobs/job.c

@@ -58,6 +58,12 @@ int api_eval_top(struct req *r);
 int api_eval_results_csv(struct req *r);
 int api_eval_results_json(struct req *r);
 int api_eval_image(struct req *r);
+/* api_users.c: the admin's users, and the queue's order */
+int api_users_list(struct req *r);
+int api_users_create(struct req *r);
+int api_user_patch(struct req *r);
+int api_user_delete(struct req *r);
+int api_job_priority(struct req *r);
 /* DIGITS' own routes, kept for the scripts written against them (outside /api/v1) */
 int api_digits_classify_one(struct req *r);
 int api_digits_classify_many(struct req *r);

@@ -49,7 +49,7 @@ static int reply(struct mg_connection *c, int status, const char *extra, cJSON *
 	size_t len = text ? strlen(text) : 0;
 	mg_printf(c,
 		  "HTTP/1.1 %d %s\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n",
+		  "Cache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n",
 		  status, mg_get_response_code_text(NULL, status), extra ? extra : "", len);
 	if (len)
 		mg_write(c, text, len);
@@ -182,7 +182,7 @@ int api_logout(struct req *r)
 	}
 	char cookie[256];
 	session_cookie(cookie, sizeof cookie, "", 0);
-	mg_printf(r->c, "HTTP/1.1 204 No Content\r\n%sContent-Length: 0\r\nCache-Control: no-store\r\n\r\n", cookie);
+	mg_printf(r->c, "HTTP/1.1 204 No Content\r\n%sContent-Length: 0\r\nCache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n", cookie);
 	return 204;
 }
 

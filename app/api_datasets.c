@@ -608,7 +608,7 @@ int api_dataset_images(struct req *r)
 static void send_blob(struct mg_connection *c, const char *type, const void *data, size_t len)
 {
 	mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: private, max-age=86400\r\n"
-		     "X-Content-Type-Options: nosniff\r\n\r\n", type, len);
+		     HTTP_SECURITY_HEADERS "\r\n", type, len);
 	mg_write(c, data, len);
 }
 
@@ -745,7 +745,7 @@ out:
 		return http_error_dd(r->c, &err);
 	}
 	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Encoded-Bytes: %zu\r\n"
-			"Cache-Control: no-store\r\nAccess-Control-Expose-Headers: X-Encoded-Bytes\r\n\r\n",
+			"Cache-Control: no-store\r\nAccess-Control-Expose-Headers: X-Encoded-Bytes\r\n" HTTP_SECURITY_HEADERS "\r\n",
 		  o.encoding == DS_ENC_JPG ? "image/jpeg" : "image/png", len, encoded);
 	mg_write(r->c, data, len);
 	free(data);

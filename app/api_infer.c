@@ -663,7 +663,7 @@ int api_model_bundle(struct req *r)
 	mg_printf(r->c,
 		  "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nTransfer-Encoding: chunked\r\n"
 		  "Content-Disposition: attachment; filename=\"model%lld_epoch%s.tar.gz\"\r\n"
-		  "X-Content-Type-Options: nosniff\r\n\r\n",
+		  HTTP_SECURITY_HEADERS "\r\n",
 		  (long long)r->id, p.label);
 	struct archive *a = archive_write_new();
 	int bad = !a || archive_write_add_filter_gzip(a) != ARCHIVE_OK ||

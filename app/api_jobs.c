@@ -29,6 +29,12 @@ static int reply_job(struct req *r, int status, int64_t id)
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
 	events_last_logs(dir, 20, cJSON_AddArrayToObject(job, "log_tail"));
+	/* where a queued job stands and why it waits: on GET, the answer that is read again */
+	const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "state"));
+	cJSON *queue = strcmp(r->ri->request_method, "GET") == 0 && state && strcmp(state, "queued") == 0
+			       ? sched_queue_json(id) : NULL;
+	if (queue)
+		cJSON_AddItemToObject(job, "queue", queue);
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddItemToObject(body, "job", job);
 	return http_json(r->c, status, body);

@@ -25,6 +25,7 @@ const char cli_user_usage[] =
 	"       deepdesk user passwd NAME [--password-file F] [--data DIR]\n"
 	"       deepdesk user role NAME ROLE [--data DIR]\n"
 	"       deepdesk user remove NAME [--data DIR]\n"
+	"       deepdesk user quota NAME [--jobs N] [--cpu-minutes N] [--gpu-minutes N] [--disk SIZE] [--data DIR]\n"
 	"\n"
 	"Accounts of the server whose data folder is DIR (default ./data).  Roles: learner\n"
 	"(their own datasets and models), instructor (everyone's), admin (everything, and\n"
@@ -36,6 +37,12 @@ const char cli_user_usage[] =
 	"  --password-file F    read the password from the first line of F (\"-\": standard\n"
 	"                       input) instead of asking on the terminal\n"
 	"  --data DIR           the data folder (default ./data)\n"
+	"  --jobs N             quota: jobs running at once\n"
+	"  --cpu-minutes N      quota: CPU-slot minutes per day (UTC)\n"
+	"  --gpu-minutes N      quota: GPU minutes per day (UTC)\n"
+	"  --disk SIZE          quota: bytes of the user's job folders (K, M, G, T suffixes)\n"
+	"                       A quota value of 0 is no limit; \"default\" is the role's\n"
+	"                       default.  Without any, `quota` shows the quota in force.\n"
 	"  -h, --help           this text\n";
 
 /* Read one line of at most AUTH_PASSWORD_MAX characters from f into buf without
@@ -120,10 +127,46 @@ static int find(const char *name, struct auth_user *u)
 	return 0;
 }
 
+/* A quota value: "default" (-1), or a whole number from 0 with an optional K,
+ * M, G or T suffix (binary) when size; 0, or 2 after saying what is wrong. */
+static int quota_value(const char *opt, const char *s, int size, int64_t *out)
+{
+	if (strcmp(s, "default") == 0) {
+		*out = -1;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	int shift = 0;
+	if (size && *end) {
+		const char *units = "KMGT";
+		const char *u = strchr(units, *end >= 'a' ? *end - 32 : *end);
+		if (u && *end) {
+			shift = 10 * (int)(u - units + 1);
+			end++;
+			if (*end == 'i' || *end == 'B')
+				end += (*end == 'i') + (end[(*end == 'i')] == 'B');
+		}
+	}
+	if (end == s || *end || errno || v < 0 || (shift && v > (INT64_MAX >> shift))) {
+		fprintf(stderr, "deepdesk user quota: %s %s: expected a whole number from 0%s, or \"default\"\n", opt, s,
+			size ? " (with K, M, G or T)" : "");
+		return 2;
+	}
+	*out = (int64_t)v << shift;
+	return 0;
+}
+
 int cli_user(int argc, char **argv)
 {
-	enum { O_ROLE = 1, O_PWFILE, O_DATA };
+	enum { O_ROLE = 1, O_PWFILE, O_DATA, O_QJOBS, O_QCPU, O_QGPU, O_QDISK };
+	struct store_quota q = { -2, -2, -2, -2 };
 	static const struct option longopts[] = {
+		{ "jobs", required_argument, NULL, O_QJOBS },
+		{ "cpu-minutes", required_argument, NULL, O_QCPU },
+		{ "gpu-minutes", required_argument, NULL, O_QGPU },
+		{ "disk", required_argument, NULL, O_QDISK },
 		{ "role", required_argument, NULL, O_ROLE },
 		{ "password-file", required_argument, NULL, O_PWFILE },
 		{ "data", required_argument, NULL, O_DATA },
@@ -145,6 +188,22 @@ int cli_user(int argc, char **argv)
 		case O_ROLE: role_s = optarg; break;
 		case O_PWFILE: pwfile = optarg; break;
 		case O_DATA: data = optarg; break;
+		case O_QJOBS:
+			if (quota_value("--jobs", optarg, 0, &q.jobs))
+				return 2;
+			break;
+		case O_QCPU:
+			if (quota_value("--cpu-minutes", optarg, 0, &q.cpu_minutes))
+				return 2;
+			break;
+		case O_QGPU:
+			if (quota_value("--gpu-minutes", optarg, 0, &q.gpu_minutes))
+				return 2;
+			break;
+		case O_QDISK:
+			if (quota_value("--disk", optarg, 1, &q.disk_bytes))
+				return 2;
+			break;
 		case 'h': fputs(cli_user_usage, stdout); return 0;
 		default: fputs(cli_user_usage, stderr); return 2;
 		}
@@ -153,7 +212,7 @@ int cli_user(int argc, char **argv)
 	char **args = argv + optind;
 	int want = strcmp(sub, "list") == 0 ? 0 : strcmp(sub, "role") == 0 ? 2 : 1;
 	if (strcmp(sub, "add") && strcmp(sub, "list") && strcmp(sub, "passwd") && strcmp(sub, "remove") &&
-	    strcmp(sub, "role")) {
+	    strcmp(sub, "role") && strcmp(sub, "quota")) {
 		fprintf(stderr, "deepdesk user: unknown command \"%s\"\n%s", sub, cli_user_usage);
 		return 2;
 	}
@@ -230,6 +289,30 @@ int cli_user(int argc, char **argv)
 		snprintf(target, sizeof target, "%s: %s -> %s", u.name, auth_role_name(u.role), auth_role_name(role));
 		auth_audit(NULL, "role_change", target, "cli");
 		printf("%s is now %s\n", u.name, auth_role_name(role));
+		rc = 0;
+	} else if (strcmp(sub, "quota") == 0) {
+		if (find(args[0], &u))
+			goto out;
+		if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2) {
+			if (store_quota_set(u.id, &q, &err) != DD_OK) {
+				fprintf(stderr, "deepdesk user: %s\n", err.msg);
+				goto out;
+			}
+			char target[256];
+			snprintf(target, sizeof target,
+				 "%s: jobs %lld, cpu_minutes %lld, gpu_minutes %lld, disk_bytes %lld (-2 kept, -1 default)",
+				 u.name, (long long)q.jobs, (long long)q.cpu_minutes, (long long)q.gpu_minutes,
+				 (long long)q.disk_bytes);
+			auth_audit(NULL, "user_quota", target, "cli");
+		}
+		struct store_quota now;
+		if (store_quota_get(u.id, &now, &err) != DD_OK) {
+			fprintf(stderr, "deepdesk user: %s\n", err.msg);
+			goto out;
+		}
+		printf("%s (%s): jobs %lld, cpu-minutes %lld, gpu-minutes %lld, disk %lld bytes (0: no limit)\n", u.name,
+		       auth_role_name(u.role), (long long)now.jobs, (long long)now.cpu_minutes, (long long)now.gpu_minutes,
+		       (long long)now.disk_bytes);
 		rc = 0;
 	} else { /* remove */
 		if (find(args[0], &u))

@@ -20,7 +20,7 @@ static int send_text(struct mg_connection *c, int status, const char *type, cons
 {
 	mg_printf(c,
 		  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n",
+		  "Cache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n",
 		  status, reason(status), type, len);
 	if (len)
 		mg_write(c, body, len);
@@ -80,7 +80,7 @@ int http_error_dd(struct mg_connection *c, const struct dd_err *err)
 
 int http_no_content(struct mg_connection *c)
 {
-	mg_printf(c, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nCache-Control: no-store\r\n\r\n");
+	mg_printf(c, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nCache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n");
 	return 204;
 }
 

@@ -61,6 +61,8 @@ static const char serve_usage[] =
 	"  --tls-cert FILE      serve HTTPS with this PEM certificate (and --tls-key)\n"
 	"  --tls-key FILE       the certificate's PEM private key\n"
 	"  --session-idle SEC   a login unused this long ends (default 28800: 8 hours)\n"
+	"  --metrics-token FILE serve Prometheus /metrics to \"Authorization: Bearer TOKEN\",\n"
+	"                       TOKEN the first line of FILE (16 characters or more)\n"
 	"  --session-max SEC    a login ends this long after it began (default 604800: 7 days)\n"
 	"  --ui-dir DIR         serve the UI from DIR instead of the copy built in (development)\n"
 	"  --log-level LEVEL    error, warn, info (default) or debug\n"
@@ -88,7 +90,7 @@ static int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
 	       O_AFILES, O_AMIB, O_ACCOUNTS, O_CERT, O_KEY, O_IDLE, O_SMAX,
-	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME };
+	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME, O_METRICS };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -104,6 +106,7 @@ static int cmd_serve(int argc, char **argv)
 		{ "accounts", required_argument, NULL, O_ACCOUNTS },
 		{ "tls-cert", required_argument, NULL, O_CERT },
 		{ "tls-key", required_argument, NULL, O_KEY },
+		{ "metrics-token", required_argument, NULL, O_METRICS },
 		{ "session-idle", required_argument, NULL, O_IDLE },
 		{ "session-max", required_argument, NULL, O_SMAX },
 		{ "executor", required_argument, NULL, O_EXEC },
@@ -159,6 +162,7 @@ static int cmd_serve(int argc, char **argv)
 			break;
 		case O_CERT: o.tls_cert = optarg; break;
 		case O_KEY: o.tls_key = optarg; break;
+		case O_METRICS: o.metrics_token = optarg; break;
 		case O_IDLE:
 			if (cli_int("--session-idle", optarg, 1, 365 * 24 * 3600, &o.session_idle_s))
 				return 2;

@@ -28,6 +28,11 @@ static const struct rule rules[] = {
 	{ "POST", "/api/v1/me/tokens", PERM_USER },
 	{ "DELETE", "/api/v1/me/tokens/{id}", PERM_USER }, /* {id} is the user's own token */
 	{ "GET", "/api/v1/audit", PERM_ADMIN },
+	{ "GET", "/api/v1/users", PERM_ADMIN },
+	{ "POST", "/api/v1/users", PERM_ADMIN },
+	{ "PATCH", "/api/v1/users/{id}", PERM_ADMIN },
+	{ "DELETE", "/api/v1/users/{id}", PERM_ADMIN },
+	{ "POST", "/api/v1/jobs/{id}/priority", PERM_JOB_WRITE }, /* and not a learner: its handler */
 	{ "GET", "/api/v1/jobs", PERM_USER },
 	{ "POST", "/api/v1/jobs", PERM_USER },
 	{ "GET", "/api/v1/jobs/{id}", PERM_JOB_READ },

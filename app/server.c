@@ -48,6 +48,7 @@
 #include "../jobs/sched.h"
 #include "api.h"
 #include "infer_service.h"
+#include "metrics.h"
 #include "auth.h"
 #include "perm.h"
 #include "store.h"
@@ -148,6 +149,11 @@ static const struct route routes[] = {
 	{ "GET", "/api/v1/evaluations/{id}/results.csv", api_eval_results_csv },
 	{ "GET", "/api/v1/evaluations/{id}/results.json", api_eval_results_json },
 	{ "GET", "/api/v1/evaluations/{id}/images/{n}", api_eval_image },
+	{ "GET", "/api/v1/users", api_users_list },
+	{ "POST", "/api/v1/users", api_users_create },
+	{ "PATCH", "/api/v1/users/{id}", api_user_patch },
+	{ "DELETE", "/api/v1/users/{id}", api_user_delete },
+	{ "POST", "/api/v1/jobs/{id}/priority", api_job_priority },
 	{ NULL, NULL, NULL },
 };
 
@@ -276,12 +282,23 @@ static int api_dispatch(struct mg_connection *c, void *data)
 				 ri->request_method, allow);
 		mg_printf(c,
 			  "HTTP/1.1 405 Method Not Allowed\r\nAllow: %s\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %d\r\n\r\n%s",
+			  "Content-Length: %d\r\n" HTTP_SECURITY_HEADERS "\r\n%s",
 			  allow, n, body);
 		return 405;
 	}
 	return http_error(c, 404, "not_found", "no such API route: %s %s", ri->request_method,
 			  ri->local_uri);
+}
+
+/* api_dispatch, timed for /metrics. */
+static int api_dispatch_timed(struct mg_connection *c, void *data)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int status = api_dispatch(c, data);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_observe((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, status);
+	return status;
 }
 
 /* ---- static files: the UI and the vendor libraries ---- */
@@ -320,7 +337,7 @@ static void send_bytes(struct mg_connection *c, const char *path, const void *da
 {
 	mg_printf(c,
 		  "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: %s\r\n"
-		  "X-Content-Type-Options: nosniff\r\n\r\n",
+		  HTTP_SECURITY_HEADERS "\r\n",
 		  mime_for(path), len, cache ? "public, max-age=3600" : "no-cache");
 	if (strcmp(mg_get_request_info(c)->request_method, "HEAD") != 0)
 		mg_write(c, data, len);
@@ -381,7 +398,8 @@ extern const char openapi_json[]; /* build/openapi.c, from app/openapi.json */
 int api_openapi(struct req *r)
 {
 	size_t len = strlen(openapi_json);
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n", len);
+	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n" HTTP_SECURITY_HEADERS "\r\n",
+		  len);
 	mg_write(r->c, openapi_json, len);
 	return 200;
 }
@@ -439,7 +457,8 @@ int api_info(struct req *r)
 	cJSON_AddNumberToObject(cpu, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
 	cJSON_AddItemToObject(o, "gpus", sched_gpus_json()); /* those the scheduler hands out */
 	cJSON *d = cJSON_AddObjectToObject(o, "data");
-	cJSON_AddStringToObject(d, "path", S.data_dir);
+	if (!r->auth || !r->auth->accounts || r->auth->user.role == ROLE_ADMIN)
+		cJSON_AddStringToObject(d, "path", S.data_dir); /* a server path: for admins only */
 	cJSON_AddNumberToObject(d, "used_bytes", (double)used_now);
 	struct statvfs vfs;
 	if (statvfs(S.data_dir, &vfs) == 0) {
@@ -811,6 +830,10 @@ int server_run(const struct server_opts *opts)
 	if (opts->tls_cert && tls_setup(opts, pem, sizeof pem, listen, sizeof listen))
 		return 1;
 	sweep_uploads();
+	if (metrics_configure(opts->metrics_token, &err) != DD_OK) {
+		log_error("%s", err.msg);
+		return 1;
+	}
 
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -879,8 +902,8 @@ int server_run(const struct server_opts *opts)
 		sched_stop();
 		return 1;
 	}
-	mg_set_request_handler(ctx, "/api/v1/", api_dispatch, (void *)routes);
-	mg_set_request_handler(ctx, "/api/v1$", api_dispatch, (void *)routes);
+	mg_set_request_handler(ctx, "/api/v1/", api_dispatch_timed, (void *)routes);
+	mg_set_request_handler(ctx, "/api/v1$", api_dispatch_timed, (void *)routes);
 	for (const struct route *rt = digits_routes; rt->pattern; rt++) {
 		/* CivetWeb's pattern: a {segment} is "*" (anything but '/'), then match() parses it */
 		char exact[256];
@@ -894,8 +917,9 @@ int server_run(const struct server_opts *opts)
 		}
 		exact[o++] = '$';
 		exact[o] = 0;
-		mg_set_request_handler(ctx, exact, api_dispatch, (void *)digits_routes);
+		mg_set_request_handler(ctx, exact, api_dispatch_timed, (void *)digits_routes);
 	}
+	mg_set_request_handler(ctx, "/metrics$", metrics_handler, NULL);
 	mg_set_request_handler(ctx, "/", static_handler, NULL);
 	ws_register(ctx, ws_limit);
 

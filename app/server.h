@@ -22,6 +22,7 @@ struct server_opts {
 	long long archive_max_files, archive_max_bytes; /* 0: archive.h's defaults */
 	enum { ACCOUNTS_AUTO, ACCOUNTS_OFF, ACCOUNTS_ON } accounts; /* auto: off on loopback only */
 	const char *tls_cert, *tls_key; /* PEM files; both or neither */
+	const char *metrics_token; /* a file whose first line is /metrics' bearer token; NULL: no /metrics */
 	int session_idle_s, session_max_s; /* 0: 8 hours idle, 7 days in all */
 	const char *executor;     /* --executor: "local", "slurm", "model=slurm,dataset=local" */
 	struct slurm_opts slurm;  /* --slurm-partition, -account, -cpus, -mem, -time */

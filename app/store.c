@@ -129,6 +129,18 @@ static const char *const migrations[] = {
 	"  reason TEXT NOT NULL DEFAULT '',"
 	"  position INTEGER NOT NULL DEFAULT 0,"
 	"  restarts INTEGER NOT NULL DEFAULT 0);",
+	/* 3 -> 4: the fair queue and quotas (jobs/sched.c's fair section).  A
+	 * queued job with a higher priority goes first (an instructor's "move to
+	 * front"); a user's quota row overrides the defaults of their role, a NULL
+	 * field keeps its role's default, 0 is no limit. */
+	"ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN gpus_held INTEGER NOT NULL DEFAULT 0;" /* GPUs of its last run, for GPU minutes */
+	"CREATE TABLE quotas ("
+	"  user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,"
+	"  jobs INTEGER,"
+	"  cpu_minutes INTEGER,"
+	"  gpu_minutes INTEGER,"
+	"  disk_bytes INTEGER);",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -535,11 +547,13 @@ static void fill_row(sqlite3_stmt *st, struct job_row *r)
 	r->cpu_slots = sqlite3_column_int(st, 8);
 	if (r->cpu_slots < 1)
 		r->cpu_slots = 1;
+	r->owner_id = sqlite3_column_int64(st, 9);
+	r->priority = sqlite3_column_int(st, 10);
 }
 
 #define ROW_COLS                                                                               \
 	"id,kind,state,coalesce(pid,0),coalesce(pid_start,0),ev_offset,ev_seq,abort_requested,"  \
-	"coalesce(json_extract(resources,'$.cpu_slots'),1)"
+	"coalesce(json_extract(resources,'$.cpu_slots'),1),coalesce(owner_id,0),priority"
 
 int store_job_row(int64_t id, struct job_row *row, struct dd_err *err)
 {
@@ -889,4 +903,277 @@ void store_job_exec_json(int64_t id, cJSON *job)
 		cJSON_AddNumberToObject(e, "restarts", sqlite3_column_int(st, 5));
 	}
 	release(st);
+}
+
+/* ---- the fair queue and quotas ---- */
+
+int store_jobs_queue(struct job_row **rows, int *n, struct dd_err *err)
+{
+	*rows = NULL;
+	*n = 0;
+	sqlite3_stmt *st = prep("SELECT " ROW_COLS " FROM jobs WHERE state='queued' ORDER BY priority DESC, id", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	int cap = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct job_row *grown = realloc(*rows, (size_t)cap * sizeof **rows);
+			if (!grown) {
+				release(st);
+				free(*rows);
+				*rows = NULL;
+				*n = 0;
+				return dd_err_set(err, DD_ENOMEM, "out of memory");
+			}
+			*rows = grown;
+		}
+		fill_row(st, &(*rows)[(*n)++]);
+	}
+	release(st);
+	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), "listing the queue");
+}
+
+int store_job_set_priority(int64_t id, int priority, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET priority=?2 WHERE id=?1 AND state='queued'", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int(st, 2, priority);
+	}
+	int rc = update_one(st, id, "changing a job's priority", err);
+	if (rc == DD_ENOENT) {
+		struct job_row row;
+		if (store_job_row(id, &row, NULL) == DD_OK)
+			rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s: only a queued job has a place in the queue",
+					(long long)id, job_state_name(row.state));
+	}
+	return rc;
+}
+
+int store_queue_max_priority(int *max, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("SELECT coalesce(max(priority),0) FROM jobs WHERE state='queued'", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	*max = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+	release(st);
+	return DD_OK;
+}
+
+/* The defaults of each role: a learner runs 2 jobs at once, 10 CPU-slot hours
+ * and 2 GPU hours a day, in 10 GiB; instructors 4 jobs, admins no limit. */
+void store_quota_default(const char *role, struct store_quota *q)
+{
+	if (role && strcmp(role, "learner") == 0)
+		*q = (struct store_quota){ 2, 600, 120, 10ll << 30 };
+	else if (role && strcmp(role, "instructor") == 0)
+		*q = (struct store_quota){ 4, 0, 0, 0 };
+	else
+		*q = (struct store_quota){ 0, 0, 0, 0 };
+}
+
+int store_quota_get(int64_t user_id, struct store_quota *q, struct dd_err *err)
+{
+	memset(q, 0, sizeof *q);
+	if (user_id <= 0)
+		return DD_OK; /* the local user of a server without accounts: no limit */
+	sqlite3_stmt *st = prep("SELECT u.role,q.jobs,q.cpu_minutes,q.gpu_minutes,q.disk_bytes FROM users u"
+				" LEFT JOIN quotas q ON q.user_id=u.id WHERE u.id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, user_id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		store_quota_default((const char *)sqlite3_column_text(st, 0), q);
+		int64_t *f[] = { &q->jobs, &q->cpu_minutes, &q->gpu_minutes, &q->disk_bytes };
+		for (int i = 0; i < 4; i++)
+			if (sqlite3_column_type(st, 1 + i) != SQLITE_NULL)
+				*f[i] = sqlite3_column_int64(st, 1 + i);
+	}
+	release(st);
+	if (rc == SQLITE_DONE)
+		return DD_OK; /* a removed account: its jobs have no limit */
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a quota");
+}
+
+int store_quota_set(int64_t user_id, const struct store_quota *q, struct dd_err *err)
+{
+	int rc = exec("BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = prep("INSERT OR IGNORE INTO quotas(user_id) SELECT id FROM users WHERE id=?", err);
+	if (!st) {
+		rc = err ? err->code : DD_EIO;
+		goto fail;
+	}
+	sqlite3_bind_int64(st, 1, user_id);
+	if ((rc = step_done(st, "making a quota", err)))
+		goto fail;
+	st = prep("UPDATE quotas SET jobs=CASE ?2 WHEN -2 THEN jobs WHEN -1 THEN NULL ELSE ?2 END,"
+		  " cpu_minutes=CASE ?3 WHEN -2 THEN cpu_minutes WHEN -1 THEN NULL ELSE ?3 END,"
+		  " gpu_minutes=CASE ?4 WHEN -2 THEN gpu_minutes WHEN -1 THEN NULL ELSE ?4 END,"
+		  " disk_bytes=CASE ?5 WHEN -2 THEN disk_bytes WHEN -1 THEN NULL ELSE ?5 END WHERE user_id=?1",
+		  err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, user_id);
+		sqlite3_bind_int64(st, 2, q->jobs);
+		sqlite3_bind_int64(st, 3, q->cpu_minutes);
+		sqlite3_bind_int64(st, 4, q->gpu_minutes);
+		sqlite3_bind_int64(st, 5, q->disk_bytes);
+	}
+	if ((rc = update_one(st, user_id, "changing a quota", err))) {
+		if (rc == DD_ENOENT)
+			rc = dd_err_set(err, DD_ENOENT, "user %lld does not exist", (long long)user_id);
+		goto fail;
+	}
+	return exec("COMMIT", err);
+fail:
+	exec("ROLLBACK", NULL);
+	return rc;
+}
+
+int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct dd_err *err)
+{
+	memset(u, 0, sizeof *u);
+	int64_t now = fs_now_ms();
+	/* slot-milliseconds and GPU-milliseconds of the runs that overlap [since, now] */
+	sqlite3_stmt *st = prep(
+		"SELECT coalesce(sum((coalesce(finished_at,?3) - max(started_at,?2))"
+		"   * coalesce(json_extract(resources,'$.cpu_slots'),1)),0),"
+		" coalesce(sum((coalesce(finished_at,?3) - max(started_at,?2)) * gpus_held),0),"
+		" (SELECT count(*) FROM jobs WHERE owner_id=?1 AND state='running'),"
+		" (SELECT count(*) FROM jobs WHERE owner_id=?1 AND state='queued')"
+		" FROM jobs WHERE owner_id=?1 AND started_at IS NOT NULL AND coalesce(finished_at,?3) > ?2",
+		err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, user_id);
+	sqlite3_bind_int64(st, 2, since_ms);
+	sqlite3_bind_int64(st, 3, now);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		u->cpu_minutes = sqlite3_column_double(st, 0) / 60000.0;
+		u->gpu_minutes = sqlite3_column_double(st, 1) / 60000.0;
+		u->running = sqlite3_column_int(st, 2);
+		u->queued = sqlite3_column_int(st, 3);
+	}
+	release(st);
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a user's usage");
+}
+
+int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err)
+{
+	*ids = NULL;
+	*n = 0;
+	sqlite3_stmt *st = prep("SELECT id FROM jobs WHERE owner_id=? ORDER BY id", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, user_id);
+	int cap = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			int64_t *grown = realloc(*ids, (size_t)cap * sizeof **ids);
+			if (!grown) {
+				release(st);
+				free(*ids);
+				*ids = NULL;
+				*n = 0;
+				return dd_err_set(err, DD_ENOMEM, "out of memory");
+			}
+			*ids = grown;
+		}
+		(*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+	}
+	release(st);
+	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), "listing a user's jobs");
+}
+
+int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE users SET disabled=?2 WHERE id=?1", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, user_id);
+		sqlite3_bind_int(st, 2, disabled != 0);
+	}
+	int rc = update_one(st, user_id, "disabling a user", err);
+	if (rc == DD_ENOENT)
+		return dd_err_set(err, DD_ENOENT, "user %lld does not exist", (long long)user_id);
+	if (rc == DD_OK && disabled) {
+		/* a disabled account is logged out everywhere */
+		st = prep("DELETE FROM sessions WHERE user_id=?", err);
+		if (!st)
+			return err ? err->code : DD_EIO;
+		sqlite3_bind_int64(st, 1, user_id);
+		rc = step_done(st, "ending a user's sessions", err);
+	}
+	return rc;
+}
+
+int store_jobs_by_state(cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT state,count(*) FROM jobs GROUP BY state", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	cJSON *o = cJSON_CreateObject();
+	while (o && sqlite3_step(st) == SQLITE_ROW)
+		cJSON_AddNumberToObject(o, (const char *)sqlite3_column_text(st, 0), sqlite3_column_double(st, 1));
+	release(st);
+	if (!o)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	*out = o;
+	return DD_OK;
+}
+
+int64_t store_user_id(const char *name)
+{
+	if (!name)
+		return 0;
+	sqlite3_stmt *st = prep("SELECT id FROM users WHERE name=?", NULL);
+	if (!st)
+		return 0;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	int64_t id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	release(st);
+	return id;
+}
+
+int64_t store_owner_last_start(int64_t owner_id)
+{
+	sqlite3_stmt *st = prep("SELECT coalesce(max(started_at),0) FROM jobs WHERE coalesce(owner_id,0)=?", NULL);
+	if (!st)
+		return 0;
+	sqlite3_bind_int64(st, 1, owner_id);
+	int64_t at = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	release(st);
+	return at;
+}
+
+void store_queue_waits(double *oldest_s, double *sum_s, double *count)
+{
+	*oldest_s = *sum_s = *count = 0;
+	sqlite3_stmt *st = prep("SELECT (SELECT coalesce(?1 - min(created_at),0) FROM jobs WHERE state='queued'),"
+				" coalesce(sum(started_at - created_at),0), count(*) FROM jobs WHERE started_at IS NOT NULL",
+				NULL);
+	if (!st)
+		return;
+	sqlite3_bind_int64(st, 1, fs_now_ms());
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*oldest_s = sqlite3_column_double(st, 0) / 1000.0;
+		*sum_s = sqlite3_column_double(st, 1) / 1000.0;
+		*count = sqlite3_column_double(st, 2);
+	}
+	release(st);
+}
+
+int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("UPDATE jobs SET gpus_held=?2 WHERE id=?1", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int(st, 2, n);
+	}
+	return update_one(st, id, "recording a job's GPUs", err);
 }

@@ -30,6 +30,8 @@ struct job_row {
 	int64_t ev_offset, ev_seq;
 	int abort_requested;
 	int cpu_slots;
+	int64_t owner_id; /* 0: the local user, or a removed account */
+	int priority;     /* higher goes first in the queue */
 };
 
 /* Open (creating) DATA/deepdesk.db and migrate it to the current schema. */
@@ -96,5 +98,52 @@ int store_job_exec_state(int64_t id, const char *state, const char *reason, int 
 			 struct dd_err *err);
 int store_job_exec_get(int64_t id, char *name, size_t name_len, char *ext_id, size_t ext_len);
 void store_job_exec_json(int64_t id, cJSON *job);
+
+/* ---- the fair queue and quotas (jobs/sched.c's fair section, app/api_users.c) ---- */
+
+/* Every queued job, highest priority first, then oldest first; caller frees. */
+int store_jobs_queue(struct job_row **rows, int *n, struct dd_err *err);
+/* Set the priority of a queued job; DD_ECONFLICT when it is not queued. */
+int store_job_set_priority(int64_t id, int priority, struct dd_err *err);
+/* The highest priority among queued jobs (0 when none). */
+int store_queue_max_priority(int *max, struct dd_err *err);
+
+/* A user's limits; 0 in a field is no limit. */
+struct store_quota {
+	int64_t jobs;        /* running at once */
+	int64_t cpu_minutes; /* CPU-slot minutes per UTC day */
+	int64_t gpu_minutes; /* GPU minutes per UTC day */
+	int64_t disk_bytes;  /* the user's job folders together */
+};
+/* What a user uses: minutes since a time, jobs running and queued now. */
+struct store_usage {
+	double cpu_minutes, gpu_minutes;
+	int running, queued;
+};
+/* The defaults of a role ("learner", …). */
+void store_quota_default(const char *role, struct store_quota *q);
+/* The quota in force for user_id (its role's defaults where it has none of its
+ * own); all zero (no limit) for user 0 or an account that no longer exists. */
+int store_quota_get(int64_t user_id, struct store_quota *q, struct dd_err *err);
+/* Change user_id's quota: per field -2 leaves it, -1 goes back to the role's
+ * default, 0 or more sets it.  DD_ENOENT when there is no such user. */
+int store_quota_set(int64_t user_id, const struct store_quota *q, struct dd_err *err);
+/* user_id's usage since since_ms (epoch ms). */
+int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct dd_err *err);
+/* The ids of user_id's jobs; caller frees *ids. */
+int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err);
+/* Disable (ending its sessions) or enable an account. */
+int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err);
+/* How many GPUs job id holds in its run (counted into its owner's GPU minutes). */
+int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err);
+/* When a job of owner_id (0: the local user) last started, epoch ms; 0: never. */
+int64_t store_owner_last_start(int64_t owner_id);
+/* For /metrics: how long the oldest queued job has waited, and the sum and
+ * count of the waits (creation to start) of every job that started. */
+void store_queue_waits(double *oldest_s, double *sum_s, double *count);
+/* The id of the account called name, 0 when none (the local user). */
+int64_t store_user_id(const char *name);
+/* {"queued": n, "running": n, …} over all jobs; caller frees *out. */
+int store_jobs_by_state(cJSON **out, struct dd_err *err);
 
 #endif

@@ -544,23 +544,45 @@ done:
 	return rc;
 }
 
+/* An owner of queued jobs, as the fair queue (below) weighs them. */
+struct fair_owner {
+	int64_t id;
+	int running;
+	int64_t limit;      /* running jobs at once, 0: none */
+	int64_t last_start; /* when a job of theirs last started (ms), 0: never */
+};
+static int fair_owners(const struct job_row *rows, int n, struct fair_owner **out, int *nout, struct dd_err *err);
+static int fair_next(const struct job_row *rows, int n, const char *taken, struct fair_owner *o, int no);
+static struct fair_owner *fair_owner_of(struct fair_owner *o, int n, int64_t id);
+
+/* Start what the fair queue says may start (see "the fair queue" below): the
+ * next job by fair_next, while it fits; a job that does not fit blocks those
+ * behind it, so a big job is not starved by a stream of small ones.  A job
+ * whose job.json is not written yet (sched_submit is between its two steps) is
+ * not ready: it and those behind it wait for the next tick. */
 static void start_queued(void)
 {
 	struct job_row *rows = NULL;
-	int n = 0;
+	struct fair_owner *owners = NULL;
+	char *taken = NULL;
+	int n = 0, nowners = 0;
 	struct dd_err err = { 0 };
 	/* full, and no kind goes to a cluster: nothing can start */
 	if (S.slots_used >= S.cfg.cpu_slots && !S.any_cluster)
 		return;
-	if (store_jobs_in_state(JOB_QUEUED, &rows, &n, &err) != DD_OK) {
+	if (store_jobs_queue(&rows, &n, &err) != DD_OK) {
 		log_warn("scheduler: %s", err.msg);
 		return;
 	}
-	/* First come, first served: a job that does not fit blocks those behind it,
-	 * so a big job is not starved by a stream of small ones.  A job whose
-	 * job.json is not written yet (sched_submit is between its two steps) is
-	 * not ready: it and those behind it wait for the next tick. */
-	for (int i = 0; i < n && !S.stopping; i++) {
+	if (n == 0 || fair_owners(rows, n, &owners, &nowners, &err) != DD_OK || !(taken = calloc((size_t)n, 1))) {
+		if (n)
+			log_warn("scheduler: %s", err.msg[0] ? err.msg : "out of memory");
+		goto out;
+	}
+	while (!S.stopping) {
+		int i = fair_next(rows, n, taken, owners, nowners);
+		if (i < 0)
+			break;
 		char path[PATH_MAX + 16];
 		sched_job_dir(rows[i].id, path, sizeof path);
 		strcat(path, "/job.json");
@@ -572,9 +594,18 @@ static void start_queued(void)
 		int fit = cluster ? 1 : take_gpus(&rows[i], path, gpus, &ngpus);
 		if (fit == 0) /* its GPUs are busy: it and those behind it wait */
 			break;
-		if (fit > 0)
+		taken[i] = 1;
+		if (fit > 0) {
+			store_job_set_gpus_held(rows[i].id, ngpus, NULL); /* its owner's GPU minutes */
 			start_job(&rows[i], gpus, ngpus);
+			struct fair_owner *w = fair_owner_of(owners, nowners, rows[i].owner_id);
+			w->running++;
+			w->last_start = fs_now_ms();
+		}
 	}
+out:
+	free(taken);
+	free(owners);
 	free(rows);
 }
 
@@ -786,6 +817,230 @@ void sched_stop(void)
 	S.nrunning = S.cap = S.slots_used = 0;
 }
 
+/* ---- the fair queue ----
+ *
+ * Queued jobs start round-robin across their owners: the next job is the
+ * oldest waiting job of the owner with the fewest running jobs (of those, the
+ * owner served longest ago), so one user's twenty-job sweep does not starve
+ * the others.  Priority (an instructor's
+ * "move to front") goes before fairness; an owner at their limit of running
+ * jobs (store_quota.jobs) waits.  With accounts off every job is owner 0's and
+ * the order is first come, first served.  The same order answers "where is my
+ * job and why does it wait" (sched_queue_json), and sched_quota_check refuses
+ * at creation a job whose owner is over a daily or disk quota.  A running job
+ * that uses up its owner's minutes is left to finish: the quota refuses the
+ * next job, it does not kill work already paid for. */
+
+static struct fair_owner *fair_owner_of(struct fair_owner *o, int n, int64_t id)
+{
+	for (int i = 0; i < n; i++)
+		if (o[i].id == id)
+			return &o[i];
+	return &o[0]; /* fair_owners made one for every queued job's owner */
+}
+
+/* The owners of the queued rows with their running jobs and limits; caller
+ * frees *out. */
+static int fair_owners(const struct job_row *rows, int n, struct fair_owner **out, int *nout, struct dd_err *err)
+{
+	struct job_row *run = NULL;
+	int nrun = 0, k = 0;
+	*out = NULL;
+	*nout = 0;
+	int rc = store_jobs_in_state(JOB_RUNNING, &run, &nrun, err);
+	if (rc)
+		return rc;
+	struct fair_owner *o = calloc((size_t)n, sizeof *o);
+	if (!o) {
+		free(run);
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		int j = 0;
+		while (j < k && o[j].id != rows[i].owner_id)
+			j++;
+		if (j < k)
+			continue;
+		o[k].id = rows[i].owner_id;
+		struct store_quota q;
+		if (store_quota_get(o[k].id, &q, NULL) == DD_OK)
+			o[k].limit = q.jobs;
+		o[k].last_start = store_owner_last_start(o[k].id);
+		for (int r = 0; r < nrun; r++)
+			o[k].running += run[r].owner_id == o[k].id;
+		k++;
+	}
+	free(run);
+	*out = o;
+	*nout = k;
+	return DD_OK;
+}
+
+/* The index of the next job to start among rows (in queue order: priority,
+ * then age) not yet taken, or -1: highest priority, then the owner with the
+ * fewest running jobs, then the owner served longest ago (round-robin, which
+ * matters when one slot makes everyone's running count 0), then the oldest
+ * job; owners at their limit are skipped. */
+static int fair_next(const struct job_row *rows, int n, const char *taken, struct fair_owner *o, int no)
+{
+	int best = -1;
+	const struct fair_owner *bw = NULL;
+	for (int i = 0; i < n; i++) {
+		if (taken[i])
+			continue;
+		const struct fair_owner *w = fair_owner_of(o, no, rows[i].owner_id);
+		if (w->limit > 0 && w->running >= w->limit)
+			continue;
+		if (best < 0 || rows[i].priority > rows[best].priority ||
+		    (rows[i].priority == rows[best].priority &&
+		     (w->running < bw->running || (w->running == bw->running && w->last_start < bw->last_start)))) {
+			best = i;
+			bw = w;
+		}
+	}
+	return best;
+}
+
+cJSON *sched_queue_json(int64_t id)
+{
+	struct job_row *rows = NULL;
+	struct fair_owner *o = NULL;
+	char *taken = NULL;
+	int n = 0, no = 0, at = -1;
+	cJSON *q = NULL;
+	if (store_jobs_queue(&rows, &n, NULL) != DD_OK || n == 0)
+		goto out;
+	for (int i = 0; i < n; i++)
+		if (rows[i].id == id)
+			at = i;
+	if (at < 0 || fair_owners(rows, n, &o, &no, NULL) != DD_OK || !(taken = calloc((size_t)n, 1)))
+		goto out;
+	struct fair_owner *mine = fair_owner_of(o, no, rows[at].owner_id);
+	int limited = mine->limit > 0 && mine->running >= mine->limit;
+	/* the order the scheduler would start them in, were every job one slot */
+	int ahead = 0;
+	for (;;) {
+		int i = fair_next(rows, n, taken, o, no);
+		if (i < 0 || i == at)
+			break;
+		taken[i] = 1;
+		struct fair_owner *w = fair_owner_of(o, no, rows[i].owner_id);
+		w->running++;
+		w->last_start = INT64_MAX - n + ahead; /* served now, after every real start */
+		ahead++;
+	}
+	if (limited || fair_next(rows, n, taken, o, no) != at) {
+		/* behind every job that can start: those ahead, and the rest of the queue */
+		ahead = 0;
+		for (int i = 0; i < n; i++)
+			ahead += i != at;
+	}
+	int used, total;
+	sched_slots(&used, &total);
+	int want = rows[at].cpu_slots, free_slots = total - used;
+	char why[160];
+	if (limited)
+		snprintf(why, sizeof why, "your limit of %lld running job%s is reached", (long long)mine->limit,
+			 mine->limit == 1 ? "" : "s");
+	else if (ahead == 0 && want <= free_slots)
+		snprintf(why, sizeof why, "starting");
+	else if (ahead == 0)
+		snprintf(why, sizeof why, "waiting for %d CPU slot%s (%d of %d free)", want, want == 1 ? "" : "s",
+			 free_slots, total);
+	else
+		snprintf(why, sizeof why, "waiting for %d CPU slot%s; %d job%s ahead", want, want == 1 ? "" : "s", ahead,
+			 ahead == 1 ? "" : "s");
+	q = cJSON_CreateObject();
+	if (!q)
+		goto out;
+	cJSON_AddNumberToObject(q, "position", ahead + 1);
+	cJSON_AddNumberToObject(q, "ahead", ahead);
+	cJSON_AddNumberToObject(q, "queued", n);
+	cJSON_AddNumberToObject(q, "priority", rows[at].priority);
+	cJSON_AddNumberToObject(q, "cpu_slots", want);
+	cJSON_AddNumberToObject(q, "cpu_slots_free", free_slots);
+	cJSON_AddNumberToObject(q, "running_jobs", mine->running);
+	if (mine->limit > 0)
+		cJSON_AddNumberToObject(q, "running_limit", (double)mine->limit);
+	else
+		cJSON_AddNullToObject(q, "running_limit");
+	cJSON_AddStringToObject(q, "reason", why);
+out:
+	free(taken);
+	free(o);
+	free(rows);
+	return q;
+}
+
+int sched_move_to_front(int64_t id, struct dd_err *err)
+{
+	int max = 0;
+	int rc = store_queue_max_priority(&max, err);
+	if (rc == DD_OK)
+		rc = store_job_set_priority(id, max + 1, err);
+	if (rc == DD_OK) {
+		sched_job_changed(id);
+		wake();
+	}
+	return rc;
+}
+
+int sched_set_priority(int64_t id, int priority, struct dd_err *err)
+{
+	int rc = store_job_set_priority(id, priority, err);
+	if (rc == DD_OK) {
+		sched_job_changed(id);
+		wake();
+	}
+	return rc;
+}
+
+void sched_owner_disk(int64_t owner_id, uint64_t *bytes)
+{
+	int64_t *ids = NULL;
+	int n = 0;
+	*bytes = 0;
+	if (store_job_ids_of(owner_id, &ids, &n, NULL) != DD_OK)
+		return;
+	for (int i = 0; i < n; i++) {
+		char dir[PATH_MAX];
+		sched_job_dir(ids[i], dir, sizeof dir);
+		*bytes += fs_tree_bytes(dir);
+	}
+	free(ids);
+}
+
+int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err)
+{
+	struct store_quota q;
+	struct store_usage u;
+	if (owner_id <= 0)
+		return DD_OK;
+	int rc = store_quota_get(owner_id, &q, err);
+	if (rc)
+		return rc;
+	int64_t now = fs_now_ms();
+	if ((q.cpu_minutes || q.gpu_minutes) && (rc = store_usage(owner_id, now - now % 86400000, &u, err)))
+		return rc;
+	if (q.cpu_minutes && u.cpu_minutes >= (double)q.cpu_minutes)
+		return dd_err_set(err, DD_EPERM,
+				  "quota: %.0f of your %lld CPU minutes for today are used; more after 00:00 UTC",
+				  u.cpu_minutes, (long long)q.cpu_minutes);
+	if (gpu && q.gpu_minutes && u.gpu_minutes >= (double)q.gpu_minutes)
+		return dd_err_set(err, DD_EPERM,
+				  "quota: %.0f of your %lld GPU minutes for today are used; more after 00:00 UTC",
+				  u.gpu_minutes, (long long)q.gpu_minutes);
+	if (q.disk_bytes) {
+		uint64_t used;
+		sched_owner_disk(owner_id, &used);
+		if (used >= (uint64_t)q.disk_bytes)
+			return dd_err_set(err, DD_EPERM,
+					  "quota: your jobs use %llu bytes of disk, your limit is %lld: delete some first",
+					  (unsigned long long)used, (long long)q.disk_bytes);
+	}
+	return DD_OK;
+}
+
 /* ---- requests from API threads ---- */
 
 int sched_submit(const char *kind_name, const char *name, const char *owner, cJSON *params,
@@ -812,6 +1067,8 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
 				  S.cfg.cpu_slots);
+	if ((rc = sched_quota_check(store_user_id(owner), want > 0, err)))
+		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	char resources[96];
 	snprintf(resources, sizeof resources, "{\"cpu_slots\":%d,\"gpus\":[]}", cpu_slots);
@@ -897,6 +1154,8 @@ int sched_requeue(int64_t id, cJSON *params, struct dd_err *err)
 		return rc;
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	if ((rc = gpu_request(params, S.ngpu, &want, ids, &nids, err)))
+		return rc;
+	if ((rc = sched_quota_check(row.owner_id, want > 0, err)))
 		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	if (!params_json)

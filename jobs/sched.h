@@ -63,6 +63,22 @@ void sched_job_dir(int64_t id, char *buf, size_t len);
 /* Slots in use and in all. */
 void sched_slots(int *used, int *total);
 
+/* ---- the fair queue and quotas ---- */
+/* Where queued job id stands: {"position","ahead","queued","priority",
+ * "cpu_slots","cpu_slots_free","running_jobs","running_limit","reason"}, or
+ * NULL when it is not queued.  Caller frees. */
+cJSON *sched_queue_json(int64_t id);
+/* Put a queued job before every other (DD_ECONFLICT when it is not queued). */
+int sched_move_to_front(int64_t id, struct dd_err *err);
+/* Set a queued job's priority (higher first; 0 is everyone's). */
+int sched_set_priority(int64_t id, int priority, struct dd_err *err);
+/* DD_OK, or DD_EPERM naming the limit and the usage when owner_id (0: the
+ * local user, never limited) may not queue another job (gpu: one that asks
+ * for a GPU) today. */
+int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err);
+/* The bytes of owner_id's job folders. */
+void sched_owner_disk(int64_t owner_id, uint64_t *bytes);
+
 struct backend_gpu;
 /* The GPUs the scheduler hands out (found at sched_start), at most max into out,
  * and in holder[i] (may be NULL) the id of the job holding GPU i, 0 when free.

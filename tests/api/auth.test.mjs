@@ -12,22 +12,9 @@ import { join } from 'node:path';
 import {
   BIN, TEST_TMP, WebSocket, startServer, waitState, waitFor, sleep, killTrackedPids, trackPid, loadOpenApi, assertSchema,
 } from './helpers.mjs';
+import { PASSWORD, makeAccounts, cookieOf, login, asUser } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
-
-const PASSWORD = 'correct-horse-1';
-
-/** A data folder with accounts made by the CLI: {name: role}. */
-function makeAccounts(users) {
-  const dir = mkdtempSync(join(TEST_TMP, 'deepdesk-auth-'));
-  const pwFile = join(dir, 'pw');
-  writeFileSync(pwFile, `${PASSWORD}\n`);
-  const data = join(dir, 'data');
-  for (const [name, role] of Object.entries(users)) {
-    execFileSync(BIN, ['user', 'add', name, '--role', role, '--password-file', pwFile, '--data', data]);
-  }
-  return { dir, data, pwFile };
-}
 
 /** `deepdesk serve` that is expected to refuse: its exit code and stderr. */
 function refusedStart(args) {
@@ -38,20 +25,6 @@ function refusedStart(args) {
     const t = setTimeout(() => p.kill('SIGKILL'), 10000);
     p.on('exit', (code) => { clearTimeout(t); resolve({ code, stderr: err }); });
   });
-}
-
-/** The value of the dd_session cookie in a Set-Cookie header. */
-const cookieOf = (setCookie) => /dd_session=([^;]*)/.exec(setCookie || '')?.[1];
-
-async function login(server, name, password = PASSWORD, headers = {}) {
-  const r = await server.api('POST', '/api/v1/login', { name, password }, headers);
-  const token = cookieOf(r.headers.get('set-cookie'));
-  return { ...r, token, cookie: `dd_session=${token}`, csrf: r.body?.csrf_token };
-}
-
-/** A client for one session: every call carries the cookie and the CSRF token. */
-function asUser(server, s) {
-  return (method, path, body) => server.api(method, path, body, { cookie: s.cookie, 'x-csrf-token': s.csrf });
 }
 
 function wsOpen(url, headers) {

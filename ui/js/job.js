@@ -197,12 +197,16 @@ export function mountJob(root, { id, navigate, dataset = false, model = false })
     setText(barPct, j.state === 'queued' ? 'Queued' : percent(p));
   }
 
+  let queueTicks = 0;
+  const queueText = (q) => (q ? `number ${q.position} in the queue: ${q.reason}` : 'waiting for a free slot');
   function tick() {
     if (!job) return;
     const now = Date.now();
     setText(metaCreated, relTime(job.created_at, now));
     setText(metaElapsed, duration(elapsedOf(job, now)));
-    setText(barEta, job.state === 'running' ? etaText(etaOf(job, now)) : job.state === 'queued' ? 'waiting for a free slot' : '');
+    setText(barEta, job.state === 'running' ? etaText(etaOf(job, now)) : job.state === 'queued' ? queueText(job.queue) : '');
+    // a queued job's place moves as others start: read it again every 5 s
+    if (job.state === 'queued' && !refreshing && ++queueTicks % 5 === 0) refreshDetail();
   }
 
   function renderDetails() {

@@ -1,0 +1,175 @@
+/* test_quota.c — the store's side of the fair queue and quotas: the queue's
+ * order (priority, then age), priorities only for queued jobs, quotas by role
+ * and per user (kept, reset, no limit), a day's usage counted from the runs
+ * that overlap it, and the owner served last. */
+#define _GNU_SOURCE
+#include "../../app/store.h"
+#include "../../common/fsutil.h"
+#include "check.h"
+
+static char dir[64];
+
+static int64_t add_user(const char *name, const char *role)
+{
+	char sql[256];
+	snprintf(sql, sizeof sql, "INSERT INTO users(name,role,pwhash,created_at) VALUES('%s','%s','x',0)", name, role);
+	CHECK_EQ_INT(sqlite3_exec(store_conn(NULL), sql, NULL, NULL, NULL), SQLITE_OK);
+	return sqlite3_last_insert_rowid(store_conn(NULL));
+}
+
+static int64_t new_job(const char *owner, const char *resources)
+{
+	int64_t id = 0;
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(store_job_insert("test", "j", owner, "{}", resources, NULL, 0, &id, &err), DD_OK);
+	return id;
+}
+
+#define SQL(...)                                                                       \
+	do {                                                                           \
+		char text_[512];                                                       \
+		snprintf(text_, sizeof text_, __VA_ARGS__);                            \
+		CHECK_EQ_INT(sqlite3_exec(store_conn(NULL), text_, NULL, NULL, NULL), SQLITE_OK); \
+	} while (0)
+
+static void test_queue_order_and_priority(void)
+{
+	int64_t ann = add_user("ann", "learner");
+	int64_t a = new_job("ann", NULL), b = new_job("local", NULL), c = new_job("ann", NULL);
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(store_job_set_priority(c, 5, &err), DD_OK);
+	struct job_row *rows = NULL;
+	int n = 0;
+	CHECK_EQ_INT(store_jobs_queue(&rows, &n, &err), DD_OK);
+	CHECK_EQ_INT(n, 3);
+	if (n == 3) {
+		CHECK_EQ_INT(rows[0].id, c); /* priority first */
+		CHECK_EQ_INT(rows[0].priority, 5);
+		CHECK_EQ_INT(rows[0].owner_id, ann);
+		CHECK_EQ_INT(rows[1].id, a); /* then age */
+		CHECK_EQ_INT(rows[2].id, b);
+		CHECK_EQ_INT(rows[2].owner_id, 0); /* the local user */
+	}
+	free(rows);
+	int max = 0;
+	CHECK_EQ_INT(store_queue_max_priority(&max, NULL), DD_OK);
+	CHECK_EQ_INT(max, 5);
+	CHECK_EQ_INT(store_job_started(a, 1, 1, NULL), DD_OK);
+	CHECK_EQ_INT(store_job_set_priority(a, 1, &err), DD_ECONFLICT);
+	CHECK_CONTAINS(err.msg, "is running");
+	CHECK_EQ_INT(store_job_set_priority(99999, 1, &err), DD_ENOENT);
+	CHECK(store_owner_last_start(ann) > 0);
+	CHECK_EQ_INT(store_owner_last_start(0), 0);
+	CHECK_EQ_INT(store_user_id("ann"), ann);
+	CHECK_EQ_INT(store_user_id("nobody"), 0);
+}
+
+static void test_quota_defaults_and_overrides(void)
+{
+	int64_t ben = add_user("ben", "learner"), tea = add_user("tea", "instructor"), root = add_user("root", "admin");
+	struct store_quota q;
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.jobs, 2);
+	CHECK_EQ_INT(q.cpu_minutes, 600);
+	CHECK_EQ_INT(q.gpu_minutes, 120);
+	CHECK_EQ_INT(q.disk_bytes, 10ll << 30);
+	CHECK_EQ_INT(store_quota_get(tea, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.jobs, 4);
+	CHECK_EQ_INT(q.cpu_minutes, 0);
+	CHECK_EQ_INT(store_quota_get(root, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.jobs + q.cpu_minutes + q.gpu_minutes + q.disk_bytes, 0);
+	CHECK_EQ_INT(store_quota_get(0, &q, &err), DD_OK); /* no accounts: no limit */
+	CHECK_EQ_INT(q.jobs, 0);
+
+	/* -2 keeps, -1 goes back to the role's default, 0 is no limit */
+	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ 5, 0, -2, -2 }, &err), DD_OK);
+	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.jobs, 5);
+	CHECK_EQ_INT(q.cpu_minutes, 0);
+	CHECK_EQ_INT(q.gpu_minutes, 120);
+	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ -1, -2, 7, -2 }, &err), DD_OK);
+	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.jobs, 2);
+	CHECK_EQ_INT(q.cpu_minutes, 0);
+	CHECK_EQ_INT(q.gpu_minutes, 7);
+	/* a role change moves the defaults, not what was set */
+	SQL("UPDATE users SET role='instructor' WHERE id=%lld", (long long)ben);
+	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.jobs, 4);
+	CHECK_EQ_INT(q.gpu_minutes, 7);
+	CHECK_EQ_INT(store_quota_set(99999, &(struct store_quota){ 1, -2, -2, -2 }, &err), DD_ENOENT);
+	CHECK_CONTAINS(err.msg, "user 99999");
+}
+
+static void test_usage_of_a_day(void)
+{
+	int64_t cat = add_user("cat", "learner");
+	int64_t day = 1000ll * 86400 * 20000; /* a UTC midnight */
+	/* 10 min before midnight to 20 min after, on 2 slots: 40 slot-minutes today */
+	int64_t a = new_job("cat", "{\"cpu_slots\":2,\"gpus\":[]}");
+	SQL("UPDATE jobs SET state='done', started_at=%lld, finished_at=%lld WHERE id=%lld", (long long)(day - 600000),
+	    (long long)(day + 1200000), (long long)a);
+	/* 30 min on 1 slot and 2 GPUs */
+	int64_t b = new_job("cat", "{\"cpu_slots\":1,\"gpus\":[]}");
+	CHECK_EQ_INT(store_job_set_gpus_held(b, 2, NULL), DD_OK);
+	SQL("UPDATE jobs SET state='done', started_at=%lld, finished_at=%lld WHERE id=%lld", (long long)(day + 3600000),
+	    (long long)(day + 5400000), (long long)b);
+	/* yesterday only: not counted */
+	int64_t c = new_job("cat", "{\"cpu_slots\":4}");
+	SQL("UPDATE jobs SET state='done', started_at=%lld, finished_at=%lld WHERE id=%lld", (long long)(day - 7200000),
+	    (long long)(day - 3600000), (long long)c);
+	new_job("cat", NULL); /* queued */
+	struct store_usage u;
+	CHECK_EQ_INT(store_usage(cat, day, &u, NULL), DD_OK);
+	CHECK(u.cpu_minutes > 69.99 && u.cpu_minutes < 70.01);
+	CHECK(u.gpu_minutes > 59.99 && u.gpu_minutes < 60.01);
+	CHECK_EQ_INT(u.running, 0);
+	CHECK_EQ_INT(u.queued, 1);
+	int64_t *ids = NULL;
+	int n = 0;
+	CHECK_EQ_INT(store_job_ids_of(cat, &ids, &n, NULL), DD_OK);
+	CHECK_EQ_INT(n, 4);
+	free(ids);
+	CHECK_EQ_INT(store_job_set_gpus_held(99999, 1, NULL), DD_ENOENT);
+	cJSON *states = NULL;
+	CHECK_EQ_INT(store_jobs_by_state(&states, NULL), DD_OK);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(states, "done")) >= 3);
+	cJSON_Delete(states);
+}
+
+static void test_disable(void)
+{
+	int64_t dan = add_user("dan", "learner");
+	SQL("INSERT INTO sessions(token_hash,user_id,created_at,expires_at,last_seen,csrf) VALUES('h',%lld,0,%lld,0,'c')",
+	    (long long)dan, 1ll << 50);
+	CHECK_EQ_INT(store_user_set_disabled(dan, 1, NULL), DD_OK);
+	sqlite3_stmt *st;
+	sqlite3_prepare_v2(store_conn(NULL), "SELECT (SELECT disabled FROM users WHERE id=?1),"
+					     " (SELECT count(*) FROM sessions WHERE user_id=?1)", -1, &st, NULL);
+	sqlite3_bind_int64(st, 1, dan);
+	CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
+	CHECK_EQ_INT(sqlite3_column_int(st, 0), 1);
+	CHECK_EQ_INT(sqlite3_column_int(st, 1), 0); /* logged out everywhere */
+	sqlite3_finalize(st);
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(store_user_set_disabled(99999, 1, &err), DD_ENOENT);
+}
+
+int main(void)
+{
+	if (!check_tmpdir(dir, sizeof dir))
+		return 1;
+	struct dd_err err = { 0 };
+	if (store_init(dir, &err) != DD_OK) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	RUN(test_queue_order_and_priority);
+	RUN(test_quota_defaults_and_overrides);
+	RUN(test_usage_of_a_day);
+	RUN(test_disable);
+	store_thread_end();
+	fs_rm_rf(dir, NULL);
+	return check_summary();
+}
