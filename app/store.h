@@ -1,5 +1,6 @@
-/* store.h — deepdesk.db: the SQLite store of jobs, and the schema of
- * the accounts tables that app/auth.c reads and writes.
+/* store.h — deepdesk.db: the SQLite store of jobs and of classes (their
+ * members, shared datasets and lab presets), and the schema of the accounts
+ * tables that app/auth.c reads and writes.
  *
  * One connection per thread (opened on first use, closed by store_thread_end), WAL,
  * a busy timeout and foreign keys on.  The schema is versioned in PRAGMA
