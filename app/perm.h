@@ -44,8 +44,10 @@ enum perm_action perm_route_action(const char *method, const char *pattern);
  * the user may not see. */
 int perm_check(struct req *r, enum perm_action a, int64_t job_id);
 
-/* The owner a list handler shows: the user's own id for a learner, -1 (every
- * owner) otherwise.  Pass it to store_job_list_for. */
+/* Whose jobs a list handler shows: -1 (everyone's) for an admin or with
+ * accounts off, otherwise the user's id, which store_job_list_for widens to
+ * what that user may see (their classes' members' jobs for an instructor, the
+ * datasets shared with their classes).  Pass it to store_job_list_for. */
 int64_t perm_list_owner(const struct req *r);
 
 /* May the user of a see a job owned by owner_id (0: the local user or a removed
