@@ -10,13 +10,24 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  TEST_TMP, startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids,
-  writeColourFolders, TINY_NET,
+  TEST_TMP, startServer, waitState, waitFor, sleep, assertError, assertSchema, loadOpenApi, killTrackedPids,
+  writeColourFolders, TINY_NET, WebSocket,
 } from './helpers.mjs';
 import { makeAccounts, userClient, login } from '../lib/accounts.mjs';
 
 const DOC = loadOpenApi();
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40] };
+
+/** A WebSocket with one session's cookie, subscribed to everything it may see. */
+async function wsAll(url, cookie) {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/ws`, { headers: { cookie } });
+  const all = [];
+  ws.on('message', (d) => all.push(JSON.parse(String(d))));
+  await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
+  ws.send(JSON.stringify({ subscribe: 'all' }));
+  await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'all'), 5000, 'subscribed all');
+  return { ws, all };
+}
 
 describe('classes', () => {
   let server, acc, work;
@@ -170,6 +181,27 @@ describe('classes', () => {
     assert.equal((await waitState(as(ben), benModel, ['aborted', 'done', 'error'], 60000)).state, 'aborted');
     const rootJobs = (await root('GET', '/api/v1/jobs?limit=1000')).body.jobs.map((j) => j.id);
     assert.ok([annModel, benModel, dsId, catJob].every((id) => rootJobs.includes(id)));
+  });
+
+  test('on the WebSocket an instructor gets the jobs of their classes\' learners, not another class\'s', async () => {
+    const ivyWs = await wsAll(server.url, (await login(server, 'ivy')).cookie);
+    const olgaWs = await wsAll(server.url, (await login(server, 'olga')).cookie);
+    try {
+      const aj = (await ann('POST', '/api/v1/jobs', { kind: 'test', name: 'ann-ws', params: { steps: 3, step_ms: 5, log_lines: 1 } })).body.job;
+      const cj = (await cat('POST', '/api/v1/jobs', { kind: 'test', name: 'cat-ws', params: { steps: 3, step_ms: 5, log_lines: 1 } })).body.job;
+      await waitState(as(ann), aj.id, 'done');
+      await waitState(as(cat), cj.id, 'done');
+      await waitFor(() => ivyWs.all.some((m) => m.type === 'job' && m.job.id === aj.id && m.job.state === 'done'), 5000, 'ivy sees ann\'s job');
+      await waitFor(() => olgaWs.all.some((m) => m.type === 'job' && m.job.id === cj.id && m.job.state === 'done'), 5000, 'olga sees cat\'s job');
+      await sleep(200);
+      const about = (id) => (m) => m.job?.id === id || m.job === id || m.id === id;
+      assert.deepEqual(olgaWs.all.filter(about(aj.id)), [], 'nothing of ann\'s job reached olga');
+      assert.deepEqual(ivyWs.all.filter(about(cj.id)), [], 'nothing of cat\'s job reached ivy');
+      assert.ok(ivyWs.all.some((m) => m.type === 'events' && m.job === aj.id), 'ivy gets ann\'s events');
+    } finally {
+      ivyWs.ws.terminate();
+      olgaWs.ws.terminate();
+    }
   });
 
   test('a lab preset: learners of the class start from it; locked and hidden fields are refused when overridden', async () => {
