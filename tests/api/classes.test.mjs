@@ -97,6 +97,7 @@ describe('classes', () => {
     const ok = await ivy('POST', `/api/v1/classes/${classX}/roster`, { csv: 'ann\r\nben\n\n# new ones\nzed\n"ta.one",instructor\n' });
     assert.equal(ok.status, 201, JSON.stringify(ok.body));
     assertSchema(DOC, 'RosterResult', ok.body);
+    assert.match(ok.headers.get('cache-control'), /no-store/, 'the passwords are not cached');
     assert.deepEqual(ok.body.added.map((u) => u.name), ['ann', 'ben']);
     assert.deepEqual(ok.body.created.map((u) => [u.name, u.role]), [['zed', 'learner'], ['ta.one', 'instructor']]);
     for (const u of ok.body.created) assert.match(u.password, /^[A-Za-z0-9_-]{16}$/);
