@@ -56,6 +56,7 @@ LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/exec_slu
             $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c app/metrics.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 LIB_SRCS += app/infer_service.c
+LIB_SRCS += app/roster.c
 KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c app/cli_classify.c app/cli_user.c
 NET_STD  := lenet alexnet googlenet resnet_small

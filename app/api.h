@@ -50,6 +50,25 @@ int api_me_tokens_list(struct req *r);
 int api_me_tokens_create(struct req *r);
 int api_me_token_revoke(struct req *r);
 int api_audit_list(struct req *r);
+/* classes, rosters, shared datasets, lab presets, the dashboard (api_classes.c) */
+int api_classes_list(struct req *r);
+int api_classes_create(struct req *r);
+int api_class_get(struct req *r);
+int api_class_delete(struct req *r);
+int api_class_member_add(struct req *r);
+int api_class_member_remove(struct req *r);
+int api_class_roster(struct req *r);
+int api_class_dataset_add(struct req *r);
+int api_class_dataset_remove(struct req *r);
+int api_class_presets_list(struct req *r);
+int api_class_preset_create(struct req *r);
+int api_class_preset_delete(struct req *r);
+int api_class_dashboard(struct req *r);
+int api_presets_list(struct req *r);
+/* A POST /api/v1/models body naming "preset": refuse the fields the preset
+ * locks or hides (400 naming the field), then replace *body (freed) with the
+ * preset's settings under the body's other fields.  0, or the error sent. */
+int api_preset_apply(struct req *r, cJSON **body);
 int api_evals_create(struct req *r);
 int api_eval_get(struct req *r);
 int api_eval_confusion(struct req *r);

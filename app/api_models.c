@@ -185,6 +185,9 @@ int api_models_create(struct req *r)
 	int rc = http_read_json(r->c, &body);
 	if (rc)
 		return rc;
+	/* labs (api_classes.c): a lab preset's settings under the body's unlocked fields */
+	if (get(body, "preset") && (rc = api_preset_apply(r, &body)))
+		goto out;
 	struct dd_err err = { 0 };
 	cJSON *name = get(body, "name");
 	if (get(body, "resume")) {

@@ -80,6 +80,21 @@ static const struct rule rules[] = {
 	{ "POST", "/api/v1/networks/check", PERM_USER },
 	{ "POST", "/api/v1/networks/visualize", PERM_USER },
 	{ "POST", "/api/v1/lr-preview", PERM_USER },
+	/* classes and lab presets (api_classes.c) */
+	{ "GET", "/api/v1/classes", PERM_USER },
+	{ "POST", "/api/v1/classes", PERM_INSTRUCTOR },
+	{ "GET", "/api/v1/classes/{id}", PERM_CLASS_READ },
+	{ "DELETE", "/api/v1/classes/{id}", PERM_CLASS_WRITE },
+	{ "POST", "/api/v1/classes/{id}/members", PERM_CLASS_WRITE },
+	{ "DELETE", "/api/v1/classes/{id}/members/{n}", PERM_CLASS_WRITE },
+	{ "POST", "/api/v1/classes/{id}/roster", PERM_CLASS_WRITE },
+	{ "POST", "/api/v1/classes/{id}/datasets", PERM_CLASS_WRITE },
+	{ "DELETE", "/api/v1/classes/{id}/datasets/{n}", PERM_CLASS_WRITE },
+	{ "GET", "/api/v1/classes/{id}/presets", PERM_CLASS_READ },
+	{ "POST", "/api/v1/classes/{id}/presets", PERM_CLASS_WRITE },
+	{ "DELETE", "/api/v1/classes/{id}/presets/{n}", PERM_CLASS_WRITE },
+	{ "GET", "/api/v1/classes/{id}/dashboard", PERM_CLASS_WRITE },
+	{ "GET", "/api/v1/presets", PERM_USER },
 	/* DIGITS' classify_one names its model in a form field, which the
 	 * dispatcher cannot check: admins only until its handler asks
 	 * perm_job_visible. */
@@ -100,17 +115,71 @@ int perm_sees_owner(const struct auth_state *a, int64_t owner_id)
 		return 1;
 	if (!a->authenticated)
 		return 0;
-	if (a->user.role == ROLE_ADMIN || a->user.role == ROLE_INSTRUCTOR)
+	if (a->user.role == ROLE_ADMIN)
 		return 1;
-	return owner_id != 0 && owner_id == a->user.id;
+	if (owner_id != 0 && owner_id == a->user.id)
+		return 1;
+	return a->user.role == ROLE_INSTRUCTOR && owner_id != 0 && store_class_instructs(a->user.id, owner_id);
 }
 
 int64_t perm_list_owner(const struct req *r)
 {
 	const struct auth_state *a = r->auth;
-	if (!a || !a->accounts || a->user.role != ROLE_LEARNER)
+	if (!a || !a->accounts || a->user.role == ROLE_ADMIN)
 		return -1;
+	/* the store adds the classes' members and shared datasets (STORE_SEEN_BY) */
 	return a->authenticated ? a->user.id : 0; /* nobody owns job 0: an empty list */
+}
+
+/* ---- classes: shared datasets and who may read or change a class ---- */
+
+/* Is job id a dataset shared with a class a's user is in? */
+static int shared_with(const struct auth_state *a, int64_t id)
+{
+	return a && a->authenticated && id > 0 && store_class_dataset_shared(id, a->user.id);
+}
+
+int perm_class_readable(const struct req *r, int64_t id)
+{
+	const struct auth_state *a = r->auth;
+	if (!a || !a->accounts)
+		return 1;
+	int64_t instructor;
+	if (!a->authenticated || id <= 0 || store_class_instructor(id, &instructor, NULL) != DD_OK)
+		return 0;
+	return a->user.role == ROLE_ADMIN || (instructor != 0 && instructor == a->user.id) ||
+	       store_class_is_member(id, a->user.id);
+}
+
+int perm_class_writable(const struct req *r, int64_t id)
+{
+	const struct auth_state *a = r->auth;
+	if (!a || !a->accounts)
+		return 1;
+	int64_t instructor;
+	if (!a->authenticated || id <= 0 || store_class_instructor(id, &instructor, NULL) != DD_OK)
+		return 0;
+	return a->user.role == ROLE_ADMIN ||
+	       (a->user.role == ROLE_INSTRUCTOR && instructor != 0 && instructor == a->user.id);
+}
+
+/* The class actions of perm_check: 0, or the error sent.  A class one may not
+ * read is answered as one that does not exist. */
+static int check_class(struct req *r, enum perm_action action, int64_t id)
+{
+	const struct auth_state *as = r->auth;
+	if (action == PERM_INSTRUCTOR) {
+		if (as->user.role == ROLE_ADMIN || as->user.role == ROLE_INSTRUCTOR)
+			return 0;
+		return http_error(r->c, 403, "forbidden", "%s %s is for instructors only", r->ri->request_method,
+				  r->ri->local_uri);
+	}
+	if (!perm_class_readable(r, id))
+		return http_error(r->c, 404, "not_found", "class %lld does not exist", (long long)(id > 0 ? id : 0));
+	if (action == PERM_CLASS_WRITE && !perm_class_writable(r, id))
+		return http_error(r->c, 403, "forbidden", "only the instructor of class %lld may do this",
+				  (long long)id);
+	return 0;
 }
 
 int perm_job_visible(const struct req *r, int64_t id)
@@ -120,7 +189,7 @@ int perm_job_visible(const struct req *r, int64_t id)
 	int64_t owner;
 	if (store_job_owner(id, &owner, NULL) != DD_OK)
 		return 0;
-	return perm_sees_owner(r->auth, owner);
+	return perm_sees_owner(r->auth, owner) || shared_with(r->auth, id);
 }
 
 static int safe_method(const char *m)
@@ -149,13 +218,24 @@ int perm_check(struct req *r, enum perm_action a, int64_t job_id)
 	case PERM_USER: return 0;
 	case PERM_JOB_READ:
 	case PERM_JOB_WRITE: {
-		if (as->user.role != ROLE_LEARNER)
+		if (as->user.role == ROLE_ADMIN)
 			return 0; /* a job that does not exist is the handler's 404 */
 		int64_t owner = 0;
 		if (job_id > 0 && store_job_owner(job_id, &owner, NULL) == DD_OK && perm_sees_owner(as, owner))
 			return 0;
+		if (shared_with(as, job_id)) {
+			if (a == PERM_JOB_READ)
+				return 0;
+			return http_error(r->c, 403, "forbidden",
+					  "dataset %lld is shared with your class read-only: you may train on it, not change it",
+					  (long long)job_id);
+		}
 		return http_error(r->c, 404, "not_found", "job %lld does not exist", (long long)(job_id > 0 ? job_id : 0));
 	}
+	case PERM_INSTRUCTOR:
+	case PERM_CLASS_READ:
+	case PERM_CLASS_WRITE:
+		return check_class(r, a, job_id);
 	case PERM_ADMIN:
 	default:
 		if (as->user.role == ROLE_ADMIN)

@@ -7,11 +7,14 @@
  * before any handler; for the job actions it looks up the job's owner once.
  * List handlers filter with perm_list_owner, the WebSocket with perm_sees_owner.
  *
- * Roles for now: a learner sees and changes only their own jobs (datasets
- * shared with a class come with classes); instructors and admins see and change
- * everyone's.  Another learner's job is answered 404, as a job that does not
- * exist, so that ids do not tell what exists.  With accounts off every check
- * passes: everything belongs to the local user. */
+ * Roles: a learner sees and changes only their own jobs, and may read (and
+ * train on) the datasets shared with a class they are in, never change them;
+ * an instructor sees and changes their own jobs and those of the members of
+ * the classes they instruct; admins see and change everyone's.  A job one may
+ * not see is answered 404, as a job that does not exist, so that ids do not
+ * tell what exists.  Classes ({id} a class id) have actions of their own: its
+ * members and instructor read it, its instructor (and admins) change it.  With
+ * accounts off every check passes: everything belongs to the local user. */
 #ifndef DD_PERM_H
 #define DD_PERM_H
 
@@ -26,6 +29,9 @@ enum perm_action {
 	PERM_USER,      /* anyone logged in; a list handler filters with perm_list_owner */
 	PERM_JOB_READ,  /* {id} is a job the user may see */
 	PERM_JOB_WRITE, /* {id} is a job the user may change */
+	PERM_INSTRUCTOR,  /* instructors and admins */
+	PERM_CLASS_READ,  /* {id} is a class the user instructs or is a member of */
+	PERM_CLASS_WRITE, /* {id} is a class the user instructs (admins: any) */
 };
 
 /* The action of a route, by its method and pattern as in the route table. */
@@ -38,17 +44,27 @@ enum perm_action perm_route_action(const char *method, const char *pattern);
  * the user may not see. */
 int perm_check(struct req *r, enum perm_action a, int64_t job_id);
 
-/* The owner a list handler shows: the user's own id for a learner, -1 (every
- * owner) otherwise.  Pass it to store_job_list_for. */
+/* Whose jobs a list handler shows: -1 (everyone's) for an admin or with
+ * accounts off, otherwise the user's id, which store_job_list_for widens to
+ * what that user may see (their classes' members' jobs for an instructor, the
+ * datasets shared with their classes).  Pass it to store_job_list_for. */
 int64_t perm_list_owner(const struct req *r);
 
-/* May the user of a see a job owned by owner_id (0: the local user)? */
+/* May the user of a see a job owned by owner_id (0: the local user or a removed
+ * account: admins only)?  An instructor sees their own and their classes'
+ * members'. */
 int perm_sees_owner(const struct auth_state *a, int64_t owner_id);
 
 /* May r use job id, named in a request body (a dataset to train on, a parent)?
- * 1 yes; 0 when it does not exist or is another learner's: the caller answers
- * as it does for a job that does not exist. */
+ * 1 yes (also for a dataset shared with a class of r's user); 0 when it does
+ * not exist or is not r's to see: the caller answers as it does for a job that
+ * does not exist. */
 int perm_job_visible(const struct req *r, int64_t id);
+
+/* May r read class id (0 when the class does not exist or is not r's)?  And
+ * change it (its instructor, or an admin)? */
+int perm_class_readable(const struct req *r, int64_t id);
+int perm_class_writable(const struct req *r, int64_t id);
 
 /* An audit row for action on job id by r's user ("job_delete"). */
 void perm_audit_job(const struct req *r, const char *action, int64_t id);

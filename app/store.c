@@ -141,10 +141,48 @@ static const char *const migrations[] = {
 	"  cpu_minutes INTEGER,"
 	"  gpu_minutes INTEGER,"
 	"  disk_bytes INTEGER);",
+	/* classes (app/api_classes.c): an instructor's class, its members, the
+	 * datasets shared with it (read-only for members) and its lab presets
+	 * (model settings with some fields locked or hidden, as JSON text). */
+	"CREATE TABLE classes ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  name TEXT NOT NULL,"
+	"  instructor_id INTEGER REFERENCES users(id) ON DELETE SET NULL,"
+	"  created INTEGER NOT NULL);"
+	"CREATE INDEX classes_instructor ON classes(instructor_id);"
+	"CREATE TABLE class_members ("
+	"  class_id INTEGER NOT NULL REFERENCES classes(id) ON DELETE CASCADE,"
+	"  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,"
+	"  PRIMARY KEY (class_id, user_id));"
+	"CREATE INDEX class_members_user ON class_members(user_id);"
+	"CREATE TABLE class_datasets ("
+	"  class_id INTEGER NOT NULL REFERENCES classes(id) ON DELETE CASCADE,"
+	"  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  PRIMARY KEY (class_id, job_id));"
+	"CREATE INDEX class_datasets_job ON class_datasets(job_id);"
+	"CREATE TABLE class_presets ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  class_id INTEGER NOT NULL REFERENCES classes(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  settings TEXT NOT NULL,"
+	"  locked TEXT NOT NULL DEFAULT '[]',"
+	"  hidden TEXT NOT NULL DEFAULT '[]',"
+	"  created INTEGER NOT NULL);"
+	"CREATE INDEX class_presets_class ON class_presets(class_id);",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int store_schema_version(void) { return SCHEMA_VERSION; }
+
+/* The SQL condition "job j is one account V may see" for a job list, with V a
+ * bound parameter ("?3"): V's own jobs, the jobs of the members of the classes
+ * V instructs (unless V is now a learner), and the datasets shared with the
+ * classes V is a member of.  perm.c says the same for one job. */
+#define STORE_SEEN_BY(V)                                                                                  \
+	"(j.owner_id=" V " OR j.owner_id IN (SELECT m.user_id FROM class_members m JOIN classes c"          \
+	" ON c.id=m.class_id JOIN users u ON u.id=c.instructor_id WHERE c.instructor_id=" V                \
+	" AND u.role<>'learner') OR j.id IN (SELECT d.job_id FROM class_datasets d JOIN class_members m" \
+	" ON m.class_id=d.class_id WHERE m.user_id=" V "))"
 
 static int db_fail(struct dd_err *err, sqlite3 *db, const char *what)
 {
@@ -499,8 +537,8 @@ int store_job_list_for(int64_t owner_id, const char *kind, const char *state, in
 {
 	*out = NULL;
 	*total = 0;
-	sqlite3_stmt *st = prep("SELECT count(*) FROM jobs WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
-				" AND (?3 < 0 OR owner_id=?3)", err);
+	sqlite3_stmt *st = prep("SELECT count(*) FROM jobs j WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
+				" AND (?3 < 0 OR " STORE_SEEN_BY("?3") ")", err);
 	if (!st)
 		return err ? err->code : DD_EIO;
 	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
@@ -510,7 +548,7 @@ int store_job_list_for(int64_t owner_id, const char *kind, const char *state, in
 		*total = sqlite3_column_int(st, 0);
 	release(st);
 	st = prep("SELECT " JOB_COLS " FROM jobs j WHERE (?1 IS NULL OR kind=?1) AND (?2 IS NULL OR state=?2)"
-		  " AND (?5 < 0 OR owner_id=?5) ORDER BY j.id DESC LIMIT ?3 OFFSET ?4",
+		  " AND (?5 < 0 OR " STORE_SEEN_BY("?5") ") ORDER BY j.id DESC LIMIT ?3 OFFSET ?4",
 		  err);
 	if (!st)
 		return err ? err->code : DD_EIO;
@@ -1176,4 +1214,394 @@ int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err)
 		sqlite3_bind_int(st, 2, n);
 	}
 	return update_one(st, id, "recording a job's GPUs", err);
+}
+
+/* ---- classes (app/api_classes.c) ---- */
+
+int store_class_create(const char *name, int64_t instructor_id, int64_t *id, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("INSERT INTO classes(name,instructor_id,created) VALUES(?,?,?)", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	if (instructor_id > 0)
+		sqlite3_bind_int64(st, 2, instructor_id);
+	sqlite3_bind_int64(st, 3, fs_now_ms());
+	int rc = step_done(st, "creating a class", err);
+	if (rc == DD_OK)
+		*id = sqlite3_last_insert_rowid(store_conn(NULL));
+	return rc;
+}
+
+int store_class_instructor(int64_t id, int64_t *instructor_id, struct dd_err *err)
+{
+	*instructor_id = 0;
+	sqlite3_stmt *st = prep("SELECT coalesce(instructor_id,0) FROM classes WHERE id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*instructor_id = sqlite3_column_int64(st, 0);
+	release(st);
+	if (rc == SQLITE_DONE)
+		return dd_err_set(err, DD_ENOENT, "class %lld does not exist", (long long)id);
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a class");
+}
+
+/* Run a statement binding (a, b) that changes at most one row; DD_ENOENT with
+ * missing as the message when it changed none. */
+static int change_pair(const char *sql, int64_t a, int64_t b, const char *what, const char *missing,
+		       struct dd_err *err)
+{
+	sqlite3_stmt *st = prep(sql, err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, a);
+	sqlite3_bind_int64(st, 2, b);
+	int rc = step_done(st, what, err);
+	if (rc == DD_OK && missing && sqlite3_changes(store_conn(NULL)) == 0)
+		return dd_err_set(err, DD_ENOENT, "%s", missing);
+	return rc;
+}
+
+int store_class_delete(int64_t id, struct dd_err *err)
+{
+	char missing[64];
+	snprintf(missing, sizeof missing, "class %lld does not exist", (long long)id);
+	return change_pair("DELETE FROM classes WHERE id=?1 AND ?2=?2", id, 0, "deleting a class", missing, err);
+}
+
+/* A 1/0 question with two bound ids; 0 on any failure. */
+static int ask_pair(const char *sql, int64_t a, int64_t b)
+{
+	sqlite3_stmt *st = prep(sql, NULL);
+	if (!st)
+		return 0;
+	sqlite3_bind_int64(st, 1, a);
+	sqlite3_bind_int64(st, 2, b);
+	int yes = sqlite3_step(st) == SQLITE_ROW;
+	release(st);
+	return yes;
+}
+
+int store_class_is_member(int64_t class_id, int64_t user_id)
+{
+	return ask_pair("SELECT 1 FROM class_members WHERE class_id=? AND user_id=?", class_id, user_id);
+}
+
+int store_class_instructs(int64_t instructor_id, int64_t user_id)
+{
+	return ask_pair("SELECT 1 FROM class_members m JOIN classes c ON c.id=m.class_id"
+			" WHERE c.instructor_id=?1 AND m.user_id=?2 LIMIT 1",
+			instructor_id, user_id);
+}
+
+int store_class_dataset_shared(int64_t job_id, int64_t user_id)
+{
+	return ask_pair("SELECT 1 FROM class_datasets d JOIN class_members m ON m.class_id=d.class_id"
+			" WHERE d.job_id=?1 AND m.user_id=?2 LIMIT 1",
+			job_id, user_id);
+}
+
+int store_class_member_add(int64_t class_id, int64_t user_id, struct dd_err *err)
+{
+	return change_pair("INSERT OR IGNORE INTO class_members(class_id,user_id) VALUES(?,?)", class_id, user_id,
+			   "adding a class member", NULL, err);
+}
+
+int store_class_member_remove(int64_t class_id, int64_t user_id, struct dd_err *err)
+{
+	char missing[96];
+	snprintf(missing, sizeof missing, "user %lld is not a member of class %lld", (long long)user_id,
+		 (long long)class_id);
+	return change_pair("DELETE FROM class_members WHERE class_id=? AND user_id=?", class_id, user_id,
+			   "removing a class member", missing, err);
+}
+
+int store_class_dataset_add(int64_t class_id, int64_t job_id, struct dd_err *err)
+{
+	return change_pair("INSERT OR IGNORE INTO class_datasets(class_id,job_id) VALUES(?,?)", class_id, job_id,
+			   "sharing a dataset", NULL, err);
+}
+
+int store_class_dataset_remove(int64_t class_id, int64_t job_id, struct dd_err *err)
+{
+	char missing[96];
+	snprintf(missing, sizeof missing, "dataset %lld is not shared with class %lld", (long long)job_id,
+		 (long long)class_id);
+	return change_pair("DELETE FROM class_datasets WHERE class_id=? AND job_id=?", class_id, job_id,
+			   "unsharing a dataset", missing, err);
+}
+
+/* {id,name} of a user in columns col, col+1, or null when the id is NULL. */
+static cJSON *user_ref(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return cJSON_CreateNull();
+	cJSON *u = cJSON_CreateObject();
+	cJSON_AddNumberToObject(u, "id", (double)sqlite3_column_int64(st, col));
+	add_text_or_null(u, "name", st, col + 1);
+	return u;
+}
+
+#define CLASS_COLS                                                                                         \
+	"c.id,c.name,c.instructor_id,(SELECT name FROM users WHERE id=c.instructor_id),c.created,"         \
+	"(SELECT count(*) FROM class_members WHERE class_id=c.id)"
+
+static cJSON *class_row(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
+	add_text_or_null(o, "name", st, 1);
+	cJSON_AddItemToObject(o, "instructor", user_ref(st, 2));
+	cJSON_AddNumberToObject(o, "created", (double)sqlite3_column_int64(st, 4));
+	cJSON_AddNumberToObject(o, "member_count", (double)sqlite3_column_int64(st, 5));
+	return o;
+}
+
+int store_class_list(int64_t user_id, cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT " CLASS_COLS " FROM classes c WHERE ?1 < 0 OR c.instructor_id=?1"
+				" OR c.id IN (SELECT class_id FROM class_members WHERE user_id=?1) ORDER BY c.id",
+				err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, user_id);
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		cJSON_AddItemToArray(arr, class_row(st));
+	release(st);
+	if (rc != SQLITE_DONE) {
+		cJSON_Delete(arr);
+		return db_fail(err, store_conn(NULL), "listing classes");
+	}
+	*out = arr;
+	return DD_OK;
+}
+
+int store_class_json(int64_t id, cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT " CLASS_COLS " FROM classes c WHERE c.id=?", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	cJSON *o = rc == SQLITE_ROW ? class_row(st) : NULL;
+	release(st);
+	if (rc == SQLITE_DONE)
+		return dd_err_set(err, DD_ENOENT, "class %lld does not exist", (long long)id);
+	if (!o)
+		return db_fail(err, store_conn(NULL), "reading a class");
+	cJSON *members = cJSON_AddArrayToObject(o, "members");
+	st = prep("SELECT u.id,u.name,u.role FROM class_members m JOIN users u ON u.id=m.user_id"
+		  " WHERE m.class_id=? ORDER BY u.name",
+		  err);
+	if (!st)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *m = cJSON_CreateObject();
+		cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
+		add_text_or_null(m, "name", st, 1);
+		add_text_or_null(m, "role", st, 2);
+		cJSON_AddItemToArray(members, m);
+	}
+	release(st);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	cJSON *datasets = cJSON_AddArrayToObject(o, "datasets");
+	st = prep("SELECT j.id,j.name,j.state FROM class_datasets d JOIN jobs j ON j.id=d.job_id"
+		  " WHERE d.class_id=? ORDER BY j.id",
+		  err);
+	if (!st)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *d = cJSON_CreateObject();
+		cJSON_AddNumberToObject(d, "id", (double)sqlite3_column_int64(st, 0));
+		add_text_or_null(d, "name", st, 1);
+		add_text_or_null(d, "state", st, 2);
+		cJSON_AddItemToArray(datasets, d);
+	}
+	release(st);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	*out = o;
+	return DD_OK;
+fail:
+	cJSON_Delete(o);
+	if (err && err->code)
+		return err->code;
+	return db_fail(err, store_conn(NULL), "reading a class");
+}
+
+int store_class_roster(int64_t class_id, struct store_roster_entry *e, int n, struct dd_err *err)
+{
+	int rc = exec("BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	int64_t now = fs_now_ms();
+	for (int i = 0; i < n && rc == DD_OK; i++) {
+		if (e[i].pwhash) {
+			sqlite3_stmt *st = prep("INSERT INTO users(name,role,pwhash,created_at) VALUES(?,?,?,?)", err);
+			if (!st) {
+				rc = err ? err->code : DD_EIO;
+				break;
+			}
+			sqlite3_bind_text(st, 1, e[i].name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 2, e[i].role, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 3, e[i].pwhash, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 4, now);
+			int s = sqlite3_step(st);
+			release(st);
+			if (s == SQLITE_CONSTRAINT) {
+				rc = dd_err_set(err, DD_ECONFLICT, "line %d: %s: an account of that name was made meanwhile",
+						e[i].line, e[i].name);
+				break;
+			}
+			if (s != SQLITE_DONE) {
+				rc = db_fail(err, store_conn(NULL), "adding an account");
+				break;
+			}
+			e[i].user_id = sqlite3_last_insert_rowid(store_conn(NULL));
+		}
+		rc = store_class_member_add(class_id, e[i].user_id, err);
+	}
+	if (rc == DD_OK)
+		rc = exec("COMMIT", err);
+	if (rc != DD_OK)
+		exec("ROLLBACK", NULL);
+	return rc;
+}
+
+/* ---- lab presets ---- */
+
+int store_preset_add(int64_t class_id, const char *name, const char *settings, const char *locked,
+		     const char *hidden, int64_t *id, struct dd_err *err)
+{
+	sqlite3_stmt *st = prep("INSERT INTO class_presets(class_id,name,settings,locked,hidden,created)"
+				" VALUES(?,?,?,?,?,?)",
+				err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, class_id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, settings, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, locked, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 5, hidden, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, fs_now_ms());
+	int rc = step_done(st, "adding a preset", err);
+	if (rc == DD_OK)
+		*id = sqlite3_last_insert_rowid(store_conn(NULL));
+	return rc;
+}
+
+int store_preset_delete(int64_t class_id, int64_t id, struct dd_err *err)
+{
+	char missing[96];
+	snprintf(missing, sizeof missing, "class %lld has no preset %lld", (long long)class_id, (long long)id);
+	return change_pair("DELETE FROM class_presets WHERE class_id=? AND id=?", class_id, id, "deleting a preset",
+			   missing, err);
+}
+
+static void add_json_text(cJSON *o, const char *k, sqlite3_stmt *st, int col)
+{
+	cJSON *v = cJSON_Parse((const char *)sqlite3_column_text(st, col));
+	cJSON_AddItemToObject(o, k, v ? v : cJSON_CreateNull());
+}
+
+static cJSON *preset_row(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
+	cJSON_AddNumberToObject(o, "class_id", (double)sqlite3_column_int64(st, 1));
+	add_text_or_null(o, "class_name", st, 2);
+	add_text_or_null(o, "name", st, 3);
+	add_json_text(o, "settings", st, 4);
+	add_json_text(o, "locked", st, 5);
+	add_json_text(o, "hidden", st, 6);
+	cJSON_AddNumberToObject(o, "created", (double)sqlite3_column_int64(st, 7));
+	return o;
+}
+
+#define PRESET_COLS "p.id,p.class_id,c.name,p.name,p.settings,p.locked,p.hidden,p.created"
+
+int store_preset_json(int64_t id, cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT " PRESET_COLS " FROM class_presets p JOIN classes c ON c.id=p.class_id"
+				" WHERE p.id=?",
+				err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = preset_row(st);
+	release(st);
+	if (rc == SQLITE_DONE)
+		return dd_err_set(err, DD_ENOENT, "preset %lld does not exist", (long long)id);
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a preset");
+}
+
+int store_preset_list(int64_t user_id, int64_t class_id, cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT " PRESET_COLS " FROM class_presets p JOIN classes c ON c.id=p.class_id"
+				" WHERE (?2 <= 0 OR p.class_id=?2) AND (?1 < 0 OR c.instructor_id=?1"
+				" OR c.id IN (SELECT class_id FROM class_members WHERE user_id=?1)) ORDER BY p.id",
+				err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, user_id);
+	sqlite3_bind_int64(st, 2, class_id);
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		cJSON_AddItemToArray(arr, preset_row(st));
+	release(st);
+	if (rc != SQLITE_DONE) {
+		cJSON_Delete(arr);
+		return db_fail(err, store_conn(NULL), "listing presets");
+	}
+	*out = arr;
+	return DD_OK;
+}
+
+int store_class_runs(int64_t class_id, cJSON **out, struct dd_err *err)
+{
+	*out = NULL;
+	sqlite3_stmt *st = prep("SELECT u.id,u.name,j.id,j.name,j.state,j.progress,j.created_at,j.started_at,"
+				"j.finished_at FROM class_members m JOIN users u ON u.id=m.user_id"
+				" JOIN jobs j ON j.owner_id=u.id AND j.kind='model' WHERE m.class_id=?"
+				" ORDER BY u.name, j.id",
+				err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_int64(st, 1, class_id);
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "user", user_ref(st, 0));
+		cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 2));
+		add_text_or_null(o, "name", st, 3);
+		add_text_or_null(o, "state", st, 4);
+		cJSON_AddNumberToObject(o, "progress", sqlite3_column_double(st, 5));
+		add_int_or_null(o, "created_at", st, 6);
+		add_int_or_null(o, "started_at", st, 7);
+		add_int_or_null(o, "finished_at", st, 8);
+		cJSON_AddItemToArray(arr, o);
+	}
+	release(st);
+	if (rc != SQLITE_DONE) {
+		cJSON_Delete(arr);
+		return db_fail(err, store_conn(NULL), "listing a class's runs");
+	}
+	*out = arr;
+	return DD_OK;
 }

@@ -1,5 +1,6 @@
-/* store.h — deepdesk.db: the SQLite store of jobs, and the schema of
- * the accounts tables that app/auth.c reads and writes.
+/* store.h — deepdesk.db: the SQLite store of jobs and of classes (their
+ * members, shared datasets and lab presets), and the schema of the accounts
+ * tables that app/auth.c reads and writes.
  *
  * One connection per thread (opened on first use, closed by store_thread_end), WAL,
  * a busy timeout and foreign keys on.  The schema is versioned in PRAGMA
@@ -57,7 +58,9 @@ int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err);
 int store_job_list(const char *kind, const char *state, int limit, int offset, cJSON **out,
 		   int *total, struct dd_err *err);
 
-/* The same, only the jobs of account owner_id (owner_id < 0: everyone's). */
+/* The same, only the jobs account owner_id may see (owner_id < 0: everyone's):
+ * its own, those of the members of the classes it instructs, and the datasets
+ * shared with the classes it is in (perm.c says the same for one job). */
 int store_job_list_for(int64_t owner_id, const char *kind, const char *state, int limit, int offset,
 		       cJSON **out, int *total, struct dd_err *err);
 /* The account that owns job id into *owner_id (0: the local user); DD_ENOENT
@@ -145,5 +148,60 @@ void store_queue_waits(double *oldest_s, double *sum_s, double *count);
 int64_t store_user_id(const char *name);
 /* {"queued": n, "running": n, …} over all jobs; caller frees *out. */
 int store_jobs_by_state(cJSON **out, struct dd_err *err);
+
+/* ---- classes (app/api_classes.c): an instructor's class, its members, the
+ * datasets shared with it, its lab presets.  Lists and JSON: caller frees *out. */
+int store_class_create(const char *name, int64_t instructor_id, int64_t *id, struct dd_err *err);
+/* The instructor of class id into *instructor_id (0: none any more); DD_ENOENT
+ * when there is no such class. */
+int store_class_instructor(int64_t id, int64_t *instructor_id, struct dd_err *err);
+/* Delete a class with its memberships, shares and presets (never a job). */
+int store_class_delete(int64_t id, struct dd_err *err);
+/* The classes user_id instructs or is a member of (user_id < 0: all):
+ * [{id,name,instructor:{id,name}|null,created,member_count}]. */
+int store_class_list(int64_t user_id, cJSON **out, struct dd_err *err);
+/* One class as in the list, plus members [{id,name,role}] and datasets
+ * [{id,name,state}]; DD_ENOENT when there is none. */
+int store_class_json(int64_t id, cJSON **out, struct dd_err *err);
+/* Add (idempotent) or remove (DD_ENOENT when not a member) a member. */
+int store_class_member_add(int64_t class_id, int64_t user_id, struct dd_err *err);
+int store_class_member_remove(int64_t class_id, int64_t user_id, struct dd_err *err);
+/* Share (idempotent) or unshare (DD_ENOENT when not shared) a dataset job. */
+int store_class_dataset_add(int64_t class_id, int64_t job_id, struct dd_err *err);
+int store_class_dataset_remove(int64_t class_id, int64_t job_id, struct dd_err *err);
+/* 1 when user_id is a member of class_id; 0 otherwise (and on any failure). */
+int store_class_is_member(int64_t class_id, int64_t user_id);
+/* 1 when user_id is a member of some class that instructor_id instructs. */
+int store_class_instructs(int64_t instructor_id, int64_t user_id);
+/* 1 when job_id is shared with some class user_id is a member of. */
+int store_class_dataset_shared(int64_t job_id, int64_t user_id);
+
+/* One line of a roster: an existing account (user_id > 0, pwhash NULL) or a new
+ * one (pwhash its Argon2id string, role its role; user_id filled on success). */
+struct store_roster_entry {
+	int line;           /* of the CSV, for errors */
+	const char *name;
+	const char *role;
+	const char *pwhash; /* NULL: existing account user_id */
+	int64_t user_id;
+};
+/* In one transaction: make the new accounts and add every entry to class_id.
+ * All or nothing; DD_ECONFLICT naming the line when a new name was taken
+ * meanwhile. */
+int store_class_roster(int64_t class_id, struct store_roster_entry *e, int n, struct dd_err *err);
+
+/* Lab presets: settings, locked and hidden are JSON texts (an object, two
+ * arrays of field names). */
+int store_preset_add(int64_t class_id, const char *name, const char *settings, const char *locked,
+		     const char *hidden, int64_t *id, struct dd_err *err);
+int store_preset_delete(int64_t class_id, int64_t id, struct dd_err *err);
+/* {id,class_id,class_name,name,settings,locked,hidden,created}; DD_ENOENT. */
+int store_preset_json(int64_t id, cJSON **out, struct dd_err *err);
+/* Presets of the classes user_id instructs or is in (user_id < 0: all), of
+ * class_id only when class_id > 0. */
+int store_preset_list(int64_t user_id, int64_t class_id, cJSON **out, struct dd_err *err);
+/* Every model job of class_id's members, by member name then id:
+ * [{user:{id,name},id,name,state,progress,created_at,started_at,finished_at}]. */
+int store_class_runs(int64_t class_id, cJSON **out, struct dd_err *err);
 
 #endif

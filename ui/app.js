@@ -8,6 +8,8 @@
 //   /datasets/new  the new-dataset form                       the dataset's summary and images)
 //   /models/new    the new-model form (?from=ID clones)   /models/ID  one model (the job page, plus
 //                                                                     its curves, snapshots, resume)
+//   /classes       one's classes (classes.js)             /classes/ID one class: the instructor's live
+//                                                                     dashboard, roster, presets (dashboard.js)
 //
 // With accounts on, nothing starts until /api/v1/me says who is logged in: a 401
 // shows the login page instead (login.js), and a 401 later on (the session ended)
@@ -21,6 +23,8 @@ import { mountNewModel } from './js/model_new.js';
 import { h, setChildren, setText, icon } from './js/dom.js';
 import { get, post, setCsrfToken, whenUnauthenticated } from './js/api.js';
 import { mountLogin } from './js/login.js';
+import { mountClasses } from './js/classes.js';
+import { mountClassPage } from './js/dashboard.js';
 
 const main = document.getElementById('main');
 let current = null; // {kind: 'home'|'job'|'missing'|'login', page, key}
@@ -37,6 +41,9 @@ function route(path) {
   if (/^\/models\/new\/?$/.test(path)) return { kind: 'new-model' };
   const mo = /^\/models\/(\d+)\/?$/.exec(path);
   if (mo) return { kind: 'job', id: Number(mo[1]), model: true };
+  if (/^\/classes\/?$/.test(path)) return { kind: 'classes' };
+  const cl = /^\/classes\/(\d+)\/?$/.exec(path);
+  if (cl) return { kind: 'class', id: Number(cl[1]) };
   return { kind: 'missing' };
 }
 
@@ -53,6 +60,8 @@ function render({ focus = false } = {}) {
   else if (r.kind === 'job') current = { kind: 'job', page: mountJob(main, { id: r.id, dataset: r.dataset, model: r.model, navigate }) };
   else if (r.kind === 'new-dataset') current = { kind: 'new-dataset', page: mountNewDataset(main, { navigate }) };
   else if (r.kind === 'new-model') current = { kind: 'new-model', page: mountNewModel(main, { navigate }) };
+  else if (r.kind === 'classes') current = { kind: 'classes', page: mountClasses(main, { navigate }) };
+  else if (r.kind === 'class') current = { kind: 'class', page: mountClassPage(main, { id: r.id, navigate }) };
   else {
     document.title = 'Page not found · deepdesk';
     setChildren(main, h('div', { class: 'page' }, h('div', { class: 'empty card' }, icon('empty', 'empty-icon'),
@@ -121,8 +130,16 @@ live.on('status', ({ state, retryAt }) => {
 const topbar = document.querySelector('.topbar-inner');
 const nav = document.querySelector('.topnav');
 
+/** The header's "Classes" link, for instructors and admins (classes.js, dashboard.js). */
+function showClassesLink(user) {
+  document.getElementById('nav-classes')?.remove();
+  if (!user || (user.role !== 'instructor' && user.role !== 'admin')) return;
+  nav.insertBefore(h('a', { href: '/classes', id: 'nav-classes' }, 'Classes'), nav.querySelector('[data-external]'));
+}
+
 function showUser(me) {
   document.getElementById('user-box')?.remove();
+  showClassesLink(me.accounts ? me.user : null);
   if (!me.accounts) return; // the local user of a loopback server: nothing to show
   const logout = h('button', { class: 'btn', type: 'button', id: 'logout' }, 'Log out');
   logout.addEventListener('click', async () => {

@@ -2,7 +2,7 @@
 // (passwords from a file), login and logout, the cookie's flags, a non-revealing
 // error, expiry (idle and absolute), a new session at each login, CSRF, API
 // tokens, the login rate limit, learners kept apart (HTTP and WebSocket) while
-// instructors and admins see everyone's, the audit log, and the start-up
+// their class's instructor and admins see them, the audit log, and the start-up
 // refusals.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -290,11 +290,14 @@ describe('accounts on', () => {
     assert.equal((await login(server, 'rita')).status, 200, 'the right password after the wait');
   });
 
-  test('a learner cannot see, change, abort or delete another learner\'s job: 404 as for no job; instructors and admins see both', async () => {
+  test('a learner cannot see, change, abort or delete another learner\'s job: 404 as for no job; their class\'s instructor and admins see both', async () => {
     const ann = asUser(server, await login(server, 'ann'));
     const ben = asUser(server, await login(server, 'ben'));
     const ivy = asUser(server, await login(server, 'ivy'));
     const root = asUser(server, await login(server, 'root'));
+    // an instructor sees the learners of their classes (tests/api/classes.test.mjs)
+    const cls = (await ivy('POST', '/api/v1/classes', { name: 'auth' })).body.class.id;
+    assert.equal((await ivy('POST', `/api/v1/classes/${cls}/roster`, { csv: 'ann\nben\n' })).status, 201);
     const aj = (await ann('POST', '/api/v1/jobs', { kind: 'test', name: 'ann-secret', params: { steps: 2000, step_ms: 20 } })).body.job;
     const bj = (await ben('POST', '/api/v1/jobs', { kind: 'test', name: 'ben-own', params: { steps: 1, step_ms: 1 } })).body.job;
     trackPid((await waitState({ api: (m, p) => ann(m, p) }, aj.id, 'running')).pid);

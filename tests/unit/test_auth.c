@@ -176,7 +176,15 @@ static void test_users_and_owners(void)
 	CHECK(!perm_sees_owner(&as, b));
 	CHECK(!perm_sees_owner(&as, 0));
 	CHECK(!perm_sees_owner(&as, -1));
+	/* an instructor sees the members of their classes (and nobody's jobs only
+	 * as an admin): a, made instructor, with b in a class of theirs */
 	as.user.role = ROLE_INSTRUCTOR;
+	CHECK(!perm_sees_owner(&as, b) && !perm_sees_owner(&as, 0));
+	int64_t cls;
+	CHECK_EQ_INT(store_class_create("c", a, &cls, NULL), DD_OK);
+	CHECK_EQ_INT(store_class_member_add(cls, b, NULL), DD_OK);
+	CHECK(perm_sees_owner(&as, b) && perm_sees_owner(&as, a) && !perm_sees_owner(&as, 0));
+	as.user.role = ROLE_ADMIN;
 	CHECK(perm_sees_owner(&as, b) && perm_sees_owner(&as, 0));
 	as.authenticated = 0;
 	CHECK(!perm_sees_owner(&as, b));

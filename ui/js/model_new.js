@@ -14,6 +14,7 @@ import { toast, announce } from './ui.js';
 import { int, shapeText } from './dataset_view.js';
 import { loadChart, cssVar, onSchemeChange } from './charts.js';
 import { protoEditor } from './editor.js';
+import { mountPresetPicker } from './classes.js';
 
 /* DIGITS' defaults, as jobs/kind_train.c fills them in. */
 export const SOLVER_TYPES = [
@@ -253,6 +254,9 @@ export function mountNewModel(root, { navigate }) {
       h('p', { class: 'page-sub' }, 'Train a network on a dataset, with DIGITS\' options and defaults.'))),
     copyNote, topErr, form);
   setChildren(root, page);
+  /* ---------- labs: "Start from a lab preset" for a learner in a class (classes.js) ---------- */
+  const presetPicker = mountPresetPicker({ navigate, form });
+  page.insertBefore(presetPicker.el, form);
 
   function radioGroup(name, items, value) {
     const inputs = [];
@@ -903,6 +907,7 @@ export function mountNewModel(root, { navigate }) {
 
   return {
     destroy() {
+      presetPicker.destroy();
       alive = false;
       clearTimeout(checkTimer);
       clearTimeout(lrTimer);
