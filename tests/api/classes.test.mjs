@@ -13,7 +13,7 @@ import {
   TEST_TMP, startServer, waitState, waitFor, sleep, assertError, assertSchema, loadOpenApi, killTrackedPids,
   writeColourFolders, TINY_NET, WebSocket,
 } from './helpers.mjs';
-import { makeAccounts, userClient, login } from '../lib/accounts.mjs';
+import { makeAccounts, userClient, login } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40] };

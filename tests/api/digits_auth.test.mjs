@@ -5,31 +5,23 @@
 // form field (classify_one.json's job_id).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, TEST_TMP, startServer } from './helpers.mjs';
-
-const PASSWORD = 'correct-horse-1';
+import { startServer } from './helpers.mjs';
+import { makeAccounts, login } from '../lib/auth.mjs';
 
 describe('DIGITS routes with accounts on', () => {
   let server, dir;
   const as = {};
 
   before(async () => {
-    dir = mkdtempSync(join(TEST_TMP, 'deepdesk-digits-auth-'));
-    const pw = join(dir, 'pw');
-    writeFileSync(pw, `${PASSWORD}\n`);
-    const data = join(dir, 'data');
-    for (const [name, role] of [['root', 'admin'], ['ann', 'learner'], ['ben', 'learner']]) {
-      execFileSync(BIN, ['user', 'add', name, '--role', role, '--password-file', pw, '--data', data]);
-    }
-    server = await startServer({ dataDir: data, args: ['--accounts', 'on'] });
+    const acc = makeAccounts({ root: 'admin', ann: 'learner', ben: 'learner' });
+    dir = acc.dir;
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on'] });
     for (const name of ['root', 'ann', 'ben']) {
-      const r = await server.api('POST', '/api/v1/login', { name, password: PASSWORD });
-      assert.equal(r.status, 200);
-      const cookie = `dd_session=${/dd_session=([^;]*)/.exec(r.headers.get('set-cookie'))[1]}`;
-      as[name] = { cookie, csrf: r.body.csrf_token };
+      const s = await login(server, name);
+      assert.equal(s.status, 200);
+      as[name] = s;
     }
   });
 

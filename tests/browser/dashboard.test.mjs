@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer } from '../lib/server.mjs';
-import { makeAccounts, userClient, PASSWORD } from '../lib/accounts.mjs';
+import { makeAccounts, userClient, PASSWORD } from '../lib/auth.mjs';
 import { writeColourFolders, TINY_NET, TEST_TMP, waitState } from '../api/helpers.mjs';
 
 let server, acc, work, browser;

@@ -35,3 +35,10 @@ export async function login(server, name, password = PASSWORD, headers = {}) {
 export function asUser(server, s) {
   return (method, path, body) => server.api(method, path, body, { cookie: s.cookie, 'x-csrf-token': s.csrf });
 }
+
+/** Log in as name and return its client; throws when the login fails. */
+export async function userClient(server, name, password = PASSWORD) {
+  const s = await login(server, name, password);
+  if (s.status !== 200) throw new Error(`login ${name}: ${s.status} ${JSON.stringify(s.body)}`);
+  return asUser(server, s);
+}
