@@ -275,7 +275,15 @@ describe('infer', () => {
     assertError(await many({ job_id: modelId, image_list: list([abs, '/etc/hostname']) }), 403, 'forbidden', /line 2: \/etc\/hostname.*--data-root/);
     assertError(await many({ job_id: modelId, image_list: list(['../../../../../../etc/hostname']), image_folder: dir }), 403, 'forbidden', /--data-root/);
     assertError(await many({ job_id: modelId, image_list: list(['a.png']) }), 400, 'invalid', /relative path and no image_folder/);
-    assertError(await many({ job_id: modelId, image_list: list([join(dir, 'nope.png')]) }), 404, 'not_found', /nope\.png/);
+    // a missing file reads as one outside the roots, inside them or not: the
+    // answers do not tell which files exist
+    assertError(await many({ job_id: modelId, image_list: list([join(dir, 'nope.png')]) }), 403, 'forbidden', /nope\.png is not a file below/);
+    const missingOutside = await many({ job_id: modelId, image_list: list(['/etc/no-such-file-here']) });
+    const existingOutside = await many({ job_id: modelId, image_list: list(['/etc/hostname']) });
+    assert.equal(missingOutside.status, 403);
+    assert.equal(existingOutside.status, 403);
+    assert.equal(missingOutside.body.error.message.replace('/etc/no-such-file-here', 'P'),
+      existingOutside.body.error.message.replace('/etc/hostname', 'P'));
     assertError(await many({ job_id: modelId, image_list: list(['', '  ']) }), 400, 'invalid', /no image paths/);
     assertError(await many({ image_list: list([abs]) }), 400, 'invalid', /job_id/);
     assertError(await many({ job_id: modelId, image_list: list([abs]), num_test_images: 'x' }), 400, 'invalid', /num_test_images/);
