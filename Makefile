@@ -15,13 +15,14 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
 LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lsodium -lgomp -lpthread -lm
 BUILD   := build
-TLS_SHIMS := $(BUILD)/tls/libssl.so $(BUILD)/tls/libcrypto.so
+# HTTPS helpers (app/tls_shim.c); without OpenSSL's headers, serve refuses --tls-cert
+TLS_SHIMS := $(if $(wildcard /usr/include/openssl/ssl.h),$(BUILD)/tls/libssl.so $(BUILD)/tls/libcrypto.so)
 Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
-             libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev dataset-fashion-mnist
+             libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev libssl-dev dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk openssl python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
              python3-numpy python3-torch slurmctld slurmd slurm-client munge
 
