@@ -666,6 +666,12 @@ static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, c
 		log_error("--tls-key %s: not a PEM private key (no PRIVATE KEY line)", opts->tls_key);
 		goto out;
 	}
+	if (strstr(key, "ENCRYPTED")) {
+		log_error("--tls-key %s: the key is encrypted with a passphrase, which the server cannot ask for; "
+			  "give it the key decrypted (openssl pkey -in %s -out KEY.pem, kept readable by this user alone)",
+			  opts->tls_key, opts->tls_key);
+		goto out;
+	}
 	if (!tls_usable() || !tls_pair_ok(opts))
 		goto out;
 	snprintf(pem, pemlen, "%s/tls.pem", S.data_dir);

@@ -57,6 +57,14 @@ static void last_error(char *msg, size_t len)
 	ERR_clear_error();
 }
 
+/* Asked for a key's passphrase: none, so an encrypted key fails at once instead
+ * of OpenSSL asking on the terminal. */
+static int no_passphrase(char *buf, int size, int rwflag, void *userdata)
+{
+	(void)buf, (void)size, (void)rwflag, (void)userdata;
+	return 0;
+}
+
 DD_EXPORT int dd_tls_check_pair(const char *cert, const char *key, char *msg, size_t len);
 
 /* Can OpenSSL serve with the certificate (chain) in PEM file cert and the private
@@ -73,6 +81,8 @@ int dd_tls_check_pair(const char *cert, const char *key, char *msg, size_t len)
 		rc = 1;
 		goto out;
 	}
+	SSL_CTX_set_default_passwd_cb(c, no_passphrase);
+	SSL_CTX_set_default_passwd_cb(k, no_passphrase);
 	if (SSL_CTX_use_certificate_chain_file(c, cert) != 1) {
 		last_error(msg, len);
 		rc = 1;

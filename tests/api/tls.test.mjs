@@ -4,7 +4,8 @@
 // and at once (Debian's CivetWeb 1.15 with OpenSSL 3 used to crash on the first),
 // plain HTTP to the HTTPS port refused without harm, the OpenSSL helpers loaded
 // only when TLS is asked for, a bad certificate or key pair refused at start by
-// the file's name, and a clear refusal where the helpers are missing.
+// the file's name (an encrypted key too), a certificate chain served whole, and
+// a clear refusal where the helpers are missing.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -196,6 +197,40 @@ describe('start-up', () => {
     const r2 = await refusedStart(BIN, ['--data', data, '--accounts', 'on', '--tls-cert', a.cert, '--tls-key', badKey]);
     assert.equal(r2.code, 1, r2.stderr);
     assert.match(r2.stderr, /--tls-key \S*bad\.key: OpenSSL cannot use this private key: /);
+  });
+
+  test('an encrypted key is refused, saying how to decrypt it, without asking for a passphrase', async () => {
+    const a = makeCert(dir, 'e');
+    const enc = join(dir, 'enc.key');
+    execFileSync('openssl', ['pkey', '-in', a.key, '-aes256', '-passout', 'pass:secret', '-out', enc]);
+    const r = await refusedStart(BIN, ['--data', data, '--accounts', 'on', '--tls-cert', a.cert, '--tls-key', enc]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /--tls-key \S*enc\.key: the key is encrypted with a passphrase.*openssl pkey -in /);
+  });
+
+  test('a certificate chain (leaf, then intermediate) is served whole: a client that knows only the root verifies', async () => {
+    const ssl = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+    ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'root.key', '-out', 'root.crt', '-days', '2', '-subj', '/CN=Test Root');
+    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'int.key', '-out', 'int.csr', '-subj', '/CN=Test Intermediate');
+    writeFileSync(join(dir, 'int.ext'), 'basicConstraints=critical,CA:true\nkeyUsage=critical,keyCertSign,cRLSign\n');
+    ssl('x509', '-req', '-in', 'int.csr', '-CA', 'root.crt', '-CAkey', 'root.key', '-CAcreateserial', '-out', 'int.crt', '-days', '2',
+      '-extfile', 'int.ext');
+    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=localhost');
+    writeFileSync(join(dir, 'leaf.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+    ssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'int.crt', '-CAkey', 'int.key', '-CAcreateserial', '-out', 'leaf.crt', '-days', '2',
+      '-extfile', 'leaf.ext');
+    const chain = join(dir, 'chain.crt');
+    writeFileSync(chain, Buffer.concat([readFileSync(join(dir, 'leaf.crt')), readFileSync(join(dir, 'int.crt'))]));
+    const s = await startServer({ args: ['--accounts', 'off', '--tls-cert', chain, '--tls-key', join(dir, 'leaf.key')] });
+    try {
+      const r = await request(s.port, readFileSync(join(dir, 'root.crt')), 'GET', '/api/v1/info');
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.socket.authorized, true);
+      assert.equal(r.socket.getPeerCertificate(true).issuerCertificate.subject.CN, 'Test Intermediate');
+    } finally {
+      await s.stop();
+      s.cleanup();
+    }
   });
 
   test('without TLS the OpenSSL helpers are not loaded', async () => {
