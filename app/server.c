@@ -611,7 +611,7 @@ static int tls_usable(void)
 			  "SSL_get_peer_certificate, which OpenSSL 3 no longer has, and the helper that gives it "
 			  "(tls/libssl.so beside this program, built by make) is missing.  Serve HTTP on loopback "
 			  "behind a TLS proxy (nginx, caddy) instead",
-			  !ssl || !crypto ? "no libssl.so or libcrypto.so: install libssl3" : "libssl.so is OpenSSL 3");
+			  !ssl || !crypto ? "no libssl.so or libcrypto.so to load" : "libssl.so is OpenSSL 3");
 		return 0;
 	}
 	return 1;
