@@ -15,12 +15,14 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
 LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lsodium -lgomp -lpthread -lm
 BUILD   := build
+# HTTPS helpers (app/tls_shim.c); without OpenSSL's headers, serve refuses --tls-cert
+TLS_SHIMS := $(if $(wildcard /usr/include/openssl/ssl.h),$(BUILD)/tls/libssl.so $(BUILD)/tls/libcrypto.so)
 Q       := $(if $(V),,@)
 
 # --- what Debian must provide -------------------------------------------------
 RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev liblmdb-dev \
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
-             libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev dataset-fashion-mnist
+             libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev libssl-dev dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk openssl python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
              python3-numpy python3-torch slurmctld slurmd slurm-client munge
 
@@ -72,7 +74,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all run test bench clean deps deps-test cuda-check cuda
-all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS)
+all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_SHIMS)
 
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
 cuda: $(CUDA_PLUGIN)
@@ -94,6 +96,19 @@ $(BUILD)/deepdesk: $(SHIP_OBJS) $(MAIN_SRC:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/deepdesk-test: $(TEST_OBJS) $(MAIN_SRC:%.c=$(BUILD)/obj/%.o)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# HTTPS: Debian's CivetWeb 1.15 dlopens "libssl.so"/"libcrypto.so" and wants
+# OpenSSL 1.1's SSL_get_peer_certificate; these stand in for both names and bring
+# OpenSSL 3 (app/tls_shim.c says how).  serve loads them only for --tls-cert.
+$(BUILD)/tls/libssl.so: app/tls_shim.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -shared -Wl,-soname,libssl.so -Wl,-z,defs -o $@ $< -lssl -lcrypto
+
+$(BUILD)/tls/libcrypto.so:
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -Wl,-soname,libcrypto.so -Wl,--no-as-needed -o $@ -lcrypto
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

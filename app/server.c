@@ -585,7 +585,38 @@ static int accounts_setup(const struct server_opts *opts)
 	return 0;
 }
 
-/* Can this CivetWeb serve HTTPS here?  1 yes; 0 after logging why not. */
+/* The helpers that let CivetWeb use OpenSSL 3 (app/tls_shim.c): build/tls/ beside
+ * this program.  Loaded once, by tls_usable(), and never unloaded: CivetWeb's own
+ * dlopen("libssl.so") then gets this object (glibc reuses a loaded object whose
+ * soname is the name asked for).  NULL where they are missing. */
+static void *tls_shim;
+
+static void tls_load_shim(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+	if (n <= 0)
+		return;
+	dir[n] = 0;
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = 0;
+	/* libcrypto first, so that the libssl shim's dependency is already there */
+	snprintf(path, sizeof path, "%s/tls/libcrypto.so", dir);
+	if (access(path, R_OK) == 0 && !dlopen(path, RTLD_NOW | RTLD_LOCAL))
+		log_warn("TLS: %s: %s", path, dlerror());
+	snprintf(path, sizeof path, "%s/tls/libssl.so", dir);
+	if (access(path, R_OK) != 0)
+		return;
+	tls_shim = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!tls_shim)
+		log_warn("TLS: %s: %s", path, dlerror());
+}
+
+/* Can this CivetWeb serve HTTPS here?  1 yes; 0 after logging why not.  Asks
+ * what CivetWeb will ask: "libssl.so" and "libcrypto.so" by those names, and
+ * SSL_get_peer_certificate in the first. */
 static int tls_usable(void)
 {
 	if (!mg_check_feature(MG_FEATURES_TLS)) {
@@ -595,21 +626,54 @@ static int tls_usable(void)
 	}
 	/* Debian 12's CivetWeb 1.15 is built for OpenSSL 1.1 and looks its functions
 	 * up in libssl.so at run time; OpenSSL 3 renamed SSL_get_peer_certificate,
-	 * and CivetWeb then calls a NULL pointer on the first HTTPS request.  Refuse
-	 * rather than crash; a libssl.so that has it (1.1) works. */
+	 * and CivetWeb then calls a NULL pointer on the first HTTPS request.  The
+	 * shim gives it the old name; without the shim, refuse rather than crash (a
+	 * libssl.so that has it, 1.1, works as it is). */
+	if (!tls_shim)
+		tls_load_shim();
 	void *ssl = dlopen("libssl.so", RTLD_LAZY | RTLD_LOCAL);
-	int usable = ssl && dlsym(ssl, "SSL_get_peer_certificate");
+	void *crypto = dlopen("libcrypto.so", RTLD_LAZY | RTLD_LOCAL);
+	int usable = ssl && crypto && dlsym(ssl, "SSL_get_peer_certificate");
 	if (ssl)
 		dlclose(ssl);
+	if (crypto)
+		dlclose(crypto);
 	if (!usable) {
 		log_error("--tls-cert: this system's CivetWeb (1.15, built for OpenSSL 1.1) cannot serve HTTPS with "
 			  "its OpenSSL (%s): every HTTPS request would crash the server, as it needs "
-			  "SSL_get_peer_certificate, which OpenSSL 3 no longer has.  Serve HTTP on loopback behind a "
-			  "TLS proxy (nginx, caddy) instead",
-			  ssl ? "libssl.so is OpenSSL 3" : "no libssl.so: install libssl-dev");
+			  "SSL_get_peer_certificate, which OpenSSL 3 no longer has, and the helper that gives it "
+			  "(tls/libssl.so beside this program, built by make) is missing.  Serve HTTP on loopback "
+			  "behind a TLS proxy (nginx, caddy) instead",
+			  !ssl || !crypto ? "no libssl.so or libcrypto.so to load" : "libssl.so is OpenSSL 3");
 		return 0;
 	}
 	return 1;
+}
+
+/* Does OpenSSL accept --tls-cert and --tls-key, and do they belong together?
+ * 1 yes (or no shim to ask); 0 after logging which file is wrong and why. */
+static int tls_pair_ok(const struct server_opts *opts)
+{
+	int (*check)(const char *, const char *, char *, size_t) = NULL;
+	if (tls_shim)
+		*(void **)&check = dlsym(tls_shim, "dd_tls_check_pair");
+	if (!check)
+		return 1; /* CivetWeb's own check at start-up still stands */
+	char why[256];
+	switch (check(opts->tls_cert, opts->tls_key, why, sizeof why)) {
+	case 0:
+		return 1;
+	case 1:
+		log_error("--tls-cert %s: OpenSSL cannot use this certificate: %s", opts->tls_cert, why);
+		return 0;
+	case 2:
+		log_error("--tls-key %s: OpenSSL cannot use this private key: %s", opts->tls_key, why);
+		return 0;
+	default:
+		log_error("--tls-key %s: not the private key of the certificate in --tls-cert %s (%s)", opts->tls_key,
+			  opts->tls_cert, why);
+		return 0;
+	}
 }
 
 /* --tls-cert and --tls-key into the one PEM file CivetWeb reads (key and
@@ -635,7 +699,13 @@ static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, c
 		log_error("--tls-key %s: not a PEM private key (no PRIVATE KEY line)", opts->tls_key);
 		goto out;
 	}
-	if (!tls_usable())
+	if (strstr(key, "ENCRYPTED")) {
+		log_error("--tls-key %s: the key is encrypted with a passphrase, which the server cannot ask for; "
+			  "give it the key decrypted (openssl pkey -in %s -out KEY.pem, kept readable by this user alone)",
+			  opts->tls_key, opts->tls_key);
+		goto out;
+	}
+	if (!tls_usable() || !tls_pair_ok(opts))
 		goto out;
 	snprintf(pem, pemlen, "%s/tls.pem", S.data_dir);
 	size_t total = klen + clen + 2;
