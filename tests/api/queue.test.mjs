@@ -39,6 +39,12 @@ describe('one slot, three learners', () => {
     server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--cpu-slots', '1'] });
     const as = async (n) => asUser(server, await login(server, n));
     [admin, inst, a, b, c] = [await as('root'), await as('teach'), await as('ann'), await as('ben'), await as('cat')];
+    // an instructor manages the jobs of their classes' members
+    const k = await inst('POST', '/api/v1/classes', { name: 'queue lab' });
+    assert.equal(k.status, 201, JSON.stringify(k.body));
+    for (const name of ['ann', 'ben', 'cat']) {
+      assert.equal((await inst('POST', `/api/v1/classes/${k.body.class.id}/members`, { name })).status, 200);
+    }
   });
   after(async () => { await server?.stop(); killTrackedPids(); rmSync(acc.dir, { recursive: true, force: true }); });
 
@@ -102,7 +108,7 @@ describe('one slot, three learners', () => {
     const bad = await inst('POST', `/api/v1/jobs/${c1}/priority`, { priority: 'high' });
     assert.equal(bad.status, 400);
     assert.match(bad.body.error.message, /priority/);
-    assert.equal((await inst('POST', `/api/v1/jobs/${blocker}/priority`, { front: true })).status, 409,
+    assert.equal((await admin('POST', `/api/v1/jobs/${blocker}/priority`, { front: true })).status, 409,
       'a running job has no place in the queue');
     await admin('POST', `/api/v1/jobs/${blocker}/abort`);
     for (const id of [a1, b1, c1]) await waitState(admin, id, ['done'], 60000);

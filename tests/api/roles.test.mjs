@@ -119,6 +119,13 @@ describe('every route, every role', () => {
       assert.equal(r.status, 200, path);
       assert.ok(!JSON.stringify(r.body).includes('ann'), `${path} shows ben something of ann's: ${JSON.stringify(r.body).slice(0, 300)}`);
     }
+    // an instructor sees the jobs of their classes' members (made here: the walk
+    // above deletes whatever class its ids happen to name)
+    const k = await as.teach('POST', '/api/v1/classes', { name: 'roles lab' });
+    assert.equal(k.status, 201, JSON.stringify(k.body));
+    for (const name of ['ann', 'ben']) {
+      assert.equal((await as.teach('POST', `/api/v1/classes/${k.body.class.id}/members`, { name })).status, 200);
+    }
     const all = await as.teach('GET', '/api/v1/jobs');
     assert.ok(all.body.jobs.some((j) => j.id === jobA), 'the instructor sees ann\'s job');
   });
