@@ -231,3 +231,51 @@ void backend_free(struct backend *be)
 }
 
 const char *backend_name(const struct backend *be) { return be ? be->ops->name : "ref"; }
+
+/* ---- precision ---- */
+
+static const char *const precisions[] = { "fp32", "fp16", "bf16" };
+
+int backend_precision_parse(const char *s, int *out, struct dd_err *err)
+{
+	*out = BACKEND_FP32;
+	if (!s || !*s)
+		return DD_OK;
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(s, precisions[i])) {
+			*out = i;
+			return DD_OK;
+		}
+	return dd_err_set(err, DD_EINVAL, "precision '%s': fp32, fp16 or bf16", s);
+}
+
+const char *backend_precision_name(int precision)
+{
+	return precision >= 0 && precision < 3 ? precisions[precision] : "?";
+}
+
+int backend_set_precision(struct backend *be, int precision, struct dd_err *err)
+{
+	if (precision < 0 || precision > 2)
+		return dd_err_set(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
+	if (be->ops->set_precision)
+		return be->ops->set_precision(be, precision, err);
+	if (precision == BACKEND_FP32)
+		return DD_OK;
+	return dd_err_set(err, DD_EINVAL, "precision %s needs the cuda backend (this one is %s)",
+			  precisions[precision], be->ops->name);
+}
+
+int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err)
+{
+	*skipped = 0;
+	if (scale)
+		*scale = 1;
+	if (!be->ops->unscale)
+		return DD_OK;
+	float s = 1;
+	int rc = be->ops->unscale(be, g, n, skipped, &s, err);
+	if (scale)
+		*scale = s;
+	return rc;
+}

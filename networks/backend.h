@@ -20,6 +20,8 @@
 #ifndef DD_BACKEND_H
 #define DD_BACKEND_H
 
+#include <stdint.h>
+
 #include "../common/err.h"
 
 struct backend;
@@ -42,6 +44,23 @@ const char *const *backend_names(void);
  * missing: the plugin (not built here), a plugin of another API version, the
  * driver, or a GPU. */
 int backend_create_cuda(int device, int deterministic, struct backend **out, struct dd_err *err);
+
+/* The math a backend's convolutions and inner products run in.  FP16 and BF16:
+ * tensor-core math on half-precision copies of the inputs and weights with FP32
+ * accumulation, FP32 activations and master weights; FP16 with dynamic loss
+ * scaling.  Only the cuda backend has them. */
+enum backend_precision { BACKEND_FP32, BACKEND_FP16, BACKEND_BF16 };
+/* "fp32", "fp16", "bf16" (NULL or "": fp32) into *out; DD_EINVAL naming the value. */
+int backend_precision_parse(const char *s, int *out, struct dd_err *err);
+const char *backend_precision_name(int precision);
+/* Before any graph is created on be.  FP32 always works; otherwise DD_EINVAL
+ * saying that the precision needs the cuda backend. */
+int backend_set_precision(struct backend *be, int precision, struct dd_err *err);
+/* After a step's backward passes, before the solver: undo FP16's loss scale on the
+ * gradient arena g (n elements).  *skipped 1: the gradients overflowed, do not take
+ * this step (the scale was halved).  *scale (may be NULL): the scale now; 1 where
+ * there is none. */
+int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
 
 /* One GPU as the server reports it (/api/v1/info "gpus"). */
 struct backend_gpu {

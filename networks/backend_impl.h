@@ -28,8 +28,8 @@
 #include "ref.h"
 
 /* 2: the optional device operations (sync, copy, zero, update) and the plugin
- * entry points below. */
-#define BACKEND_API_VERSION 2
+ * entry points below.  3: set_precision and unscale (mixed precision). */
+#define BACKEND_API_VERSION 3
 
 struct backend_layer {
 	const struct net_layer *l;  /* type and parameters (borrowed from the net) */
@@ -97,6 +97,14 @@ struct backend_ops {
 	void (*zero)(struct backend *be, void *p, size_t bytes);
 	/* optional (NULL: the solver updates on the host): one blob's update, queued */
 	int (*update)(struct backend *be, const struct backend_update *u, struct dd_err *err);
+	/* optional (NULL: FP32 only): the math of the layers built from now on, an
+	 * enum backend_precision; called before any graph is created on it */
+	int (*set_precision)(struct backend *be, int precision, struct dd_err *err);
+	/* optional (NULL: nothing to do): after the backward passes of a step and before
+	 * the solver, the gradient arena g (n): undo the loss scale, or on an inf/NaN
+	 * set *skipped (the step must not be taken) and lower the scale; *scale is the
+	 * scale the next step uses */
+	int (*unscale)(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
 };
 
 struct backend {

@@ -300,7 +300,9 @@ static int setup(struct run *r, struct dd_err *err)
 	}
 	if (o->threads > 0)
 		omp_set_num_threads(o->threads);
-	if ((rc = backend_create(o->backend, &r->be, err)) ||
+	int prec;
+	if ((rc = backend_precision_parse(o->precision, &prec, err)) ||
+	    (rc = backend_create(o->backend, &r->be, err)) || (rc = backend_set_precision(r->be, prec, err)) ||
 	    (rc = graph_create(r->tg, r->be, o->seed, &r->tr, err)) ||
 	    (rc = graph_create(r->vg, r->be, o->seed, &r->va, err)))
 		return rc;
@@ -425,6 +427,8 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	int64_t val_every = (int64_t)fmax(1, llround((o->val_interval > 0 ? o->val_interval : 1) * (double)r.ipe));
 	int64_t snap_every = (int64_t)fmax(1, llround((o->snapshot_interval > 0 ? o->snapshot_interval : 1) * (double)r.ipe));
 
+	struct solver_config lrc = { 0 }; /* the rate of a skipped step */
+	train_lr_config(o, r.total, &lrc);
 	double lsum = 0;
 	int lcount = 0;
 	int64_t t0 = fs_mono_ms(), img_since = 0;
@@ -444,7 +448,14 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 				goto out;
 			loss += l / r.iter_size;
 		}
-		double lr = solver_step(r.sol, (int)it);
+		int skipped;
+		float scale;
+		if ((rc = backend_unscale(r.be, graph_grads(r.tr), graph_param_count(r.tr), &skipped, &scale, err)))
+			goto out;
+		if (skipped) /* FP16's gradients overflowed: no update this step, a smaller loss scale */
+			logf_(h, "info", "iteration %lld: fp16 gradients overflowed, step skipped, loss scale now %g",
+			      (long long)it + 1, (double)scale);
+		double lr = skipped ? lr_at(&lrc, (int)it) : solver_step(r.sol, (int)it);
 		lsum += loss;
 		lcount++;
 		img_since += (int64_t)r.tb * r.iter_size;
