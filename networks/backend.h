@@ -59,7 +59,7 @@ int backend_set_precision(struct backend *be, int precision, struct dd_err *err)
 /* After a step's backward passes, before the solver: undo FP16's loss scale on the
  * gradient arena g (n elements).  *skipped 1: the gradients overflowed, do not take
  * this step (the scale was halved).  *scale (may be NULL): the scale now; 1 where
- * there is none. */
+ * there is none.  Returns with g ready for the host to read. */
 int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
 
 /* One GPU as the server reports it (/api/v1/info "gpus"). */

@@ -406,6 +406,12 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	r.netname = o->network_name ? o->network_name : "network";
 	if (!o->dataset_dir || !o->network_text || !o->out_dir)
 		return dd_err_set(err, DD_EINVAL, "a dataset, a network and an output folder are required");
+	int prec; /* a half precision off cuda is refused before anything is read */
+	if (backend_precision_parse(o->precision, &prec, err))
+		return DD_EINVAL;
+	if (prec != BACKEND_FP32 && (!o->backend || strncmp(o->backend, "cuda", 4) != 0))
+		return dd_err_set(err, DD_EINVAL, "precision %s needs the cuda backend (this run asks for %s)",
+				  backend_precision_name(prec), o->backend ? o->backend : "cpu");
 	int rc = setup(&r, err);
 	if (rc)
 		goto out;

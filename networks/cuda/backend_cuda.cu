@@ -1651,6 +1651,7 @@ static int cu_unscale(struct backend *be, float *g, int64_t n, int *skipped, flo
 	} else {
 		k_scale_by<<<blocks_for(n), THREADS, 0, cx->stream>>>(g, n, 1.0f / cx->scale);
 		LAUNCHED("the loss unscale");
+		CU(cudaStreamSynchronize(cx->stream), "waiting for the device"); /* the host may read g */
 		if (++cx->clean >= GROWTH_STEPS && cx->scale < 65536.0f * 65536.0f) {
 			cx->scale *= 2;
 			cx->clean = 0;

@@ -14,6 +14,14 @@
  * is a clear error naming the batch size, and a whole training run (train_run: the
  * feed, validation, snapshots) on cuda learns what it learns on cpu.
  *
+ * Mixed precision: every layer case again with BF16 convolutions and inner products
+ * (a looser tolerance, BF16_TOL); LeNet trained MIXED_STEPS steps in FP32, FP16 and
+ * BF16 on cuda from the same weights and data, the half-precision losses within
+ * FP16_LOSS_TOL / BF16_LOSS_TOL of FP32's; FP16's loss scaling skipping a step on an
+ * injected inf, halving its scale, and unscaling the next step's gradients to
+ * FP32's.  On every machine: a half precision on a backend other than cuda is
+ * refused, by name.
+ *
  * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
  * "SKIP: <reason>" and the summary counts them; what runs here then is the check
  * that the refusal says why. */
@@ -294,6 +302,200 @@ static void test_solvers(void)
 	}
 }
 
+/* ---- mixed precision ---- */
+
+/* BF16 keeps 8 bits of mantissa: a rounding of 2^-9 relative on every input and
+ * weight of a convolution or inner product, FP32 accumulation. */
+#define BF16_TOL 5e-2
+#define MIXED_STEPS 30
+#define FP16_LOSS_TOL 0.03
+#define BF16_LOSS_TOL 0.08
+
+static struct backend *cuda_at(int precision)
+{
+	struct backend *b = NULL;
+	struct dd_err err = { 0 };
+	if (backend_create_cuda(0, 0, &b, &err) || backend_set_precision(b, precision, &err)) {
+		fprintf(stderr, "  cuda %s: %s\n", backend_precision_name(precision), err.msg);
+		backend_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void test_layers_bf16(void)
+{
+	struct backend *b16 = cuda_at(BACKEND_BF16);
+	CHECK(b16 != NULL);
+	if (!b16)
+		return;
+	char text[4096];
+	struct net_input in = { .n = 4, .c = 3, .h = 12, .w = 12, .classes = 5 };
+	for (size_t i = 0; i < sizeof layer_cases / sizeof *layer_cases; i++) {
+		snprintf(text, sizeof text, "name: \"case\"\n%s%s%s", head, layer_cases[i].body, tail);
+		struct side a, b;
+		if (side_make(&a, text, &in, cpu, 11 + i)) {
+			CHECK(0);
+			continue;
+		}
+		if (side_make(&b, text, &in, b16, 11 + i)) {
+			fprintf(stderr, "  case %s\n", layer_cases[i].what);
+			CHECK(0);
+			side_free(&a);
+			continue;
+		}
+		feed(&a, 5, 100 + i);
+		feed(&b, 5, 100 + i);
+		float la = NAN, lb = NAN;
+		int skipped = 1;
+		struct dd_err err = { 0 };
+		CHECK(pass(&a, &la) == 0);
+		CHECK(pass(&b, &lb) == 0);
+		CHECK(backend_unscale(b16, graph_grads(b.gr), graph_param_count(b.gr), &skipped, NULL, &err) == DD_OK);
+		CHECK_EQ_INT(skipped, 0); /* BF16 has no loss scale */
+		compare(layer_cases[i].what, &a, &b, BF16_TOL);
+		CHECK(fabs(la - lb) <= BF16_TOL * fmax(1.0, fabs(la)));
+		side_free(&b);
+		side_free(&a);
+	}
+	backend_free(b16);
+}
+
+/* LeNet on cuda in one precision, MIXED_STEPS SGD steps from seed 1 on the fixed
+ * data; the first and the last loss; how many steps loss scaling skipped. */
+static int lenet_run(int precision, float *first, float *last, int *skips)
+{
+	struct net_input in = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct backend *be = cuda_at(precision);
+	struct side s = { 0 };
+	struct solver *sv = NULL;
+	struct dd_err err = { 0 };
+	struct solver_config c = { .type = SOLVER_SGD, .base_lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4 };
+	int rc = -1;
+	*skips = 0;
+	if (!be || side_make(&s, net_standard_text("lenet"), &in, be, 1) || solver_create(&c, s.gr, &sv, &err))
+		goto done;
+	for (int it = 0; it < MIXED_STEPS; it++) {
+		float loss = NAN;
+		int skipped = 0;
+		feed(&s, 10, 7 + it % 4); /* four batches, seen again and again: the loss falls */
+		if (pass(&s, &loss) ||
+		    backend_unscale(be, graph_grads(s.gr), graph_param_count(s.gr), &skipped, NULL, &err))
+			goto done;
+		if (it == 0)
+			*first = loss;
+		*last = loss;
+		*skips += skipped;
+		if (!skipped)
+			solver_step(sv, it);
+	}
+	rc = 0;
+done:
+	if (rc && err.msg[0])
+		fprintf(stderr, "  lenet %s: %s\n", backend_precision_name(precision), err.msg);
+	solver_free(sv);
+	side_free(&s);
+	backend_free(be);
+	return rc;
+}
+
+static void test_lenet_mixed(void)
+{
+	float f[3] = { NAN, NAN, NAN }, l[3] = { NAN, NAN, NAN };
+	int skips[3] = { 0, 0, 0 };
+	for (int p = BACKEND_FP32; p <= BACKEND_BF16; p++) {
+		CHECK(lenet_run(p, &f[p], &l[p], &skips[p]) == 0);
+		printf("  lenet %s: loss %.5f -> %.5f after %d steps, %d skipped\n", backend_precision_name(p), f[p], l[p],
+		       MIXED_STEPS, skips[p]);
+	}
+	CHECK(l[0] < f[0]); /* FP32 learns, so the comparison means something */
+	CHECK(fabs(f[1] - f[0]) <= FP16_LOSS_TOL * fmax(1.0, f[0]));
+	CHECK(fabs(l[1] - l[0]) <= FP16_LOSS_TOL * fmax(1.0, l[0]));
+	CHECK(fabs(f[2] - f[0]) <= BF16_LOSS_TOL * fmax(1.0, f[0]));
+	CHECK(fabs(l[2] - l[0]) <= BF16_LOSS_TOL * fmax(1.0, l[0]));
+	CHECK(skips[0] == 0 && skips[2] == 0);
+	CHECK(skips[1] <= 1); /* LeNet's gradients at 2^16 do not overflow FP16 */
+}
+
+/* An inf injected into FP16's gradients: the step is skipped and the scale halved;
+ * the next, clean step's gradients come back unscaled, FP32's within tolerance. */
+static void test_loss_scale_overflow(void)
+{
+	struct net_input in = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct backend *h = cuda_at(BACKEND_FP16), *f = cuda_at(BACKEND_FP32);
+	struct side a = { 0 }, b = { 0 };
+	struct dd_err err = { 0 };
+	const char *text = net_standard_text("lenet");
+	CHECK(h && f);
+	if (!h || !f || side_make(&a, text, &in, f, 1) || side_make(&b, text, &in, h, 1)) {
+		CHECK(0);
+		goto done;
+	}
+	float la, lb, scale = 0;
+	int skipped = 0;
+	int64_t n = graph_param_count(b.gr);
+	feed(&b, 10, 9);
+	CHECK(pass(&b, &lb) == 0);
+	graph_grads(b.gr)[n / 2] = INFINITY; /* the arena is host-visible after the pass */
+	CHECK(backend_unscale(h, graph_grads(b.gr), n, &skipped, &scale, &err) == DD_OK);
+	CHECK_EQ_INT(skipped, 1);
+	printf("  injected inf: skipped %d, scale now %g\n", skipped, scale);
+	CHECK(scale == 32768.0f);
+	/* a clean pass: unscaled gradients, FP32's */
+	feed(&a, 10, 9);
+	feed(&b, 10, 9);
+	CHECK(pass(&a, &la) == 0 && pass(&b, &lb) == 0);
+	CHECK(backend_unscale(h, graph_grads(b.gr), n, &skipped, &scale, &err) == DD_OK);
+	CHECK_EQ_INT(skipped, 0);
+	CHECK(scale == 32768.0f);
+	double e = nerr(graph_grads(b.gr), graph_grads(a.gr), n);
+	printf("  after the skip: loss fp32 %.5f fp16 %.5f, gradients' normalised error %.3g\n", la, lb, e);
+	CHECK(e < 2e-2);
+	CHECK(fabs(la - lb) <= FP16_LOSS_TOL * fmax(1.0, la));
+done:
+	side_free(&b);
+	side_free(&a);
+	backend_free(f);
+	backend_free(h);
+}
+
+/* On every machine: a half precision needs cuda, said by name. */
+static void test_precision_refused(void)
+{
+	struct dd_err err = { 0 };
+	int p = -1;
+	CHECK_EQ_INT(backend_precision_parse("fp16", &p, &err), DD_OK);
+	CHECK_EQ_INT(p, BACKEND_FP16);
+	CHECK_EQ_INT(backend_precision_parse(NULL, &p, &err), DD_OK);
+	CHECK_EQ_INT(p, BACKEND_FP32);
+	CHECK_EQ_INT(backend_precision_parse("fp8", &p, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "'fp8'");
+	CHECK_EQ_INT(backend_set_precision(cpu, BACKEND_FP32, &err), DD_OK);
+	CHECK_EQ_INT(backend_set_precision(cpu, BACKEND_BF16, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "bf16 needs the cuda backend");
+	CHECK_CONTAINS(err.msg, "cpu");
+	/* nothing to unscale on the cpu */
+	float g[3] = { 1, INFINITY, 3 }, scale = 0;
+	int skipped = 1;
+	CHECK_EQ_INT(backend_unscale(cpu, g, 3, &skipped, &scale, &err), DD_OK);
+	CHECK(skipped == 0 && scale == 1 && g[0] == 1 && g[2] == 3);
+	/* and a training run asking for fp16 on the cpu stops before it starts */
+	struct train_opts o;
+	train_opts_default(&o);
+	o.dataset_dir = "/nonexistent";
+	o.network_text = net_standard_text("lenet");
+	o.out_dir = "/nonexistent/out";
+	o.backend = "cpu";
+	o.precision = "fp16";
+	int rc = train_run(&o, NULL, &err);
+	CHECK_EQ_INT(rc, DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "fp16 needs the cuda backend");
+	printf("  %s\n", err.msg);
+	o.precision = "half";
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "precision 'half'");
+}
+
 /* ---- LeNet and AlexNet: two training steps ---- */
 
 static void train_steps(const char *net, const struct net_input *in, int steps, double tol)
@@ -547,7 +749,7 @@ static void test_version_mismatch(void)
 		out[got] = 0;
 		CHECK(pclose(f) != 0);
 	}
-	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 2");
+	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 3");
 	printf("  %s", out);
 	/* and a plugin that is not there is named too */
 	snprintf(cmd, sizeof cmd,
@@ -585,12 +787,14 @@ int main(int argc, char **argv)
 		RUN(test_solvers);
 		RUN(test_lenet);
 		RUN(test_train_run);
+		RUN(test_precision_refused);
 	} else if (backend_create("cuda", &cu, &refusal)) {
 		char why[600];
 		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
 		check_skip(why);
 		RUN(test_refusal_names_the_reason);
 		RUN(test_version_mismatch);
+		RUN(test_precision_refused);
 	} else {
 		RUN(test_version_mismatch);
 		struct backend_gpu g[8];
@@ -604,6 +808,10 @@ int main(int argc, char **argv)
 		RUN(test_deterministic);
 		RUN(test_out_of_memory);
 		RUN(test_train_run);
+		RUN(test_precision_refused);
+		RUN(test_layers_bf16);
+		RUN(test_lenet_mixed);
+		RUN(test_loss_scale_overflow);
 	}
 	backend_free(cu);
 	backend_free(cpu);
