@@ -108,6 +108,7 @@ struct cuda_ctx {
 	float scale;                /* FP16's loss scale (1 otherwise) */
 	int clean;                  /* steps since the scale last changed */
 	int *flag;                  /* (1) device: a non-finite gradient was seen */
+	int nlayers;                /* layer states alive (the precision is fixed while any is) */
 };
 
 struct cu_layer {
@@ -865,6 +866,7 @@ static void cu_layer_fini(struct backend *be, void *state)
 	if (!st)
 		return;
 	struct cuda_ctx *cx = ctx_of(be);
+	cx->nlayers--;
 	if (st->ref)
 		cx->host.layer_fini(be, st->ref);
 	for (int i = 0; st->data && i < cx->ndata; i++)
@@ -1032,6 +1034,7 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	if (!st)
 		return set_err(err, DD_ENOMEM, "layer '%s': out of memory", lname(bl));
 	*state = st;
+	cx->nlayers++;
 	if (!native(bl)) {
 		st->host = 1;
 		return cx->host.layer_init(be, bl, &st->ref, err);
@@ -1622,6 +1625,8 @@ static int cu_set_precision(struct backend *be, int precision, struct dd_err *er
 	struct cuda_ctx *cx = ctx_of(be);
 	if (precision < BACKEND_FP32 || precision > BACKEND_BF16)
 		return set_err(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
+	if (cx->nlayers > 0 && precision != cx->prec)
+		return set_err(err, DD_EINVAL, "the precision is set before a graph is built on the backend");
 	if (precision != BACKEND_FP32 && !cx->flag)
 		CU(cudaMalloc(&cx->flag, sizeof(int)), "the overflow flag");
 	cx->prec = precision;
