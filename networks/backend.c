@@ -279,3 +279,14 @@ int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float
 		*scale = s;
 	return rc;
 }
+
+/* ---- uploads ---- */
+
+int backend_has_upload(const struct backend *be) { return be && be->ops->upload != NULL; }
+
+int backend_upload_batch(struct backend *be, const struct backend_upload *u, struct dd_err *err)
+{
+	if (!backend_has_upload(be))
+		return dd_err_set(err, DD_EINVAL, "the %s backend transforms no uploads", backend_name(be));
+	return be->ops->upload(be, u, err);
+}

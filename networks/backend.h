@@ -62,6 +62,26 @@ int backend_set_precision(struct backend *be, int precision, struct dd_err *err)
  * there is none.  Returns with g ready for the host to read. */
 int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
 
+/* A batch of 8-bit images for a backend to transform on its device, as
+ * feed_transform (feed.h) does on the host and bit for bit the same in FP32:
+ *   out[s] (c*oh*ow) = (px[s] − mean) · scale over the oh×ow window at (y0[s], x0[s]),
+ *   mirrored horizontally where flip[s].
+ * Everything but out is host memory the call may forget once it returns; out is
+ * the backend's memory (a graph's data blob), written in order with its layers. */
+struct backend_upload {
+	const uint8_t *px;       /* (n*c*h*w) C×H×W planes, BGR, sample after sample */
+	const int32_t *y0, *x0;  /* (n) each */
+	const uint8_t *flip;     /* (n) */
+	int n, c, h, w, oh, ow;
+	const float *mean;       /* (c*h*w) or NULL; kept on the device while the same pointer comes */
+	float scale;
+	float *out;
+};
+/* Whether be transforms uploads itself (the cuda backend). */
+int backend_has_upload(const struct backend *be);
+/* DD_OK, or the backend's error; DD_EINVAL where it has no upload. */
+int backend_upload_batch(struct backend *be, const struct backend_upload *u, struct dd_err *err);
+
 /* One GPU as the server reports it (/api/v1/info "gpus"). */
 struct backend_gpu {
 	int id;

@@ -28,7 +28,8 @@
 #include "ref.h"
 
 /* 2: the optional device operations (sync, copy, zero, update) and the plugin
- * entry points below.  3: set_precision and unscale (mixed precision). */
+ * entry points below.  3: set_precision and unscale (mixed precision), upload
+ * (8-bit batches transformed on the device). */
 #define BACKEND_API_VERSION 3
 
 struct backend_layer {
@@ -105,6 +106,8 @@ struct backend_ops {
 	 * set *skipped (the step must not be taken) and lower the scale; *scale is the
 	 * scale the next step uses */
 	int (*unscale)(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
+	/* optional (NULL: the host transforms): struct backend_upload (backend.h) */
+	int (*upload)(struct backend *be, const struct backend_upload *u, struct dd_err *err);
 };
 
 struct backend {

@@ -109,6 +109,14 @@ struct cuda_ctx {
 	int clean;                  /* steps since the scale last changed */
 	int *flag;                  /* (1) device: a non-finite gradient was seen */
 	int nlayers;                /* layer states alive (the precision is fixed while any is) */
+	/* uploads (cu_upload): device copies of the last batch, its geometry, the mean */
+	uint8_t *up_px;
+	size_t up_px_bytes;
+	int32_t *up_geo;            /* (3 n): y0, x0, flip of each sample */
+	size_t up_geo_bytes;
+	float *up_mean;
+	size_t up_mean_bytes;
+	const float *up_mean_of;    /* the host mean up_mean copies */
 };
 
 struct cu_layer {
@@ -241,6 +249,27 @@ __global__ void k_scale_by(float *x, int64_t n, float a)
 __global__ void k_nonfinite(int *flag, const float *x, int64_t n)
 {
 	FOR_EACH(i, n) if (!isfinite(x[i])) *flag = 1;
+}
+
+/* an upload (backend_upload): out = (px − mean) · scale over each sample's window,
+ * mirrored where its flip says; the same FP32 operations as feed_transform */
+struct upload_k {
+	int n, c, h, w, oh, ow;
+	float scale;
+};
+__global__ void k_upload(float *out, const uint8_t *px, const int32_t *geo, const float *mean, struct upload_k u)
+{
+	int64_t per = (int64_t)u.c * u.oh * u.ow, total = per * u.n;
+	FOR_EACH(i, total) {
+		int64_t s = i / per, r = i % per;
+		int ch = (int)(r / ((int64_t)u.oh * u.ow));
+		int y = (int)(r / u.ow % u.oh), xo = (int)(r % u.ow);
+		int y0 = geo[3 * s], x0 = geo[3 * s + 1], flip = geo[3 * s + 2];
+		int x = flip ? u.ow - 1 - xo : xo;
+		int64_t at = ((int64_t)ch * u.h + y + y0) * u.w + x0 + x;
+		float v = (float)px[s * (int64_t)u.c * u.h * u.w + at];
+		out[i] = mean ? __fmul_rn(__fsub_rn(v, mean[at]), u.scale) : __fmul_rn(v, u.scale);
+	}
 }
 
 /* out[c] += Σ_{n,p} a[n,c,p] · (m ? m[n,c,p] : 1), in double, one block per channel
@@ -1666,6 +1695,73 @@ static int cu_unscale(struct backend *be, float *g, int64_t n, int *skipped, flo
 	return DD_OK;
 }
 
+/* Device memory of at least bytes in *p (cap *have), its contents dropped. */
+static int up_grow(struct cuda_ctx *cx, void **p, size_t *have, size_t bytes, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	if (bytes <= *have)
+		return DD_OK;
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	cudaFree(*p);
+	*p = NULL;
+	*have = 0;
+	CU(cudaMalloc(p, bytes), "the upload buffers");
+	*have = bytes;
+	return DD_OK;
+}
+
+static int cu_upload(struct backend *be, const struct backend_upload *u, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	struct cuda_ctx *cx = ctx_of(be);
+	if (u->n <= 0)
+		return DD_OK;
+	if (u->oh > u->h || u->ow > u->w || u->c <= 0)
+		return set_err(err, DD_EINVAL, "upload: a %dx%d window of %dx%d images", u->ow, u->oh, u->w, u->h);
+	size_t img = (size_t)u->c * u->h * u->w, npx = img * u->n;
+	int rc;
+	if ((rc = up_grow(cx, (void **)&cx->up_px, &cx->up_px_bytes, npx, err)) ||
+	    (rc = up_grow(cx, (void **)&cx->up_geo, &cx->up_geo_bytes, 3 * sizeof(int32_t) * u->n, err)))
+		return rc;
+	if (u->mean && (u->mean != cx->up_mean_of || cx->up_mean_bytes < img * sizeof(float))) {
+		if ((rc = up_grow(cx, (void **)&cx->up_mean, &cx->up_mean_bytes, img * sizeof(float), err)))
+			return rc;
+		CU(cudaMemcpyAsync(cx->up_mean, u->mean, img * sizeof(float), cudaMemcpyHostToDevice, cx->stream),
+		   "the mean");
+		cx->up_mean_of = u->mean;
+	}
+	int32_t *geo = (int32_t *)malloc(3 * sizeof(int32_t) * u->n);
+	if (!geo)
+		return set_err(err, DD_ENOMEM, "out of memory");
+	for (int s = 0; s < u->n; s++) {
+		geo[3 * s] = u->y0[s];
+		geo[3 * s + 1] = u->x0[s];
+		geo[3 * s + 2] = u->flip[s] != 0;
+		if (u->y0[s] < 0 || u->x0[s] < 0 || u->y0[s] + u->oh > u->h || u->x0[s] + u->ow > u->w) {
+			free(geo);
+			return set_err(err, DD_EINVAL, "upload: sample %d's window at (%d, %d) leaves the image", s, u->x0[s],
+				       u->y0[s]);
+		}
+	}
+	/* copies on the stream, after the last batch's kernel has read the buffers;
+	 * from pageable memory they return once the host's bytes are staged, so the
+	 * caller may reuse px at once (and geo is freed after a sync) */
+	cudaError_t e = cudaMemcpyAsync(cx->up_px, u->px, npx, cudaMemcpyHostToDevice, cx->stream);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(cx->up_geo, geo, 3 * sizeof(int32_t) * u->n, cudaMemcpyHostToDevice, cx->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cx->stream);
+	free(geo);
+	if (e != cudaSuccess)
+		return cuda_fail(err, bl, e, "uploading a batch");
+	struct upload_k k = { u->n, u->c, u->h, u->w, u->oh, u->ow, u->scale };
+	int64_t total = (int64_t)u->n * u->c * u->oh * u->ow;
+	k_upload<<<blocks_for(total), THREADS, 0, cx->stream>>>(u->out, cx->up_px, cx->up_geo,
+							       u->mean ? cx->up_mean : NULL, k);
+	LAUNCHED("the upload transform");
+	return DD_OK;
+}
+
 static int cu_supports(struct backend *be, const struct net_layer *l)
 {
 	return l->type < NET_LAYER_TYPE_COUNT;
@@ -1681,6 +1777,9 @@ static void cu_destroy(struct backend *be)
 	cudaFree(cx->ws);
 	cudaFree(cx->lp);
 	cudaFree(cx->flag);
+	cudaFree(cx->up_px);
+	cudaFree(cx->up_geo);
+	cudaFree(cx->up_mean);
 	if (cx->blas)
 		cublasDestroy(cx->blas);
 	if (cx->dnn)
@@ -1707,6 +1806,7 @@ static const struct backend_ops cuda_ops = {
 	cu_update,
 	cu_set_precision,
 	cu_unscale,
+	cu_upload,
 };
 
 /* ---- the plugin's entry points ---- */
