@@ -315,12 +315,13 @@ static int setup(struct run *r, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "%s has no Data layer for the train or val stage", r->netname);
 	struct feed_opts fo = { .train = 1, .crop = r->tg->in.crop, .mirror = o->mirror ? o->mirror > 0 : tdn->l.data.mirror,
 				.scale = tdn->l.data.scale, .mean = o->mean, .mean_value = tdn->l.data.mean_value,
-				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb };
+				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb,
+				.device = r->be /* cuda: 8-bit batches transformed on the GPU */ };
 	if ((rc = feed_open(o->dataset_dir, "train", &fo, &r->ftr, err)))
 		return rc;
 	fo = (struct feed_opts){ .train = 0, .crop = r->vg->in.crop, .scale = vdn->l.data.scale, .mean = o->mean,
 				 .mean_value = vdn->l.data.mean_value, .nmean_value = vdn->l.data.nmean_value,
-				 .seed = o->seed, .prefetch = r->vb };
+				 .seed = o->seed, .prefetch = r->vb, .device = r->be };
 	if ((rc = feed_open(o->dataset_dir, "val", &fo, &r->fva, err)))
 		return rc;
 
