@@ -22,6 +22,13 @@
  * FP32's.  On every machine: a half precision on a backend other than cuda is
  * refused, by name.
  *
+ * Device data preparation: an 8-bit batch uploaded and transformed on the GPU
+ * (mean, scale, crop window, mirror) is feed_transform's output bit for bit, and a
+ * feed handing its batches to the device feeds exactly what the host path feeds.
+ * On every machine the feed's side is checked with the cpu backend as its device
+ * (no upload op: the host path) and with the cpu backend plus an upload done on
+ * the host (the 8-bit path: planes, windows and flips as the feed hands them).
+ *
  * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
  * "SKIP: <reason>" and the summary counts them; what runs here then is the check
  * that the refusal says why. */
@@ -33,6 +40,8 @@
 #include <string.h>
 
 #include "../../networks/backend.h"
+#include "../../networks/backend_impl.h"
+#include "../../networks/feed.h"
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
 #include "../../networks/solver.h"
@@ -496,6 +505,123 @@ static void test_precision_refused(void)
 	CHECK_CONTAINS(err.msg, "precision 'half'");
 }
 
+/* ---- data preparation on the device ---- */
+
+static void test_upload_matches_host(void)
+{
+	enum { N = 3, C = 3, H = 10, W = 12, OH = 7, OW = 9 };
+	static uint8_t px[N * C * H * W];
+	static float planes[C * H * W], mean[C * H * W], want[N * C * OH * OW];
+	int32_t y0[N] = { 0, 3, 1 }, x0[N] = { 3, 0, 2 };
+	uint8_t flip[N] = { 1, 0, 1 };
+	uint64_t r = 99;
+	for (size_t i = 0; i < sizeof px; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		px[i] = (uint8_t)(r >> 56);
+	}
+	for (int i = 0; i < C * H * W; i++)
+		mean[i] = 100.0f + 0.37f * (float)(i % 97);
+	float *out = backend_alloc(cu, sizeof want);
+	CHECK(out != NULL);
+	if (!out)
+		return;
+	for (int with_mean = 0; with_mean < 2; with_mean++) {
+		const float *m = with_mean ? mean : NULL;
+		float scale = with_mean ? 0.0173f : 1.0f / 255;
+		for (int s = 0; s < N; s++) {
+			for (int i = 0; i < C * H * W; i++)
+				planes[i] = px[s * C * H * W + i];
+			feed_transform(planes, C, H, W, m, scale, y0[s], x0[s], OH, OW, flip[s], want + s * C * OH * OW);
+		}
+		struct backend_upload u = { .px = px, .y0 = y0, .x0 = x0, .flip = flip, .n = N, .c = C, .h = H, .w = W,
+					    .oh = OH, .ow = OW, .mean = m, .scale = scale, .out = out };
+		struct dd_err err = { 0 };
+		CHECK_EQ_INT(backend_upload_batch(cu, &u, &err), DD_OK);
+		backend_sync(cu);
+		int same = memcmp(out, want, sizeof want) == 0;
+		CHECK(same);
+		printf("  %s mean: %s\n", with_mean ? "with a" : "without a",
+		       same ? "the host's floats bit for bit" : "differs from the host");
+	}
+	/* a window outside the image is refused, by sample */
+	y0[1] = H - OH + 1;
+	struct backend_upload bad = { .px = px, .y0 = y0, .x0 = x0, .flip = flip, .n = N, .c = C, .h = H, .w = W,
+				      .oh = OH, .ow = OW, .scale = 1, .out = out };
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(backend_upload_batch(cu, &bad, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "sample 1");
+	backend_release(cu, out);
+}
+
+/* Three training batches (random crops, mirrors, the image mean) through a feed
+ * whose device is dev, against a feed without one. */
+static void feed_with_device(struct backend *dev)
+{
+	char tmp[64], ds[512];
+	struct dd_err err = { 0 };
+	if (!check_tmpdir(tmp, sizeof tmp) || quadrants_dataset(tmp, 170, 40, ds, sizeof ds)) {
+		CHECK(0);
+		return;
+	}
+	enum { B = 8 };
+	struct feed_opts o = { .train = 1, .crop = 12, .mirror = 1, .scale = 0.0125f, .mean = FEED_MEAN_IMAGE,
+			       .seed = 4, .prefetch = B };
+	struct feed *host = NULL, *dv = NULL;
+	CHECK_EQ_INT(feed_open(ds, "train", &o, &host, &err), DD_OK);
+	o.device = dev;
+	CHECK_EQ_INT(feed_open(ds, "train", &o, &dv, &err), DD_OK);
+	size_t cnt = (size_t)B * 12 * 12;
+	float *a = malloc(cnt * sizeof(float)), *b = backend_alloc(dev, cnt * sizeof(float));
+	float la[B], lb[B];
+	int same = 1;
+	CHECK(a && b);
+	for (int k = 0; host && dv && a && b && k < 3; k++) {
+		CHECK_EQ_INT(feed_next(host, a, la, B, &err), DD_OK);
+		CHECK_EQ_INT(feed_next(dv, b, lb, B, &err), DD_OK);
+		backend_sync(dev);
+		same = same && memcmp(a, b, cnt * sizeof(float)) == 0 && memcmp(la, lb, sizeof la) == 0;
+	}
+	CHECK(same);
+	printf("  %s as the feed's device: 3 batches %s\n", backend_name(dev),
+	       same ? "as the host feeds them" : "DIFFER from the host's");
+	free(a);
+	if (b)
+		backend_release(dev, b);
+	feed_close(dv);
+	feed_close(host);
+	fs_rm_rf(tmp, NULL);
+}
+
+static void test_feed_on_device(void) { feed_with_device(cu); }
+static void test_feed_device_without_upload(void) { feed_with_device(cpu); }
+
+/* The feed's side of an upload on any machine: the cpu backend's operations plus an
+ * upload done on the host with feed_transform. */
+static int host_upload(struct backend *be, const struct backend_upload *u, struct dd_err *err)
+{
+	size_t img = (size_t)u->c * u->h * u->w, out = (size_t)u->c * u->oh * u->ow;
+	float *planes = malloc(img * sizeof(float));
+	if (!planes)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	for (int s = 0; s < u->n; s++) {
+		for (size_t i = 0; i < img; i++)
+			planes[i] = u->px[s * img + i];
+		feed_transform(planes, u->c, u->h, u->w, u->mean, u->scale, u->y0[s], u->x0[s], u->oh, u->ow, u->flip[s],
+			       u->out + s * out);
+	}
+	free(planes);
+	return DD_OK;
+}
+
+static void test_feed_raw_path(void)
+{
+	struct backend_ops ops = *cpu->ops;
+	ops.upload = host_upload;
+	struct backend up = { &ops, cpu->ctx };
+	CHECK(backend_has_upload(&up));
+	feed_with_device(&up);
+}
+
 /* ---- LeNet and AlexNet: two training steps ---- */
 
 static void train_steps(const char *net, const struct net_input *in, int steps, double tol)
@@ -788,6 +914,8 @@ int main(int argc, char **argv)
 		RUN(test_lenet);
 		RUN(test_train_run);
 		RUN(test_precision_refused);
+		RUN(test_feed_device_without_upload);
+		RUN(test_feed_raw_path);
 	} else if (backend_create("cuda", &cu, &refusal)) {
 		char why[600];
 		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
@@ -795,6 +923,8 @@ int main(int argc, char **argv)
 		RUN(test_refusal_names_the_reason);
 		RUN(test_version_mismatch);
 		RUN(test_precision_refused);
+		RUN(test_feed_device_without_upload);
+		RUN(test_feed_raw_path);
 	} else {
 		RUN(test_version_mismatch);
 		struct backend_gpu g[8];
@@ -812,6 +942,10 @@ int main(int argc, char **argv)
 		RUN(test_layers_bf16);
 		RUN(test_lenet_mixed);
 		RUN(test_loss_scale_overflow);
+		RUN(test_upload_matches_host);
+		RUN(test_feed_on_device);
+		RUN(test_feed_device_without_upload);
+		RUN(test_feed_raw_path);
 	}
 	backend_free(cu);
 	backend_free(cpu);
