@@ -47,9 +47,16 @@
  * and the conversions are elementwise passes that cost little next to the
  * convolutions; the price is the extra memory traffic and the scratch.  FP16 uses
  * dynamic loss scaling: the softmax loss's seed gradient is multiplied by the scale
- * S (2^16 at first); unscale checks the gradient arena for inf/NaN — then the step
+ * S (2^16 at first), and a convolution's weight gradient (a sum over the batch) is
+ * written in half precision unscaled and rescaled in FP32; unscale checks the gradient arena for inf/NaN — then the step
  * is skipped and S halved — else multiplies it by 1/S, and doubles S after
  * GROWTH_STEPS clean steps.  BF16 has FP32's range and needs no scaling.
+ *
+ * Uploads (cu_upload, feed.h's device path): a batch of 8-bit planes and its crop
+ * windows and flips are copied into device buffers of the context's own and
+ * k_upload writes the data blob with feed_transform's FP32 operations (explicitly
+ * rounded, so no FMA contraction can change a bit); the mean is copied once per
+ * host pointer.
  *
  * Errors: every CUDA, cuDNN and cuBLAS status is checked; a failure becomes a
  * struct dd_err naming the layer, and running out of GPU memory names the batch
@@ -236,9 +243,9 @@ template <typename T> __global__ void k_narrow(T *o, const float *x, int64_t n)
 {
 	FOR_EACH(i, n) narrow_to(&o[i], x[i]);
 }
-template <typename T> __global__ void k_widen(float *y, const T *x, int64_t n, int add)
+template <typename T> __global__ void k_widen(float *y, const T *x, int64_t n, int add, float mult)
 {
-	FOR_EACH(i, n) y[i] = add ? y[i] + widen_of(x[i]) : widen_of(x[i]);
+	FOR_EACH(i, n) y[i] = add ? y[i] + mult * widen_of(x[i]) : mult * widen_of(x[i]);
 }
 /* x[i] *= a */
 __global__ void k_scale_by(float *x, int64_t n, float a)
@@ -841,14 +848,14 @@ static int narrow(struct cuda_ctx *cx, void *o, const float *x, int64_t n, const
 	LAUNCHED("to half precision");
 	return DD_OK;
 }
-/* y (FP32, n) ← (add ? y : 0) + x (half), queued */
-static int widen(struct cuda_ctx *cx, float *y, const void *x, int64_t n, int add, const struct backend_layer *bl,
-		 struct dd_err *err)
+/* y (FP32, n) ← (add ? y : 0) + mult · x (half), queued */
+static int widen(struct cuda_ctx *cx, float *y, const void *x, int64_t n, int add, float mult,
+		 const struct backend_layer *bl, struct dd_err *err)
 {
 	if (cx->prec == BACKEND_FP16)
-		k_widen<<<blocks_for(n), THREADS, 0, cx->stream>>>(y, (const __half *)x, n, add);
+		k_widen<<<blocks_for(n), THREADS, 0, cx->stream>>>(y, (const __half *)x, n, add, mult);
 	else
-		k_widen<<<blocks_for(n), THREADS, 0, cx->stream>>>(y, (const __nv_bfloat16 *)x, n, add);
+		k_widen<<<blocks_for(n), THREADS, 0, cx->stream>>>(y, (const __nv_bfloat16 *)x, n, add, mult);
 	LAUNCHED("from half precision");
 	return DD_OK;
 }
@@ -1183,7 +1190,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 			DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, lp_x(cx, st), st->wd, lp_w(cx, st), st->cd,
 						    st->fwd_algo, cx->ws, cx->ws_bytes, &zero, st->yd, lp_y(cx, st)),
 			    "convolution forward");
-			if ((rc = widen(cx, y, lp_y(cx, st), n, 0, bl, err)))
+			if ((rc = widen(cx, y, lp_y(cx, st), n, 0, 1.0f, bl, err)))
 				return rc;
 		} else {
 			DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, x, st->wd, bl->w[0], st->cd, st->fwd_algo, cx->ws,
@@ -1364,14 +1371,18 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 			if ((rc = narrow(cx, lp_y(cx, st), dy, n, bl, err)))
 				return rc;
 			if (bl->dw[0]) {
+				/* the weight gradient sums over the whole batch: in half precision it
+				 * is written unscaled (alpha 1/S), where a scaled one would overflow
+				 * long before the activation gradients do, and scaled back in FP32 */
+				float inv = 1.0f / cx->scale;
 				if ((rc = narrow(cx, lp_x(cx, st), x, nx, bl, err)))
 					return rc;
 				DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
-				DNN(cudnnConvolutionBackwardFilter(cx->dnn, &one, st->xd, lp_x(cx, st), st->yd, lp_y(cx, st),
+				DNN(cudnnConvolutionBackwardFilter(cx->dnn, &inv, st->xd, lp_x(cx, st), st->yd, lp_y(cx, st),
 								   st->cd, st->bwd_filter_algo, cx->ws, cx->ws_bytes, &zero,
 								   st->wd, lp_r(cx, st)),
 				    "convolution backward filter");
-				if ((rc = widen(cx, bl->dw[0], lp_r(cx, st), nw, 1, bl, err)))
+				if ((rc = widen(cx, bl->dw[0], lp_r(cx, st), nw, 1, cx->scale, bl, err)))
 					return rc;
 			}
 			if (dx) {
@@ -1382,7 +1393,7 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 								 st->cd, st->bwd_data_algo, cx->ws, cx->ws_bytes, &zero,
 								 st->xd, lp_r(cx, st)),
 				    "convolution backward data");
-				if ((rc = widen(cx, dx, lp_r(cx, st), nx, 1, bl, err)))
+				if ((rc = widen(cx, dx, lp_r(cx, st), nx, 1, 1.0f, bl, err)))
 					return rc;
 			}
 			if (d->bias && bl->dw[1]) {

@@ -317,8 +317,9 @@ static void test_solvers(void)
  * weight of a convolution or inner product, FP32 accumulation. */
 #define BF16_TOL 5e-2
 #define MIXED_STEPS 30
-#define FP16_LOSS_TOL 0.03
-#define BF16_LOSS_TOL 0.08
+#define FP16_LOSS_TOL 0.05
+#define BF16_LOSS_TOL 0.10
+#define FIRST_LOSS_TOL 0.02 /* the first loss: the same weights, one forward */
 
 static struct backend *cuda_at(int precision)
 {
@@ -418,12 +419,12 @@ static void test_lenet_mixed(void)
 		       MIXED_STEPS, skips[p]);
 	}
 	CHECK(l[0] < f[0]); /* FP32 learns, so the comparison means something */
-	CHECK(fabs(f[1] - f[0]) <= FP16_LOSS_TOL * fmax(1.0, f[0]));
+	CHECK(fabs(f[1] - f[0]) <= FIRST_LOSS_TOL * fmax(1.0, f[0]));
+	CHECK(fabs(f[2] - f[0]) <= FIRST_LOSS_TOL * fmax(1.0, f[0]));
 	CHECK(fabs(l[1] - l[0]) <= FP16_LOSS_TOL * fmax(1.0, l[0]));
-	CHECK(fabs(f[2] - f[0]) <= BF16_LOSS_TOL * fmax(1.0, f[0]));
 	CHECK(fabs(l[2] - l[0]) <= BF16_LOSS_TOL * fmax(1.0, l[0]));
 	CHECK(skips[0] == 0 && skips[2] == 0);
-	CHECK(skips[1] <= 1); /* LeNet's gradients at 2^16 do not overflow FP16 */
+	CHECK(skips[1] <= 3); /* a few at most while the scale finds its level */
 }
 
 /* An inf injected into FP16's gradients: the step is skipped and the scale halved;
