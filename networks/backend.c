@@ -122,6 +122,33 @@ int backend_create_cuda(int device, int deterministic, struct backend **out, str
 	return DD_OK;
 }
 
+int backend_create_cuda_group(int n, const int *devices, int deterministic, struct backend **out,
+			      struct dd_err *err)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	void *h = plugin_get();
+	if (!h)
+		return dd_err_set(err, DD_EINVAL, "cuda: %s", plugin_error);
+	backend_cuda_create_group_fn create;
+	*(void **)&create = dlsym(h, BACKEND_CUDA_CREATE_GROUP);
+	if (!create)
+		return dd_err_set(err, DD_EINVAL, "cuda: this plugin has no multi-GPU groups");
+	const struct backend_host host = { .layer_init = ref_layer_init,
+					   .layer_fini = ref_layer_fini,
+					   .forward = ref_layer_forward,
+					   .backward = ref_layer_backward,
+					   .device = devices[0],
+					   .deterministic = deterministic };
+	int rc = create(&host, n, devices, out, err);
+	if (rc) {
+		for (int i = 0; i < n; i++)
+			out[i] = NULL;
+		dd_err_prefix(err, "cuda");
+	}
+	return rc;
+}
+
 /* ---- NVML, by dlopen: a handful of entry points, declared as its header does ---- */
 
 struct nvml_memory {
@@ -289,4 +316,17 @@ int backend_upload_batch(struct backend *be, const struct backend_upload *u, str
 	if (!backend_has_upload(be))
 		return dd_err_set(err, DD_EINVAL, "the %s backend transforms no uploads", backend_name(be));
 	return be->ops->upload(be, u, err);
+}
+
+void backend_bind(struct backend *be)
+{
+	if (be && be->ops->bind)
+		be->ops->bind(be);
+}
+
+int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err)
+{
+	if (!be->ops->allreduce)
+		return dd_err_set(err, DD_EINVAL, "the %s backend is not one of a group of GPUs", backend_name(be));
+	return be->ops->allreduce(be, buf, n, err);
 }

@@ -82,6 +82,16 @@ int backend_has_upload(const struct backend *be);
 /* DD_OK, or the backend's error; DD_EINVAL where it has no upload. */
 int backend_upload_batch(struct backend *be, const struct backend_upload *u, struct dd_err *err);
 
+/* Data parallelism on several GPUs of this machine: n cuda backends, one per device
+ * in devices (out: n), joined by NCCL.  Each is driven by a thread of its own,
+ * which calls backend_bind first; backend_allreduce then turns a buffer of its
+ * memory (a gradient arena) into the mean over the n, every thread calling it
+ * once per step.  DD_EINVAL saying what is missing (the plugin, NCCL, a GPU). */
+int backend_create_cuda_group(int n, const int *devices, int deterministic, struct backend **out,
+			      struct dd_err *err);
+void backend_bind(struct backend *be);
+int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err);
+
 /* One GPU as the server reports it (/api/v1/info "gpus"). */
 struct backend_gpu {
 	int id;

@@ -77,6 +77,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <dlfcn.h>
+#include <nccl.h>
 
 extern "C" {
 #include "../backend_impl.h"
@@ -124,6 +126,8 @@ struct cuda_ctx {
 	float *up_mean;
 	size_t up_mean_bytes;
 	const float *up_mean_of;    /* the host mean up_mean copies */
+	/* a group of GPUs (deepdesk_cuda_create_group): this one's NCCL communicator */
+	ncclComm_t nccl;
 };
 
 struct cu_layer {
@@ -1773,6 +1777,51 @@ static int cu_upload(struct backend *be, const struct backend_upload *u, struct 
 	return DD_OK;
 }
 
+/* ---- NCCL, by dlopen (libnccl.so.2): a machine without it still loads the plugin ---- */
+
+static struct {
+	int tried;
+	void *h;
+	ncclResult_t (*init_all)(ncclComm_t *, int, const int *);
+	ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+				   cudaStream_t);
+	ncclResult_t (*destroy)(ncclComm_t);
+	const char *(*error)(ncclResult_t);
+} nc;
+
+static int nccl_load(struct dd_err *err)
+{
+	if (!nc.tried) {
+		nc.tried = 1;
+		nc.h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+		if (nc.h) {
+			*(void **)&nc.init_all = dlsym(nc.h, "ncclCommInitAll");
+			*(void **)&nc.all_reduce = dlsym(nc.h, "ncclAllReduce");
+			*(void **)&nc.destroy = dlsym(nc.h, "ncclCommDestroy");
+			*(void **)&nc.error = dlsym(nc.h, "ncclGetErrorString");
+			if (!nc.init_all || !nc.all_reduce || !nc.destroy || !nc.error)
+				nc.h = NULL;
+		}
+	}
+	if (!nc.h)
+		return set_err(err, DD_EINVAL, "several GPUs need NCCL (libnccl.so.2), which does not load here");
+	return DD_OK;
+}
+
+static void cu_bind(struct backend *be) { cudaSetDevice(ctx_of(be)->device); }
+
+/* The mean of buf over the group, in place, queued; every GPU's thread calls it. */
+static int cu_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	if (!cx->nccl)
+		return set_err(err, DD_EINVAL, "this GPU is not in a group");
+	ncclResult_t r = nc.all_reduce(buf, buf, (size_t)n, ncclFloat, ncclAvg, cx->nccl, cx->stream);
+	if (r != ncclSuccess)
+		return set_err(err, DD_EINTERNAL, "NCCL all-reduce on GPU %d: %s", cx->device, nc.error(r));
+	return DD_OK;
+}
+
 static int cu_supports(struct backend *be, const struct net_layer *l)
 {
 	return l->type < NET_LAYER_TYPE_COUNT;
@@ -1783,8 +1832,11 @@ static void cu_destroy(struct backend *be)
 	struct cuda_ctx *cx = ctx_of(be);
 	if (!cx)
 		return;
+	cudaSetDevice(cx->device);
 	if (cx->stream)
 		cudaStreamSynchronize(cx->stream);
+	if (cx->nccl)
+		nc.destroy(cx->nccl);
 	cudaFree(cx->ws);
 	cudaFree(cx->lp);
 	cudaFree(cx->flag);
@@ -1818,6 +1870,8 @@ static const struct backend_ops cuda_ops = {
 	cu_set_precision,
 	cu_unscale,
 	cu_upload,
+	cu_bind,
+	cu_allreduce,
 };
 
 /* ---- the plugin's entry points ---- */
@@ -1944,6 +1998,46 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create(const struct bac
 	return DD_OK;
 fail:
 	cu_destroy(&cx->be);
+	return rc;
+}
+
+/* n backends, one per device in devices, whose allreduce averages over all n with
+ * NCCL (one process; each GPU is driven by a thread of its own, which calls bind
+ * first). */
+__attribute__((visibility("default"))) int deepdesk_cuda_create_group(const struct backend_host *host, int n,
+									const int *devices, struct backend **out,
+									struct dd_err *err)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	if (n < 1 || n > 64)
+		return set_err(err, DD_EINVAL, "a group of %d GPUs", n);
+	int rc = nccl_load(err);
+	if (rc)
+		return rc;
+	ncclComm_t comms[64];
+	for (int i = 0; i < n; i++) {
+		struct backend_host h = *host;
+		h.device = devices[i];
+		if ((rc = deepdesk_cuda_create(&h, &out[i], err)))
+			goto fail;
+	}
+	{
+		ncclResult_t r = nc.init_all(comms, n, devices);
+		if (r != ncclSuccess) {
+			rc = set_err(err, DD_EINTERNAL, "NCCL cannot join the %d GPUs: %s", n, nc.error(r));
+			goto fail;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		ctx_of(out[i])->nccl = comms[i];
+	return DD_OK;
+fail:
+	for (int i = 0; i < n; i++) {
+		if (out[i])
+			cu_destroy(out[i]);
+		out[i] = NULL;
+	}
 	return rc;
 }
 

@@ -29,11 +29,17 @@
  * (no upload op: the host path) and with the cpu backend plus an upload done on
  * the host (the 8-bit path: planes, windows and flips as the feed hands them).
  *
+ * Several GPUs (skipped with fewer than two): LeNet on a group of two, 32 images
+ * each, one thread per GPU, gradients averaged with NCCL, gives one GPU's
+ * gradients for the 64 together, and a solver step leaves both replicas' weights
+ * bit for bit the same and the single GPU's within tolerance.
+ *
  * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
  * "SKIP: <reason>" and the summary counts them; what runs here then is the check
  * that the refusal says why. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -623,6 +629,112 @@ static void test_feed_raw_path(void)
 	feed_with_device(&up);
 }
 
+/* ---- two GPUs, NCCL ---- */
+
+struct replica {
+	struct backend *be;
+	struct side s;
+	float loss;
+	int rc;
+	struct dd_err err;
+};
+
+static void *replica_step(void *arg)
+{
+	struct replica *r = arg;
+	backend_bind(r->be);
+	r->rc = pass(&r->s, &r->loss);
+	if (!r->rc)
+		r->rc = backend_allreduce(r->be, graph_grads(r->s.gr), graph_param_count(r->s.gr), &r->err);
+	backend_sync(r->be);
+	return NULL;
+}
+
+static void test_two_gpus(void)
+{
+	struct backend_gpu g[8];
+	if (backend_gpus(g, 8) < 2) {
+		check_skip("fewer than two GPUs: data parallelism is not tested");
+		return;
+	}
+	const char *text = net_standard_text("lenet");
+	struct net_input one = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct net_input half = one;
+	half.n = 32;
+	struct backend *grp[2] = { NULL, NULL };
+	struct replica rp[2];
+	struct side big = { 0 };
+	struct solver *sv[3] = { NULL, NULL, NULL };
+	struct dd_err err = { 0 };
+	struct solver_config c = { .type = SOLVER_SGD, .base_lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4 };
+	int devices[2] = { 0, 1 };
+	memset(rp, 0, sizeof rp);
+	if (backend_create_cuda_group(2, devices, 0, grp, &err)) {
+		fprintf(stderr, "  group: %s\n", err.msg);
+		CHECK(0);
+		return;
+	}
+	backend_bind(cu); /* making the group left this thread on GPU 1 */
+	int ok = side_make(&big, text, &one, cu, 1) == 0;
+	for (int i = 0; i < 2 && ok; i++) {
+		rp[i].be = grp[i];
+		backend_bind(grp[i]);
+		ok = side_make(&rp[i].s, text, &half, grp[i], 1) == 0 && !solver_create(&c, rp[i].s.gr, &sv[i], &err);
+	}
+	backend_bind(cu);
+	ok = ok && !solver_create(&c, big.gr, &sv[2], &err);
+	CHECK(ok);
+	if (!ok)
+		goto done;
+	/* the 64 images of one batch, halved between the two */
+	feed(&big, 10, 21);
+	struct net_shape ds;
+	float *bd = graph_blob(big.gr, "data", &ds), *bl = graph_blob(big.gr, "label", NULL);
+	size_t img = (size_t)28 * 28;
+	for (int i = 0; i < 2; i++) {
+		memcpy(graph_blob(rp[i].s.gr, "data", NULL), bd + i * 32 * img, 32 * img * sizeof(float));
+		memcpy(graph_blob(rp[i].s.gr, "label", NULL), bl + i * 32, 32 * sizeof(float));
+	}
+	float lbig = NAN;
+	CHECK(pass(&big, &lbig) == 0);
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&th[i], NULL, replica_step, &rp[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 2; i++)
+		if (rp[i].rc)
+			fprintf(stderr, "  GPU %d: %s\n", i, rp[i].err.msg);
+	CHECK(rp[0].rc == 0 && rp[1].rc == 0);
+	int64_t n = graph_param_count(big.gr);
+	double e = nerr(graph_grads(rp[0].s.gr), graph_grads(big.gr), n);
+	printf("  loss: one GPU %.5f, two %.5f + %.5f (mean %.5f); averaged gradients' error %.3g\n", lbig, rp[0].loss,
+	       rp[1].loss, (rp[0].loss + rp[1].loss) / 2, e);
+	CHECK(e < TOL);
+	CHECK(fabs((rp[0].loss + rp[1].loss) / 2 - lbig) <= TOL * fmax(1.0, lbig));
+	CHECK(memcmp(graph_grads(rp[0].s.gr), graph_grads(rp[1].s.gr), (size_t)n * sizeof(float)) == 0);
+	for (int i = 0; i < 2; i++) {
+		backend_bind(grp[i]);
+		solver_step(sv[i], 0);
+		backend_sync(grp[i]);
+	}
+	backend_bind(cu);
+	solver_step(sv[2], 0);
+	backend_sync(cu);
+	CHECK(memcmp(graph_params(rp[0].s.gr), graph_params(rp[1].s.gr), (size_t)n * sizeof(float)) == 0);
+	CHECK(nerr(graph_params(rp[0].s.gr), graph_params(big.gr), n) < TOL);
+done:
+	for (int i = 0; i < 2; i++) {
+		backend_bind(grp[i]);
+		solver_free(sv[i]);
+		side_free(&rp[i].s);
+		backend_free(grp[i]);
+	}
+	backend_bind(cu);
+	solver_free(sv[2]);
+	side_free(&big);
+}
+
 /* ---- LeNet and AlexNet: two training steps ---- */
 
 static void train_steps(const char *net, const struct net_input *in, int steps, double tol)
@@ -947,6 +1059,7 @@ int main(int argc, char **argv)
 		RUN(test_feed_on_device);
 		RUN(test_feed_device_without_upload);
 		RUN(test_feed_raw_path);
+		RUN(test_two_gpus);
 	}
 	backend_free(cu);
 	backend_free(cpu);
