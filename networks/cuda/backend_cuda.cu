@@ -109,6 +109,7 @@ struct cuda_ctx {
 	 * the device when a layer reads them rather than faulted in page by page */
 	const void *data[8];
 	size_t data_bytes[8];
+	int data_uploaded[8];       /* written by cu_upload on the device: never sent back to the host */
 	int ndata;
 	/* mixed precision */
 	int prec;                   /* enum backend_precision */
@@ -913,6 +914,7 @@ static void cu_layer_fini(struct backend *be, void *state)
 		if (cx->data[i] == st->data) { /* forget it: the memory may be reused */
 			cx->data[i] = cx->data[--cx->ndata];
 			cx->data_bytes[i] = cx->data_bytes[cx->ndata];
+			cx->data_uploaded[i] = cx->data_uploaded[cx->ndata];
 			break;
 		}
 	if (st->xd)
@@ -1087,6 +1089,7 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 		if (cx->ndata < 8) {
 			st->data = bl->y;
 			cx->data[cx->ndata] = bl->y;
+			cx->data_uploaded[cx->ndata] = 0;
 			cx->data_bytes[cx->ndata++] = (size_t)bl->count * sizeof(float);
 		}
 		break;
@@ -1145,6 +1148,8 @@ static int prefetch_data(struct cuda_ctx *cx, const void *p, int to_host)
 {
 	for (int i = 0; p && i < cx->ndata; i++)
 		if (p == cx->data[i]) {
+			if (to_host && cx->data_uploaded[i]) /* the host does not write it: stay */
+				return 1;
 			struct cudaMemLocation at;
 			memset(&at, 0, sizeof at);
 			at.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
@@ -1769,6 +1774,9 @@ static int cu_upload(struct backend *be, const struct backend_upload *u, struct 
 	free(geo);
 	if (e != cudaSuccess)
 		return cuda_fail(err, bl, e, "uploading a batch");
+	for (int i = 0; i < cx->ndata; i++)
+		if (cx->data[i] == u->out)
+			cx->data_uploaded[i] = 1;
 	struct upload_k k = { u->n, u->c, u->h, u->w, u->oh, u->ow, u->scale };
 	int64_t total = (int64_t)u->n * u->c * u->oh * u->ow;
 	k_upload<<<blocks_for(total), THREADS, 0, cx->stream>>>(u->out, cx->up_px, cx->up_geo,
