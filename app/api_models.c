@@ -176,7 +176,8 @@ int api_models_create(struct req *r)
 	static const char *const fields[] = { "name",	   "group",	  "dataset",	       "network",
 					      "solver",	   "epochs",	  "batch_size",	       "crop_size",
 					      "mean",	   "seed",	  "val_interval",      "snapshot_interval",
-					      "backend",   "finetune",	  "mirror",	       "gpus", NULL };
+					      "backend",   "finetune",	  "mirror",	       "gpus",
+					      "precision", NULL };
 	cJSON *body = NULL, *detached = NULL, *out = NULL;
 	cJSON *params[SWEEP_MAX] = { 0 };
 	int64_t parents[SWEEP_MAX][3], ids[SWEEP_MAX];

@@ -53,6 +53,8 @@ const char cli_net_usage[] =
 	"  --max-seconds S stop the timed iterations once S seconds have passed (at least one\n"
 	"                  runs; the output's iteration count says how many did)\n"
 	"  --backend NAME  ref, cpu, cuda[:N] or auto (default auto: the fastest this build has)\n"
+	"  --precision P   fp32 (default), fp16 or bf16: convolutions and inner products in half\n"
+	"                  precision on tensor cores (cuda only; fp16 with dynamic loss scaling)\n"
 	"  --no-update     train stage without the solver update (forward + backward only)\n"
 	"  --seed N        weights and data (default 1)\n";
 
@@ -335,7 +337,7 @@ static int by_time(const void *a, const void *b)
 static int net_time(int argc, char **argv)
 {
 	enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_ITERS, O_WARMUP, O_BACKEND, O_NO_UPDATE,
-	       O_SEED, O_MAX_SECONDS };
+	       O_SEED, O_MAX_SECONDS, O_PRECISION };
 	static const struct option longopts[] = {
 		{ "stage", required_argument, NULL, O_STAGE },
 		{ "input", required_argument, NULL, O_INPUT },
@@ -349,12 +351,14 @@ static int net_time(int argc, char **argv)
 		{ "no-update", no_argument, NULL, O_NO_UPDATE },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "max-seconds", required_argument, NULL, O_MAX_SECONDS },
+		{ "precision", required_argument, NULL, O_PRECISION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
 	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c;
 	const char *backend = "auto";
+	int precision = BACKEND_FP32;
 	double max_ms = 0; /* 0: no limit */
 	enum net_stage stage = NET_STAGE_TRAIN;
 	struct dd_err err = { 0, "" };
@@ -394,6 +398,12 @@ static int net_time(int argc, char **argv)
 				return 2;
 			break;
 		case O_BACKEND: backend = optarg; break;
+		case O_PRECISION:
+			if (backend_precision_parse(optarg, &precision, &err)) {
+				fprintf(stderr, "deepdesk: --precision: %s\n", err.msg);
+				return 2;
+			}
+			break;
 		case O_NO_UPDATE: update = 0; break;
 		case O_MAX_SECONDS: {
 			char *end;
@@ -438,6 +448,11 @@ static int net_time(int argc, char **argv)
 	}
 	if (backend_create(backend, &be, &err)) {
 		fprintf(stderr, "deepdesk: --backend: %s\n", err.msg);
+		rc = 2;
+		goto done;
+	}
+	if (backend_set_precision(be, precision, &err)) {
+		fprintf(stderr, "deepdesk: --precision: %s\n", err.msg);
 		rc = 2;
 		goto done;
 	}
@@ -490,7 +505,12 @@ static int net_time(int argc, char **argv)
 			goto done;
 		}
 		double d = now_ms();
-		if (sv)
+		int skipped = 0;
+		if (sv && backend_unscale(be, graph_grads(gr), graph_param_count(gr), &skipped, NULL, &err)) {
+			report(what, net_stage_name(stage), &err, json);
+			goto done;
+		}
+		if (sv && !skipped)
 			solver_step(sv, it);
 		double e = now_ms();
 		fwd += b - a;
@@ -523,6 +543,7 @@ static int net_time(int argc, char **argv)
 		cJSON_AddStringToObject(root, "net", title);
 		cJSON_AddStringToObject(root, "stage", net_stage_name(stage));
 		cJSON_AddStringToObject(root, "backend", bname);
+		cJSON_AddStringToObject(root, "precision", backend_precision_name(precision));
 		cJSON_AddStringToObject(root, "mode", mode);
 		cJSON_AddNumberToObject(root, "batch", g->in.n);
 		cJSON *inj = cJSON_AddObjectToObject(root, "input");

@@ -60,6 +60,9 @@ const char cli_train_usage[] =
 	"                        changed are initialised afresh\n"
 	"  --backend NAME        cpu (oneDNN), ref (the plain-C reference kernels) or\n"
 	"                        cuda[:N] (the CUDA plugin, GPU N; 0 by default) (cpu)\n"
+	"  --precision P         fp32, fp16 or bf16: convolutions and inner products in\n"
+	"                        half precision on tensor cores, FP32 master weights, fp16\n"
+	"                        with dynamic loss scaling; cuda only (fp32)\n"
 	"  --threads N           CPU threads (all cores); with a fixed seed and thread\n"
 	"                        count a run is repeatable to the bit\n"
 	"  --seed N              weights, shuffling and crops (0)\n"
@@ -253,6 +256,7 @@ int cli_train(int argc, char **argv)
 		{ "val-interval", required_argument, 0, 'v' }, { "snapshot-interval", required_argument, 0, 'V' },
 		{ "resume", required_argument, 0, 'r' },   { "finetune", required_argument, 0, 'f' },
 		{ "backend", required_argument, 0, 'B' },  { "threads", required_argument, 0, 't' },
+		{ "precision", required_argument, 0, 'Q' },
 		{ "seed", required_argument, 0, 'S' },     { "json", no_argument, 0, 'j' },
 		{ "help", no_argument, 0, 'h' },           { 0, 0, 0, 0 }
 	};
@@ -286,6 +290,7 @@ int cli_train(int argc, char **argv)
 		case 'r': o.resume = optarg; break;
 		case 'f': o.finetune = optarg; break;
 		case 'B': o.backend = optarg; break;
+		case 'Q': o.precision = optarg; break;
 		case 's':
 			if (solver_type_parse(optarg, &o.solver, &err)) {
 				fprintf(stderr, "deepdesk train: --solver: %s\n", err.msg);

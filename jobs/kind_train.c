@@ -14,6 +14,7 @@
  *   "mean": "none"|"image"|"pixel", "seed",
  *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref"|"cuda",
  *   "gpus"?: 1 | [ID] | "any" (cuda only; the scheduler gives the job a free GPU),
+ *   "precision"?: "fp32"|"fp16"|"bf16" (the half ones cuda only),
  *   "finetune"?: {"model": MODEL_JOB_ID, "snapshot"?: EPOCH},
  *   "resume"?: {"snapshot"?: EPOCH},   (EPOCH: a snapshot's epoch, fractional for one
  *                                       inside an epoch, or its label "1.4167")
@@ -459,12 +460,25 @@ static int check_gpus(cJSON *params, struct dd_err *err)
 	return DD_OK;
 }
 
+/* "precision" (issue 7): "fp32" (the default), "fp16" or "bf16"; the two half
+ * precisions with "backend": "cuda" only. */
+static int check_precision(cJSON *params, struct dd_err *err)
+{
+	static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
+	int rc = get(params, "precision") ? choice(params, "", "precision", precisions, err) : DD_OK;
+	const char *p = cJSON_GetStringValue(get(params, "precision"));
+	const char *be = cJSON_GetStringValue(get(params, "backend"));
+	if (!rc && p && strcmp(p, "fp32") != 0 && (!be || strcmp(be, "cuda") != 0))
+		return dd_err_set(err, DD_EINVAL, "precision: \"%s\" only with \"backend\": \"cuda\"", p);
+	return rc;
+}
+
 static int validate(cJSON *params, struct dd_err *err)
 {
 	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
 					   "batch_size", "crop_size", "mean",	    "seed",
 					   "val_interval", "snapshot_interval", "backend", "finetune",
-					   "resume",   "group",	      "mirror",	    "gpus", NULL };
+					   "resume",   "group",	      "mirror",	    "gpus", "precision", NULL };
 	int rc;
 	if ((rc = only_fields(params, top, "", err)))
 		return rc;
@@ -478,7 +492,8 @@ static int validate(cJSON *params, struct dd_err *err)
 	    (rc = num(params, "", "seed", 0, MAX_ID, NUM_INT, 1, 0, err)) ||
 	    (rc = num(params, "", "val_interval", 0, 10000, NUM_ABOVE, 1, 1, err)) ||
 	    (rc = num(params, "", "snapshot_interval", 0, 10000, NUM_ABOVE, 1, 1, err)) ||
-	    (rc = choice(params, "", "backend", backends, err)) || (rc = check_gpus(params, err)))
+	    (rc = choice(params, "", "backend", backends, err)) || (rc = check_gpus(params, err)) ||
+	    (rc = check_precision(params, err)))
 		return rc;
 	cJSON *ft = get(params, "finetune");
 	if (ft) {
@@ -834,6 +849,7 @@ static int run(struct worker *w, struct dd_err *err)
 	o.out_dir = w->dir;
 	o.result = &res;
 	o.backend = cJSON_GetStringValue(get(p, "backend"));
+	o.precision = cJSON_GetStringValue(get(p, "precision"));
 	/* as many threads as the CPU slots the job holds: two trainings never share a
 	 * core (oneDNN's OpenMP threads collapse when oversubscribed) */
 	const cJSON *slots = get(get(w->job, "resources"), "cpu_slots");

@@ -122,6 +122,33 @@ int backend_create_cuda(int device, int deterministic, struct backend **out, str
 	return DD_OK;
 }
 
+int backend_create_cuda_group(int n, const int *devices, int deterministic, struct backend **out,
+			      struct dd_err *err)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	void *h = plugin_get();
+	if (!h)
+		return dd_err_set(err, DD_EINVAL, "cuda: %s", plugin_error);
+	backend_cuda_create_group_fn create;
+	*(void **)&create = dlsym(h, BACKEND_CUDA_CREATE_GROUP);
+	if (!create)
+		return dd_err_set(err, DD_EINVAL, "cuda: this plugin has no multi-GPU groups");
+	const struct backend_host host = { .layer_init = ref_layer_init,
+					   .layer_fini = ref_layer_fini,
+					   .forward = ref_layer_forward,
+					   .backward = ref_layer_backward,
+					   .device = devices[0],
+					   .deterministic = deterministic };
+	int rc = create(&host, n, devices, out, err);
+	if (rc) {
+		for (int i = 0; i < n; i++)
+			out[i] = NULL;
+		dd_err_prefix(err, "cuda");
+	}
+	return rc;
+}
+
 /* ---- NVML, by dlopen: a handful of entry points, declared as its header does ---- */
 
 struct nvml_memory {
@@ -231,3 +258,75 @@ void backend_free(struct backend *be)
 }
 
 const char *backend_name(const struct backend *be) { return be ? be->ops->name : "ref"; }
+
+/* ---- precision ---- */
+
+static const char *const precisions[] = { "fp32", "fp16", "bf16" };
+
+int backend_precision_parse(const char *s, int *out, struct dd_err *err)
+{
+	*out = BACKEND_FP32;
+	if (!s || !*s)
+		return DD_OK;
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(s, precisions[i])) {
+			*out = i;
+			return DD_OK;
+		}
+	return dd_err_set(err, DD_EINVAL, "precision '%s': fp32, fp16 or bf16", s);
+}
+
+const char *backend_precision_name(int precision)
+{
+	return precision >= 0 && precision < 3 ? precisions[precision] : "?";
+}
+
+int backend_set_precision(struct backend *be, int precision, struct dd_err *err)
+{
+	if (precision < 0 || precision > 2)
+		return dd_err_set(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
+	if (be->ops->set_precision)
+		return be->ops->set_precision(be, precision, err);
+	if (precision == BACKEND_FP32)
+		return DD_OK;
+	return dd_err_set(err, DD_EINVAL, "precision %s needs the cuda backend (this one is %s)",
+			  precisions[precision], be->ops->name);
+}
+
+int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err)
+{
+	*skipped = 0;
+	if (scale)
+		*scale = 1;
+	if (!be->ops->unscale)
+		return DD_OK;
+	float s = 1;
+	int rc = be->ops->unscale(be, g, n, skipped, &s, err);
+	if (scale)
+		*scale = s;
+	return rc;
+}
+
+/* ---- uploads ---- */
+
+int backend_has_upload(const struct backend *be) { return be && be->ops->upload != NULL; }
+
+int backend_upload_batch(struct backend *be, const struct backend_upload *u, struct dd_err *err)
+{
+	if (!backend_has_upload(be))
+		return dd_err_set(err, DD_EINVAL, "the %s backend transforms no uploads", backend_name(be));
+	return be->ops->upload(be, u, err);
+}
+
+void backend_bind(struct backend *be)
+{
+	if (be && be->ops->bind)
+		be->ops->bind(be);
+}
+
+int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err)
+{
+	if (!be->ops->allreduce)
+		return dd_err_set(err, DD_EINVAL, "the %s backend is not one of a group of GPUs", backend_name(be));
+	return be->ops->allreduce(be, buf, n, err);
+}

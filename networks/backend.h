@@ -20,6 +20,8 @@
 #ifndef DD_BACKEND_H
 #define DD_BACKEND_H
 
+#include <stdint.h>
+
 #include "../common/err.h"
 
 struct backend;
@@ -42,6 +44,53 @@ const char *const *backend_names(void);
  * missing: the plugin (not built here), a plugin of another API version, the
  * driver, or a GPU. */
 int backend_create_cuda(int device, int deterministic, struct backend **out, struct dd_err *err);
+
+/* The math a backend's convolutions and inner products run in.  FP16 and BF16:
+ * tensor-core math on half-precision copies of the inputs and weights with FP32
+ * accumulation, FP32 activations and master weights; FP16 with dynamic loss
+ * scaling.  Only the cuda backend has them. */
+enum backend_precision { BACKEND_FP32, BACKEND_FP16, BACKEND_BF16 };
+/* "fp32", "fp16", "bf16" (NULL or "": fp32) into *out; DD_EINVAL naming the value. */
+int backend_precision_parse(const char *s, int *out, struct dd_err *err);
+const char *backend_precision_name(int precision);
+/* Before any graph is created on be.  FP32 always works; otherwise DD_EINVAL
+ * saying that the precision needs the cuda backend. */
+int backend_set_precision(struct backend *be, int precision, struct dd_err *err);
+/* After a step's backward passes, before the solver: undo FP16's loss scale on the
+ * gradient arena g (n elements).  *skipped 1: the gradients overflowed, do not take
+ * this step (the scale was halved).  *scale (may be NULL): the scale now; 1 where
+ * there is none.  Returns with g ready for the host to read. */
+int backend_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
+
+/* A batch of 8-bit images for a backend to transform on its device, as
+ * feed_transform (feed.h) does on the host and bit for bit the same in FP32:
+ *   out[s] (c*oh*ow) = (px[s] − mean) · scale over the oh×ow window at (y0[s], x0[s]),
+ *   mirrored horizontally where flip[s].
+ * Everything but out is host memory the call may forget once it returns; out is
+ * the backend's memory (a graph's data blob), written in order with its layers. */
+struct backend_upload {
+	const uint8_t *px;       /* (n*c*h*w) C×H×W planes, BGR, sample after sample */
+	const int32_t *y0, *x0;  /* (n) each */
+	const uint8_t *flip;     /* (n) */
+	int n, c, h, w, oh, ow;
+	const float *mean;       /* (c*h*w) or NULL; kept on the device while the same pointer comes */
+	float scale;
+	float *out;
+};
+/* Whether be transforms uploads itself (the cuda backend). */
+int backend_has_upload(const struct backend *be);
+/* DD_OK, or the backend's error; DD_EINVAL where it has no upload. */
+int backend_upload_batch(struct backend *be, const struct backend_upload *u, struct dd_err *err);
+
+/* Data parallelism on several GPUs of this machine: n cuda backends, one per device
+ * in devices (out: n), joined by NCCL.  Each is driven by a thread of its own,
+ * which calls backend_bind first; backend_allreduce then turns a buffer of its
+ * memory (a gradient arena) into the mean over the n, every thread calling it
+ * once per step.  DD_EINVAL saying what is missing (the plugin, NCCL, a GPU). */
+int backend_create_cuda_group(int n, const int *devices, int deterministic, struct backend **out,
+			      struct dd_err *err);
+void backend_bind(struct backend *be);
+int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err);
 
 /* One GPU as the server reports it (/api/v1/info "gpus"). */
 struct backend_gpu {

@@ -28,8 +28,9 @@
 #include "ref.h"
 
 /* 2: the optional device operations (sync, copy, zero, update) and the plugin
- * entry points below. */
-#define BACKEND_API_VERSION 2
+ * entry points below.  3: set_precision and unscale (mixed precision), upload
+ * (8-bit batches transformed on the device), bind and allreduce (a group of GPUs). */
+#define BACKEND_API_VERSION 3
 
 struct backend_layer {
 	const struct net_layer *l;  /* type and parameters (borrowed from the net) */
@@ -97,6 +98,21 @@ struct backend_ops {
 	void (*zero)(struct backend *be, void *p, size_t bytes);
 	/* optional (NULL: the solver updates on the host): one blob's update, queued */
 	int (*update)(struct backend *be, const struct backend_update *u, struct dd_err *err);
+	/* optional (NULL: FP32 only): the math of the layers built from now on, an
+	 * enum backend_precision; called before any graph is created on it */
+	int (*set_precision)(struct backend *be, int precision, struct dd_err *err);
+	/* optional (NULL: nothing to do): after the backward passes of a step and before
+	 * the solver, the gradient arena g (n): undo the loss scale, or on an inf/NaN
+	 * set *skipped (the step must not be taken) and lower the scale; *scale is the
+	 * scale the next step uses */
+	int (*unscale)(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err);
+	/* optional (NULL: the host transforms): struct backend_upload (backend.h) */
+	int (*upload)(struct backend *be, const struct backend_upload *u, struct dd_err *err);
+	/* optional: make the calling thread's device this backend's (a thread per GPU) */
+	void (*bind)(struct backend *be);
+	/* optional (only a group's members have it working): buf (n, arena memory)
+	 * becomes its mean over the group, queued; each member's thread calls it */
+	int (*allreduce)(struct backend *be, float *buf, int64_t n, struct dd_err *err);
 };
 
 struct backend {
@@ -203,6 +219,12 @@ struct backend_host {
 #define BACKEND_CUDA_CREATE "deepdesk_cuda_create"
 #define BACKEND_CUDA_DEVICES "deepdesk_cuda_devices"
 #define BACKEND_CUDA_VERSION "deepdesk_backend_api_version"
+/*   int deepdesk_cuda_create_group(const struct backend_host *, int n, const int *devices,
+ *                                  struct backend **out (n), struct dd_err *);
+ * n backends joined by NCCL (loaded with dlopen: a plugin without it still loads). */
+#define BACKEND_CUDA_CREATE_GROUP "deepdesk_cuda_create_group"
+typedef int (*backend_cuda_create_group_fn)(const struct backend_host *host, int n, const int *devices,
+					    struct backend **out, struct dd_err *err);
 typedef int (*backend_cuda_create_fn)(const struct backend_host *host, struct backend **out, struct dd_err *err);
 typedef int (*backend_cuda_devices_fn)(struct backend_gpu *out, int max, struct dd_err *err);
 

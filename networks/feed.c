@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "backend.h"
 #include "../datasets/datum.h"
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
@@ -16,6 +17,10 @@
 /* One prefetched batch. */
 struct pbuf {
 	float *data, *labels;       /* (batch*C*H*W), (batch) */
+	/* raw (a device transforms): the stored 8-bit planes and each sample's window */
+	uint8_t *px;                /* (batch*C*h*w) */
+	int32_t *y0, *x0;           /* (batch) */
+	uint8_t *flip;              /* (batch) */
 	int64_t epoch, pos;         /* the position after it */
 	int rc;                     /* its load's status */
 	struct dd_err err;
@@ -37,6 +42,9 @@ struct feed {
 	int oh, ow;         /* fed shape (after crop) */
 	float *mean;        /* c*h*w (image mean, or pixel mean expanded), or NULL */
 	float *img;         /* scratch: c*h*w floats of the current record */
+	int raw;            /* 1: batches leave as 8-bit planes for o.device to transform */
+	struct pbuf direct; /* raw without prefetch: the batch's planes and windows */
+	int direct_n;       /* the batch size direct holds */
 	uint64_t seed;      /* opts.seed mixed with the split */
 	/* prefetch (o.prefetch > 0) */
 	pthread_t th;
@@ -92,8 +100,12 @@ static void order_for(struct feed *f, int64_t ep)
 
 /* Record i as C×H×W BGR floats into out (c*h*w).  With c/h/w zero (the first
  * call) they are taken from the record. */
-static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c, int *h, int *w,
-		       struct dd_err *err)
+static void feed_planes8(const uint8_t *px, int c, int h, int w, uint8_t *out);
+
+/* Record i into out (floats) or, when out8, its 8-bit planes into out8 (an error
+ * for a record of float values); *is8: whether it holds 8-bit pixels. */
+static int load_record(struct feed *f, int64_t i, float *out, uint8_t *out8, int *is8, int *label, int *c, int *h,
+		       int *w, struct dd_err *err)
 {
 	const uint8_t *val;
 	size_t len;
@@ -107,7 +119,11 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 		return rc;
 	}
 	*label = d.label;
-	if (d.encoded) {
+	*is8 = d.encoded || d.n_float == 0;
+	if (out8 && !*is8)
+		rc = dd_err_set(err, DD_EINVAL, "record %lld holds float values, not the 8-bit pixels the device takes",
+				(long long)i);
+	else if (d.encoded) {
 		struct image im = { 0 };
 		char name[32];
 		snprintf(name, sizeof name, "record %lld", (long long)i);
@@ -122,7 +138,9 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 		if (!rc && (im.h != *h || im.w != *w))
 			rc = dd_err_set(err, DD_EINVAL, "%s is %dx%d, the dataset's images are %dx%d", name,
 					im.w, im.h, *w, *h);
-		if (!rc && out)
+		if (!rc && out8)
+			feed_planes8(im.px, im.c, im.h, im.w, out8);
+		else if (!rc && out)
 			feed_planes(im.px, im.c, im.h, im.w, out);
 		image_free(&im);
 		if (rc)
@@ -141,7 +159,9 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 			if (out)
 				memcpy(out, d.float_data, cnt * sizeof(float));
 		} else if (d.data_len == cnt) {
-			if (out)
+			if (out8)
+				memcpy(out8, d.data, cnt);
+			else if (out)
 				for (size_t k = 0; k < cnt; k++)
 					out[k] = d.data[k];
 		} else
@@ -153,6 +173,18 @@ static int load_record(struct feed *f, int64_t i, float *out, int *label, int *c
 }
 
 static void *producer(void *arg);
+
+/* feed_planes keeping the bytes */
+static void feed_planes8(const uint8_t *px, int c, int h, int w, uint8_t *out)
+{
+	size_t hw = (size_t)h * w;
+	for (int ch = 0; ch < c; ch++) {
+		int src = c == 3 ? 2 - ch : 0;
+		uint8_t *p = out + (size_t)ch * hw;
+		for (size_t k = 0; k < hw; k++)
+			p[k] = px[k * c + src];
+	}
+}
 
 void feed_planes(const uint8_t *px, int c, int h, int w, float *out)
 {
@@ -260,9 +292,10 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 		rc = dd_err_set(err, DD_EINVAL, "%s holds no records", path);
 		goto fail;
 	}
-	int lab;
-	if ((rc = load_record(f, 0, NULL, &lab, &f->c, &f->h, &f->w, err)))
+	int lab, is8 = 0;
+	if ((rc = load_record(f, 0, NULL, NULL, &is8, &lab, &f->c, &f->h, &f->w, err)))
 		goto fail;
+	f->raw = is8 && backend_has_upload(o->device);
 	if (f->c <= 0 || f->h <= 0 || f->w <= 0) {
 		rc = dd_err_set(err, DD_EINVAL, "%s: record 0 has no image shape", path);
 		goto fail;
@@ -291,9 +324,17 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 	}
 	if (o->prefetch > 0) {
 		for (int i = 0; i < 2; i++) {
-			f->buf[i].data = malloc((size_t)o->prefetch * f->c * f->oh * f->ow * sizeof(float));
 			f->buf[i].labels = malloc((size_t)o->prefetch * sizeof(float));
-			if (!f->buf[i].data || !f->buf[i].labels) {
+			if (f->raw) {
+				f->buf[i].px = malloc((size_t)o->prefetch * f->c * f->h * f->w);
+				f->buf[i].y0 = malloc((size_t)o->prefetch * sizeof(int32_t));
+				f->buf[i].x0 = malloc((size_t)o->prefetch * sizeof(int32_t));
+				f->buf[i].flip = malloc((size_t)o->prefetch);
+			} else {
+				f->buf[i].data = malloc((size_t)o->prefetch * f->c * f->oh * f->ow * sizeof(float));
+			}
+			if ((f->raw ? !f->buf[i].px || !f->buf[i].y0 || !f->buf[i].x0 || !f->buf[i].flip : !f->buf[i].data) ||
+			    !f->buf[i].labels) {
 				rc = dd_err_set(err, DD_ENOMEM, "out of memory for the prefetch buffers");
 				goto fail;
 			}
@@ -328,9 +369,14 @@ void feed_close(struct feed *f)
 		pthread_cond_destroy(&f->cv);
 		pthread_mutex_destroy(&f->mu);
 	}
-	for (int i = 0; i < 2; i++) {
-		free(f->buf[i].data);
-		free(f->buf[i].labels);
+	for (int i = 0; i < 3; i++) {
+		struct pbuf *b = i < 2 ? &f->buf[i] : &f->direct;
+		free(b->data);
+		free(b->labels);
+		free(b->px);
+		free(b->y0);
+		free(b->x0);
+		free(b->flip);
 	}
 	lmdbr_close(f->db);
 	free(f->order);
@@ -382,7 +428,7 @@ void feed_rewind(struct feed *f)
 }
 
 /* Load n samples from (*epoch, *pos) on, advancing them: the producer's work. */
-static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float *labels, int n,
+static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float *labels, struct pbuf *raw, int n,
 		struct dd_err *err)
 {
 	size_t oplane = (size_t)f->oh * f->ow;
@@ -395,8 +441,9 @@ static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float
 			order_for(f, *epoch);
 		uint64_t r = mix3(f->seed, (uint64_t)*epoch, (uint64_t)*pos + 1);
 		int64_t rec = f->order[(*pos)++];
-		int label, c = f->c, h = f->h, w = f->w;
-		int rc = load_record(f, rec, f->img, &label, &c, &h, &w, err);
+		int label, c = f->c, h = f->h, w = f->w, is8;
+		int rc = load_record(f, rec, raw ? NULL : f->img, raw ? raw->px + (size_t)s * c * h * w : NULL, &is8,
+				     &label, &c, &h, &w, err);
 		if (rc)
 			return rc;
 		int y0 = 0, x0 = 0, flip = 0;
@@ -411,8 +458,14 @@ static int fill(struct feed *f, int64_t *epoch, int64_t *pos, float *data, float
 		}
 		if (f->o.train && f->o.mirror)
 			flip = (int)(rng_next(&r) & 1);
-		feed_transform(f->img, f->c, f->h, f->w, f->mean, f->o.scale, y0, x0, f->oh, f->ow, flip,
-			       data + (size_t)s * f->c * oplane);
+		if (raw) {
+			raw->y0[s] = y0;
+			raw->x0[s] = x0;
+			raw->flip[s] = (uint8_t)flip;
+		} else {
+			feed_transform(f->img, f->c, f->h, f->w, f->mean, f->o.scale, y0, x0, f->oh, f->ow, flip,
+				       data + (size_t)s * f->c * oplane);
+		}
 		if (labels)
 			labels[s] = (float)label;
 	}
@@ -434,7 +487,7 @@ static void *producer(void *arg)
 		struct pbuf *b = &f->buf[(f->head + f->ready) % 2];
 		pthread_mutex_unlock(&f->mu);
 		struct dd_err e = { 0 };
-		int rc = fill(f, &ep, &pos, b->data, b->labels, f->o.prefetch, &e);
+		int rc = fill(f, &ep, &pos, b->data, b->labels, f->raw ? b : NULL, f->o.prefetch, &e);
 		pthread_mutex_lock(&f->mu);
 		if (gen != f->gen) /* a seek came meanwhile: this batch is from before it */
 			continue;
@@ -451,10 +504,35 @@ static void *producer(void *arg)
 	return NULL;
 }
 
+/* A raw batch to the device, transformed into data there. */
+static int upload(struct feed *f, struct pbuf *b, float *data, int n, struct dd_err *err)
+{
+	struct backend_upload u = { .px = b->px, .y0 = b->y0, .x0 = b->x0, .flip = b->flip, .n = n, .c = f->c,
+				    .h = f->h, .w = f->w, .oh = f->oh, .ow = f->ow, .mean = f->mean,
+				    .scale = f->o.scale, .out = data };
+	return backend_upload_batch(f->o.device, &u, err);
+}
+
 int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err)
 {
 	if (!f->started) {
-		int rc = fill(f, &f->pepoch, &f->ppos, data, labels, n, err);
+		struct pbuf *raw = NULL;
+		if (f->raw) {
+			raw = &f->direct;
+			if (f->direct_n < n) {
+				free(raw->px), free(raw->y0), free(raw->x0), free(raw->flip);
+				raw->px = malloc((size_t)n * f->c * f->h * f->w);
+				raw->y0 = malloc((size_t)n * sizeof(int32_t));
+				raw->x0 = malloc((size_t)n * sizeof(int32_t));
+				raw->flip = malloc((size_t)n);
+				f->direct_n = raw->px && raw->y0 && raw->x0 && raw->flip ? n : 0;
+				if (!f->direct_n)
+					return dd_err_set(err, DD_ENOMEM, "out of memory for a batch of %d", n);
+			}
+		}
+		int rc = fill(f, &f->pepoch, &f->ppos, data, labels, raw, n, err);
+		if (!rc && raw)
+			rc = upload(f, raw, data, n, err);
 		f->cepoch = f->pepoch;
 		f->cpos = f->ppos;
 		return rc;
@@ -470,7 +548,10 @@ int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *
 		if (err)
 			*err = b->err;
 	} else {
-		memcpy(data, b->data, (size_t)n * f->c * f->oh * f->ow * sizeof(float));
+		if (f->raw)
+			rc = upload(f, b, data, n, err);
+		else
+			memcpy(data, b->data, (size_t)n * f->c * f->oh * f->ow * sizeof(float));
 		if (labels)
 			memcpy(labels, b->labels, (size_t)n * sizeof(float));
 		f->cepoch = b->epoch;

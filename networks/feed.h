@@ -22,6 +22,13 @@
  * next two batches while the current one trains; feed_next then serves batches of
  * exactly that size.
  *
+ * Device (opts.device, a backend with an upload op: cuda): batches of 8-bit images
+ * leave the feed as their stored planes plus each sample's crop window and mirror
+ * flag, and the backend does the mean, scale, crop and mirror on its device into
+ * data (which must then be that backend's memory, a graph's data blob), the same
+ * floats bit for bit.  Datasets of float values, and backends without the op, take
+ * the host path.
+ *
  * A feed is used by one thread at a time (its prefetch thread is its own). */
 #ifndef DD_FEED_H
 #define DD_FEED_H
@@ -29,6 +36,8 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+
+struct backend;
 
 enum feed_mean { FEED_MEAN_NONE, FEED_MEAN_IMAGE, FEED_MEAN_PIXEL };
 
@@ -42,6 +51,7 @@ struct feed_opts {
 	int nmean_value;
 	uint64_t seed;
 	int prefetch;            /* > 0: decode batches of this size ahead, in a thread */
+	struct backend *device;  /* NULL, or the backend that transforms on its device (borrowed) */
 };
 
 struct feed;

@@ -300,7 +300,9 @@ static int setup(struct run *r, struct dd_err *err)
 	}
 	if (o->threads > 0)
 		omp_set_num_threads(o->threads);
-	if ((rc = backend_create(o->backend, &r->be, err)) ||
+	int prec;
+	if ((rc = backend_precision_parse(o->precision, &prec, err)) ||
+	    (rc = backend_create(o->backend, &r->be, err)) || (rc = backend_set_precision(r->be, prec, err)) ||
 	    (rc = graph_create(r->tg, r->be, o->seed, &r->tr, err)) ||
 	    (rc = graph_create(r->vg, r->be, o->seed, &r->va, err)))
 		return rc;
@@ -313,12 +315,13 @@ static int setup(struct run *r, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "%s has no Data layer for the train or val stage", r->netname);
 	struct feed_opts fo = { .train = 1, .crop = r->tg->in.crop, .mirror = o->mirror ? o->mirror > 0 : tdn->l.data.mirror,
 				.scale = tdn->l.data.scale, .mean = o->mean, .mean_value = tdn->l.data.mean_value,
-				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb };
+				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb,
+				.device = r->be /* cuda: 8-bit batches transformed on the GPU */ };
 	if ((rc = feed_open(o->dataset_dir, "train", &fo, &r->ftr, err)))
 		return rc;
 	fo = (struct feed_opts){ .train = 0, .crop = r->vg->in.crop, .scale = vdn->l.data.scale, .mean = o->mean,
 				 .mean_value = vdn->l.data.mean_value, .nmean_value = vdn->l.data.nmean_value,
-				 .seed = o->seed, .prefetch = r->vb };
+				 .seed = o->seed, .prefetch = r->vb, .device = r->be };
 	if ((rc = feed_open(o->dataset_dir, "val", &fo, &r->fva, err)))
 		return rc;
 
@@ -404,6 +407,12 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	r.netname = o->network_name ? o->network_name : "network";
 	if (!o->dataset_dir || !o->network_text || !o->out_dir)
 		return dd_err_set(err, DD_EINVAL, "a dataset, a network and an output folder are required");
+	int prec; /* a half precision off cuda is refused before anything is read */
+	if (backend_precision_parse(o->precision, &prec, err))
+		return DD_EINVAL;
+	if (prec != BACKEND_FP32 && (!o->backend || strncmp(o->backend, "cuda", 4) != 0))
+		return dd_err_set(err, DD_EINVAL, "precision %s needs the cuda backend (this run asks for %s)",
+				  backend_precision_name(prec), o->backend ? o->backend : "cpu");
 	int rc = setup(&r, err);
 	if (rc)
 		goto out;
@@ -425,6 +434,8 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	int64_t val_every = (int64_t)fmax(1, llround((o->val_interval > 0 ? o->val_interval : 1) * (double)r.ipe));
 	int64_t snap_every = (int64_t)fmax(1, llround((o->snapshot_interval > 0 ? o->snapshot_interval : 1) * (double)r.ipe));
 
+	struct solver_config lrc = { 0 }; /* the rate of a skipped step */
+	train_lr_config(o, r.total, &lrc);
 	double lsum = 0;
 	int lcount = 0;
 	int64_t t0 = fs_mono_ms(), img_since = 0;
@@ -444,7 +455,14 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 				goto out;
 			loss += l / r.iter_size;
 		}
-		double lr = solver_step(r.sol, (int)it);
+		int skipped;
+		float scale;
+		if ((rc = backend_unscale(r.be, graph_grads(r.tr), graph_param_count(r.tr), &skipped, &scale, err)))
+			goto out;
+		if (skipped) /* FP16's gradients overflowed: no update this step, a smaller loss scale */
+			logf_(h, "info", "iteration %lld: fp16 gradients overflowed, step skipped, loss scale now %g",
+			      (long long)it + 1, (double)scale);
+		double lr = skipped ? lr_at(&lrc, (int)it) : solver_step(r.sol, (int)it);
 		lsum += loss;
 		lcount++;
 		img_since += (int64_t)r.tb * r.iter_size;

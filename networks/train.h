@@ -56,6 +56,9 @@ struct train_opts {
 	const char *network_name;  /* for messages and the snapshot's metadata (may be NULL) */
 	const char *out_dir;       /* created if needed; snapshots go here */
 	const char *backend;       /* "cpu" (oneDNN) or "ref"; NULL: "cpu" */
+	const char *precision;     /* "fp32" (NULL), "fp16" or "bf16": convolutions and inner
+				    * products in half precision (FP32 master weights; fp16
+				    * with dynamic loss scaling); the cuda backend only */
 	int epochs;                /* 0: 30 (DIGITS' default) */
 	int batch;                 /* 0: the data layers' batch_size, else 16 */
 	int iter_size;             /* batch accumulation: passes per update; 0: 1 */

@@ -32,9 +32,31 @@
  * done in double here too, each by one thread or one block in a fixed order, so
  * that a run repeats bit for bit (deterministic mode only has to pin cuDNN).
  *
- * Precision: FP32 throughout; cuDNN is held to FMA math (no TF32) so that the
+ * Precision: FP32 by default; cuDNN is held to FMA math (no TF32) so that the
  * parity tests compare like with like.  DEEPDESK_CUDA_TF32=1 lets cuDNN and cuBLAS
  * use TF32 tensor cores (faster, ~1e-3 relative error).
+ *
+ * Mixed precision (set_precision, FP16 or BF16) touches convolution and inner
+ * product only, at their boundaries: their inputs, weights and incoming gradients
+ * are converted into a shared half-precision scratch (lp), cuDNN runs with half
+ * tensors, FP32 compute and tensor-op math, and cuBLAS with cublasGemmEx
+ * (CUBLAS_COMPUTE_32F) writing FP32 directly; cuDNN's half results are widened and
+ * added into the FP32 blobs.  Activations, their gradients, the master weights and
+ * the solver stay FP32.  Why boundaries and not half activations: every other
+ * kernel, the host-fallback layers, snapshots and the feed keep working unchanged,
+ * and the conversions are elementwise passes that cost little next to the
+ * convolutions; the price is the extra memory traffic and the scratch.  FP16 uses
+ * dynamic loss scaling: the softmax loss's seed gradient is multiplied by the scale
+ * S (2^16 at first), and a convolution's weight gradient (a sum over the batch) is
+ * written in half precision unscaled and rescaled in FP32; unscale checks the gradient arena for inf/NaN — then the step
+ * is skipped and S halved — else multiplies it by 1/S, and doubles S after
+ * GROWTH_STEPS clean steps.  BF16 has FP32's range and needs no scaling.
+ *
+ * Uploads (cu_upload, feed.h's device path): a batch of 8-bit planes and its crop
+ * windows and flips are copied into device buffers of the context's own and
+ * k_upload writes the data blob with feed_transform's FP32 operations (explicitly
+ * rounded, so no FMA contraction can change a bit); the mean is copied once per
+ * host pointer.
  *
  * Errors: every CUDA, cuDNN and cuBLAS status is checked; a failure becomes a
  * struct dd_err naming the layer, and running out of GPU memory names the batch
@@ -51,8 +73,12 @@
 #include <string.h>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <dlfcn.h>
+#include <nccl.h>
 
 extern "C" {
 #include "../backend_impl.h"
@@ -60,6 +86,10 @@ extern "C" {
 
 /* the cap on a convolution's cuDNN workspace */
 #define WS_CAP ((size_t)1 << 30)
+/* FP16's loss scale: the first, and clean steps before it doubles (PyTorch's
+ * GradScaler uses the same two) */
+#define SCALE_START 65536.0f
+#define GROWTH_STEPS 2000
 
 struct cuda_ctx {
 	struct backend be;          /* what the program holds; be.ctx points here */
@@ -79,7 +109,26 @@ struct cuda_ctx {
 	 * the device when a layer reads them rather than faulted in page by page */
 	const void *data[8];
 	size_t data_bytes[8];
+	int data_uploaded[8];       /* written by cu_upload on the device: never sent back to the host */
 	int ndata;
+	/* mixed precision */
+	int prec;                   /* enum backend_precision */
+	void *lp;                   /* (lp_bytes) half-precision scratch of the running layer */
+	size_t lp_bytes;
+	float scale;                /* FP16's loss scale (1 otherwise) */
+	int clean;                  /* steps since the scale last changed */
+	int *flag;                  /* (1) device: a non-finite gradient was seen */
+	int nlayers;                /* layer states alive (the precision is fixed while any is) */
+	/* uploads (cu_upload): device copies of the last batch, its geometry, the mean */
+	uint8_t *up_px;
+	size_t up_px_bytes;
+	int32_t *up_geo;            /* (3 n): y0, x0, flip of each sample */
+	size_t up_geo_bytes;
+	float *up_mean;
+	size_t up_mean_bytes;
+	const float *up_mean_of;    /* the host mean up_mean copies */
+	/* a group of GPUs (deepdesk_cuda_create_group): this one's NCCL communicator */
+	ncclComm_t nccl;
 };
 
 struct cu_layer {
@@ -101,6 +150,8 @@ struct cu_layer {
 	float *prob;                /* softmax loss (N,C,inner) */
 	int *valid;                 /* softmax loss: counted positions (1) */
 	float *invstd;              /* batch norm: 1/std of each channel, forward to backward (C) */
+	int lp;                     /* conv/IP: runs in cx->prec (layer_init's) */
+	int64_t nx, nw, ny;         /* lp: elements of input, weights, output, each padded to 64 */
 	const void *data;           /* a data layer: its top, registered for prefetching */
 };
 
@@ -186,6 +237,51 @@ static unsigned blocks_for(int64_t n)
 __global__ void k_bias_add(float *y, const float *b, int64_t count, int c, int inner)
 {
 	FOR_EACH(i, count) y[i] += b[(i / inner) % c];
+}
+
+/* mixed precision: FP32 to half and back; k_widen: y = beta·y + x (beta 0 or 1) */
+__device__ inline void narrow_to(__half *o, float v) { *o = __float2half_rn(v); }
+__device__ inline void narrow_to(__nv_bfloat16 *o, float v) { *o = __float2bfloat16_rn(v); }
+__device__ inline float widen_of(__half v) { return __half2float(v); }
+__device__ inline float widen_of(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __global__ void k_narrow(T *o, const float *x, int64_t n)
+{
+	FOR_EACH(i, n) narrow_to(&o[i], x[i]);
+}
+template <typename T> __global__ void k_widen(float *y, const T *x, int64_t n, int add, float mult)
+{
+	FOR_EACH(i, n) y[i] = add ? y[i] + mult * widen_of(x[i]) : mult * widen_of(x[i]);
+}
+/* x[i] *= a */
+__global__ void k_scale_by(float *x, int64_t n, float a)
+{
+	FOR_EACH(i, n) x[i] *= a;
+}
+/* *flag = 1 if some x[i] is inf or NaN */
+__global__ void k_nonfinite(int *flag, const float *x, int64_t n)
+{
+	FOR_EACH(i, n) if (!isfinite(x[i])) *flag = 1;
+}
+
+/* an upload (backend_upload): out = (px − mean) · scale over each sample's window,
+ * mirrored where its flip says; the same FP32 operations as feed_transform */
+struct upload_k {
+	int n, c, h, w, oh, ow;
+	float scale;
+};
+__global__ void k_upload(float *out, const uint8_t *px, const int32_t *geo, const float *mean, struct upload_k u)
+{
+	int64_t per = (int64_t)u.c * u.oh * u.ow, total = per * u.n;
+	FOR_EACH(i, total) {
+		int64_t s = i / per, r = i % per;
+		int ch = (int)(r / ((int64_t)u.oh * u.ow));
+		int y = (int)(r / u.ow % u.oh), xo = (int)(r % u.ow);
+		int y0 = geo[3 * s], x0 = geo[3 * s + 1], flip = geo[3 * s + 2];
+		int x = flip ? u.ow - 1 - xo : xo;
+		int64_t at = ((int64_t)ch * u.h + y + y0) * u.w + x0 + x;
+		float v = (float)px[s * (int64_t)u.c * u.h * u.w + at];
+		out[i] = mean ? __fmul_rn(__fsub_rn(v, mean[at]), u.scale) : __fmul_rn(v, u.scale);
+	}
 }
 
 /* out[c] += Σ_{n,p} a[n,c,p] · (m ? m[n,c,p] : 1), in double, one block per channel
@@ -709,6 +805,66 @@ __global__ void k_update(struct backend_update u)
 	}
 }
 
+/* ---- mixed precision ---- */
+
+static cudnnDataType_t dnn_type(int prec)
+{
+	return prec == BACKEND_FP16 ? CUDNN_DATA_HALF : prec == BACKEND_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+static cudaDataType_t blas_type(int prec) { return prec == BACKEND_FP16 ? CUDA_R_16F : CUDA_R_16BF; }
+static int64_t pad64(int64_t n) { return (n + 63) / 64 * 64; }
+
+/* The scratch regions of a mixed-precision layer (2-byte elements): input, weights,
+ * output (or its gradient), and a result as large as the input or the weights. */
+static void *lp_x(struct cuda_ctx *cx, const struct cu_layer *st) { (void)st; return cx->lp; }
+static void *lp_w(struct cuda_ctx *cx, const struct cu_layer *st) { return (char *)cx->lp + 2 * st->nx; }
+static void *lp_y(struct cuda_ctx *cx, const struct cu_layer *st) { return (char *)cx->lp + 2 * (st->nx + st->nw); }
+static void *lp_r(struct cuda_ctx *cx, const struct cu_layer *st)
+{
+	return (char *)cx->lp + 2 * (st->nx + st->nw + st->ny);
+}
+
+/* Grow the shared scratch for a layer of these sizes (layer_init only). */
+static int lp_init(struct cuda_ctx *cx, struct cu_layer *st, int64_t nx, int64_t nw, int64_t ny,
+		   const struct backend_layer *bl, struct dd_err *err)
+{
+	st->lp = 1;
+	st->nx = pad64(nx), st->nw = pad64(nw), st->ny = pad64(ny);
+	size_t bytes = 2 * (size_t)(st->nx + st->nw + st->ny + (st->nx > st->nw ? st->nx : st->nw));
+	if (bytes <= cx->lp_bytes)
+		return DD_OK;
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	cudaFree(cx->lp);
+	cx->lp = NULL;
+	cx->lp_bytes = 0;
+	CU(cudaMalloc(&cx->lp, bytes), "the half-precision scratch");
+	cx->lp_bytes = bytes;
+	return DD_OK;
+}
+
+/* o (half, n) ← x (FP32), queued */
+static int narrow(struct cuda_ctx *cx, void *o, const float *x, int64_t n, const struct backend_layer *bl,
+		  struct dd_err *err)
+{
+	if (cx->prec == BACKEND_FP16)
+		k_narrow<<<blocks_for(n), THREADS, 0, cx->stream>>>((__half *)o, x, n);
+	else
+		k_narrow<<<blocks_for(n), THREADS, 0, cx->stream>>>((__nv_bfloat16 *)o, x, n);
+	LAUNCHED("to half precision");
+	return DD_OK;
+}
+/* y (FP32, n) ← (add ? y : 0) + mult · x (half), queued */
+static int widen(struct cuda_ctx *cx, float *y, const void *x, int64_t n, int add, float mult,
+		 const struct backend_layer *bl, struct dd_err *err)
+{
+	if (cx->prec == BACKEND_FP16)
+		k_widen<<<blocks_for(n), THREADS, 0, cx->stream>>>(y, (const __half *)x, n, add, mult);
+	else
+		k_widen<<<blocks_for(n), THREADS, 0, cx->stream>>>(y, (const __nv_bfloat16 *)x, n, add, mult);
+	LAUNCHED("from half precision");
+	return DD_OK;
+}
+
 /* ---- layer state ---- */
 
 /* Which layers run on the device (LRN: within cuDNN's limits); the others run
@@ -751,12 +907,14 @@ static void cu_layer_fini(struct backend *be, void *state)
 	if (!st)
 		return;
 	struct cuda_ctx *cx = ctx_of(be);
+	cx->nlayers--;
 	if (st->ref)
 		cx->host.layer_fini(be, st->ref);
 	for (int i = 0; st->data && i < cx->ndata; i++)
 		if (cx->data[i] == st->data) { /* forget it: the memory may be reused */
 			cx->data[i] = cx->data[--cx->ndata];
 			cx->data_bytes[i] = cx->data_bytes[cx->ndata];
+			cx->data_uploaded[i] = cx->data_uploaded[cx->ndata];
 			break;
 		}
 	if (st->xd)
@@ -798,21 +956,29 @@ static int ws_need(struct cuda_ctx *cx, size_t bytes, const struct backend_layer
  * type is set on the descriptor before it runs. */
 static int math_ok(const struct cuda_ctx *cx, cudnnMathType_t m, int pass)
 {
-	return cx->tf32 || m == CUDNN_FMA_MATH || (pass > 0 && m == CUDNN_DEFAULT_MATH);
+	return cx->tf32 || cx->prec != BACKEND_FP32 || m == CUDNN_FMA_MATH || (pass > 0 && m == CUDNN_DEFAULT_MATH);
 }
 static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
 	const struct conv_desc *d = &bl->d.conv;
-	cudnnMathType_t math = cx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	cudnnMathType_t math = cx->tf32 || cx->prec != BACKEND_FP32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	cudnnDataType_t dt = dnn_type(cx->prec); /* the compute type stays FP32 */
+	if (cx->prec != BACKEND_FP32) {
+		int rc = lp_init(cx, st, (int64_t)d->n * d->c_in * d->h_in * d->w_in,
+				 (int64_t)d->c_out * (d->c_in / d->group) * d->kh * d->kw,
+				 (int64_t)d->n * d->c_out * d->h_out * d->w_out, bl, err);
+		if (rc)
+			return rc;
+	}
 	DNN(cudnnCreateTensorDescriptor(&st->xd), "tensor descriptor");
 	DNN(cudnnCreateTensorDescriptor(&st->yd), "tensor descriptor");
 	DNN(cudnnCreateFilterDescriptor(&st->wd), "filter descriptor");
 	DNN(cudnnCreateConvolutionDescriptor(&st->cd), "convolution descriptor");
-	DNN(cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c_in, d->h_in, d->w_in),
+	DNN(cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, dt, d->n, d->c_in, d->h_in, d->w_in),
 	    "input descriptor");
-	DNN(cudnnSetTensor4dDescriptor(st->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c_out, d->h_out, d->w_out),
+	DNN(cudnnSetTensor4dDescriptor(st->yd, CUDNN_TENSOR_NCHW, dt, d->n, d->c_out, d->h_out, d->w_out),
 	    "output descriptor");
-	DNN(cudnnSetFilter4dDescriptor(st->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->c_out, d->c_in / d->group, d->kh,
+	DNN(cudnnSetFilter4dDescriptor(st->wd, dt, CUDNN_TENSOR_NCHW, d->c_out, d->c_in / d->group, d->kh,
 				       d->kw),
 	    "filter descriptor");
 	DNN(cudnnSetConvolution2dDescriptor(st->cd, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw, CUDNN_CROSS_CORRELATION,
@@ -910,6 +1076,7 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	if (!st)
 		return set_err(err, DD_ENOMEM, "layer '%s': out of memory", lname(bl));
 	*state = st;
+	cx->nlayers++;
 	if (!native(bl)) {
 		st->host = 1;
 		return cx->host.layer_init(be, bl, &st->ref, err);
@@ -922,11 +1089,18 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 		if (cx->ndata < 8) {
 			st->data = bl->y;
 			cx->data[cx->ndata] = bl->y;
+			cx->data_uploaded[cx->ndata] = 0;
 			cx->data_bytes[cx->ndata++] = (size_t)bl->count * sizeof(float);
 		}
 		break;
 	case NET_CONVOLUTION:
 		return conv_init(cx, st, bl, err);
+	case NET_INNER_PRODUCT:
+		if (cx->prec != BACKEND_FP32) {
+			const struct ip_desc *d = &bl->d.ip;
+			return lp_init(cx, st, (int64_t)d->n * d->k, (int64_t)d->m * d->k, (int64_t)d->n * d->m, bl, err);
+		}
+		break;
 	case NET_LRN:
 		return lrn_init(cx, st, bl, err);
 	case NET_POOLING:
@@ -974,6 +1148,8 @@ static int prefetch_data(struct cuda_ctx *cx, const void *p, int to_host)
 {
 	for (int i = 0; p && i < cx->ndata; i++)
 		if (p == cx->data[i]) {
+			if (to_host && cx->data_uploaded[i]) /* the host does not write it: stay */
+				return 1;
 			struct cudaMemLocation at;
 			memset(&at, 0, sizeof at);
 			at.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
@@ -1013,9 +1189,23 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	case NET_CONVOLUTION: {
 		const struct conv_desc *d = &bl->d.conv;
 		DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
-		DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, x, st->wd, bl->w[0], st->cd, st->fwd_algo, cx->ws,
-					    cx->ws_bytes, &zero, st->yd, y),
-		    "convolution forward");
+		if (st->lp) {
+			int64_t nx = (int64_t)d->n * d->c_in * d->h_in * d->w_in;
+			int64_t nw = (int64_t)d->c_out * (d->c_in / d->group) * d->kh * d->kw;
+			int rc;
+			if ((rc = narrow(cx, lp_x(cx, st), x, nx, bl, err)) ||
+			    (rc = narrow(cx, lp_w(cx, st), bl->w[0], nw, bl, err)))
+				return rc;
+			DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, lp_x(cx, st), st->wd, lp_w(cx, st), st->cd,
+						    st->fwd_algo, cx->ws, cx->ws_bytes, &zero, st->yd, lp_y(cx, st)),
+			    "convolution forward");
+			if ((rc = widen(cx, y, lp_y(cx, st), n, 0, 1.0f, bl, err)))
+				return rc;
+		} else {
+			DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, x, st->wd, bl->w[0], st->cd, st->fwd_algo, cx->ws,
+						    cx->ws_bytes, &zero, st->yd, y),
+			    "convolution forward");
+		}
 		if (d->bias) {
 			k_bias_add<<<blocks_for(n), THREADS, 0, s>>>(y, bl->w[1], n, d->c_out, d->h_out * d->w_out);
 			LAUNCHED("bias");
@@ -1025,9 +1215,21 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	case NET_INNER_PRODUCT: {
 		const struct ip_desc *d = &bl->d.ip;
 		/* row-major out(N,M) = in(N,K)·W(M,K)ᵀ is column-major outᵀ = Wᵀ_cm·in_cm */
-		BLAS(cublasSgemm(cx->blas, CUBLAS_OP_T, CUBLAS_OP_N, d->m, d->n, d->k, &one, bl->w[0], d->k, x, d->k,
-				 &zero, y, d->m),
-		     "sgemm (inner product forward)");
+		if (st->lp) {
+			int rc;
+			cudaDataType_t t = blas_type(cx->prec);
+			if ((rc = narrow(cx, lp_x(cx, st), x, (int64_t)d->n * d->k, bl, err)) ||
+			    (rc = narrow(cx, lp_w(cx, st), bl->w[0], (int64_t)d->m * d->k, bl, err)))
+				return rc;
+			BLAS(cublasGemmEx(cx->blas, CUBLAS_OP_T, CUBLAS_OP_N, d->m, d->n, d->k, &one, lp_w(cx, st), t, d->k,
+					  lp_x(cx, st), t, d->k, &zero, y, CUDA_R_32F, d->m, CUBLAS_COMPUTE_32F,
+					  CUBLAS_GEMM_DEFAULT),
+			     "gemm (inner product forward, half precision)");
+		} else {
+			BLAS(cublasSgemm(cx->blas, CUBLAS_OP_T, CUBLAS_OP_N, d->m, d->n, d->k, &one, bl->w[0], d->k, x, d->k,
+					 &zero, y, d->m),
+			     "sgemm (inner product forward)");
+		}
 		if (d->bias) {
 			k_bias_add<<<blocks_for(n), THREADS, 0, s>>>(y, bl->w[1], n, d->m, 1);
 			LAUNCHED("bias");
@@ -1149,6 +1351,11 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 	struct cuda_ctx *cx = ctx_of(be);
 	struct cu_layer *st = (struct cu_layer *)state;
 	const struct net_layer *l = bl->l;
+	if (l->type == NET_SOFTMAX_LOSS && cx->prec == BACKEND_FP16 && bl->dy && cx->scale != 1) {
+		/* FP16's loss scale, on the seed graph_backward wrote (it writes it every pass) */
+		k_scale_by<<<1, 1, 0, cx->stream>>>((float *)bl->dy, 1, cx->scale);
+		LAUNCHED("loss scale");
+	}
 	if (st && st->host)
 		return host_run(cx, st, bl, training, 1, err);
 	if (bl->count == 0)
@@ -1165,6 +1372,46 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 		break;
 	case NET_CONVOLUTION: {
 		const struct conv_desc *d = &bl->d.conv;
+		if (st->lp) {
+			int64_t nx = (int64_t)d->n * d->c_in * d->h_in * d->w_in;
+			int64_t nw = (int64_t)d->c_out * (d->c_in / d->group) * d->kh * d->kw;
+			const float zero = 0.0f;
+			int rc;
+			if ((rc = narrow(cx, lp_y(cx, st), dy, n, bl, err)))
+				return rc;
+			if (bl->dw[0]) {
+				/* the weight gradient sums over the whole batch: in half precision it
+				 * is written unscaled (alpha 1/S), where a scaled one would overflow
+				 * long before the activation gradients do, and scaled back in FP32 */
+				float inv = 1.0f / cx->scale;
+				if ((rc = narrow(cx, lp_x(cx, st), x, nx, bl, err)))
+					return rc;
+				DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
+				DNN(cudnnConvolutionBackwardFilter(cx->dnn, &inv, st->xd, lp_x(cx, st), st->yd, lp_y(cx, st),
+								   st->cd, st->bwd_filter_algo, cx->ws, cx->ws_bytes, &zero,
+								   st->wd, lp_r(cx, st)),
+				    "convolution backward filter");
+				if ((rc = widen(cx, bl->dw[0], lp_r(cx, st), nw, 1, cx->scale, bl, err)))
+					return rc;
+			}
+			if (dx) {
+				if ((rc = narrow(cx, lp_w(cx, st), bl->w[0], nw, bl, err)))
+					return rc;
+				DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
+				DNN(cudnnConvolutionBackwardData(cx->dnn, &one, st->wd, lp_w(cx, st), st->yd, lp_y(cx, st),
+								 st->cd, st->bwd_data_algo, cx->ws, cx->ws_bytes, &zero,
+								 st->xd, lp_r(cx, st)),
+				    "convolution backward data");
+				if ((rc = widen(cx, dx, lp_r(cx, st), nx, 1, 1.0f, bl, err)))
+					return rc;
+			}
+			if (d->bias && bl->dw[1]) {
+				k_channel_sum<<<d->c_out, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->c_out,
+									   d->h_out * d->w_out);
+				LAUNCHED("bias gradient");
+			}
+			break;
+		}
 		if (bl->dw[0]) {
 			DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
 			DNN(cudnnConvolutionBackwardFilter(cx->dnn, &one, st->xd, x, st->yd, dy, st->cd, st->bwd_filter_algo,
@@ -1185,6 +1432,33 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 	}
 	case NET_INNER_PRODUCT: {
 		const struct ip_desc *d = &bl->d.ip;
+		if (st->lp) { /* as below, in cublasGemmEx on half copies, FP32 accumulation and results */
+			cudaDataType_t t = blas_type(cx->prec);
+			int rc;
+			if ((rc = narrow(cx, lp_y(cx, st), dy, (int64_t)d->n * d->m, bl, err)))
+				return rc;
+			if (bl->dw[0]) {
+				if ((rc = narrow(cx, lp_x(cx, st), x, (int64_t)d->n * d->k, bl, err)))
+					return rc;
+				BLAS(cublasGemmEx(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, d->k, d->m, d->n, &one, lp_x(cx, st), t,
+						  d->k, lp_y(cx, st), t, d->m, &one, bl->dw[0], CUDA_R_32F, d->k,
+						  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+				     "gemm (inner product weights, half precision)");
+			}
+			if (dx) {
+				if ((rc = narrow(cx, lp_w(cx, st), bl->w[0], (int64_t)d->m * d->k, bl, err)))
+					return rc;
+				BLAS(cublasGemmEx(cx->blas, CUBLAS_OP_N, CUBLAS_OP_N, d->k, d->n, d->m, &one, lp_w(cx, st), t,
+						  d->k, lp_y(cx, st), t, d->m, &one, dx, CUDA_R_32F, d->k, CUBLAS_COMPUTE_32F,
+						  CUBLAS_GEMM_DEFAULT),
+				     "gemm (inner product input, half precision)");
+			}
+			if (d->bias && bl->dw[1]) {
+				k_channel_sum<<<d->m, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->m, 1);
+				LAUNCHED("bias gradient");
+			}
+			break;
+		}
 		if (bl->dw[0]) /* dW(M,K) += dyᵀ·in: column-major dWᵀ = in_cm · dy_cmᵀ */
 			BLAS(cublasSgemm(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, d->k, d->m, d->n, &one, x, d->k, dy, d->m, &one,
 					 bl->dw[0], d->k),
@@ -1394,6 +1668,168 @@ static int cu_update(struct backend *be, const struct backend_update *u, struct 
 	return DD_OK;
 }
 
+static int cu_set_precision(struct backend *be, int precision, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	struct cuda_ctx *cx = ctx_of(be);
+	if (precision < BACKEND_FP32 || precision > BACKEND_BF16)
+		return set_err(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
+	if (cx->nlayers > 0 && precision != cx->prec)
+		return set_err(err, DD_EINVAL, "the precision is set before a graph is built on the backend");
+	if (precision != BACKEND_FP32 && !cx->flag)
+		CU(cudaMalloc(&cx->flag, sizeof(int)), "the overflow flag");
+	cx->prec = precision;
+	cx->scale = precision == BACKEND_FP16 ? SCALE_START : 1.0f;
+	cx->clean = 0;
+	return DD_OK;
+}
+
+static int cu_unscale(struct backend *be, float *g, int64_t n, int *skipped, float *scale, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	struct cuda_ctx *cx = ctx_of(be);
+	*skipped = 0;
+	*scale = cx->scale;
+	if (cx->prec != BACKEND_FP16 || n <= 0)
+		return DD_OK;
+	int bad = 0;
+	CU(cudaMemsetAsync(cx->flag, 0, sizeof(int), cx->stream), "the overflow flag");
+	k_nonfinite<<<blocks_for(n), THREADS, 0, cx->stream>>>(cx->flag, g, n);
+	LAUNCHED("the overflow check");
+	CU(cudaMemcpyAsync(&bad, cx->flag, sizeof(int), cudaMemcpyDeviceToHost, cx->stream), "the overflow flag");
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	if (bad) {
+		*skipped = 1;
+		cx->scale = cx->scale / 2 < 1.0f / 65536 ? 1.0f / 65536 : cx->scale / 2;
+		cx->clean = 0;
+	} else {
+		k_scale_by<<<blocks_for(n), THREADS, 0, cx->stream>>>(g, n, 1.0f / cx->scale);
+		LAUNCHED("the loss unscale");
+		CU(cudaStreamSynchronize(cx->stream), "waiting for the device"); /* the host may read g */
+		if (++cx->clean >= GROWTH_STEPS && cx->scale < 65536.0f * 65536.0f) {
+			cx->scale *= 2;
+			cx->clean = 0;
+		}
+	}
+	*scale = cx->scale;
+	return DD_OK;
+}
+
+/* Device memory of at least bytes in *p (cap *have), its contents dropped. */
+static int up_grow(struct cuda_ctx *cx, void **p, size_t *have, size_t bytes, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	if (bytes <= *have)
+		return DD_OK;
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	cudaFree(*p);
+	*p = NULL;
+	*have = 0;
+	CU(cudaMalloc(p, bytes), "the upload buffers");
+	*have = bytes;
+	return DD_OK;
+}
+
+static int cu_upload(struct backend *be, const struct backend_upload *u, struct dd_err *err)
+{
+	const struct backend_layer *bl = NULL;
+	struct cuda_ctx *cx = ctx_of(be);
+	if (u->n <= 0)
+		return DD_OK;
+	if (u->oh > u->h || u->ow > u->w || u->c <= 0)
+		return set_err(err, DD_EINVAL, "upload: a %dx%d window of %dx%d images", u->ow, u->oh, u->w, u->h);
+	size_t img = (size_t)u->c * u->h * u->w, npx = img * u->n;
+	int rc;
+	if ((rc = up_grow(cx, (void **)&cx->up_px, &cx->up_px_bytes, npx, err)) ||
+	    (rc = up_grow(cx, (void **)&cx->up_geo, &cx->up_geo_bytes, 3 * sizeof(int32_t) * u->n, err)))
+		return rc;
+	if (u->mean && (u->mean != cx->up_mean_of || cx->up_mean_bytes < img * sizeof(float))) {
+		if ((rc = up_grow(cx, (void **)&cx->up_mean, &cx->up_mean_bytes, img * sizeof(float), err)))
+			return rc;
+		CU(cudaMemcpyAsync(cx->up_mean, u->mean, img * sizeof(float), cudaMemcpyHostToDevice, cx->stream),
+		   "the mean");
+		cx->up_mean_of = u->mean;
+	}
+	int32_t *geo = (int32_t *)malloc(3 * sizeof(int32_t) * u->n);
+	if (!geo)
+		return set_err(err, DD_ENOMEM, "out of memory");
+	for (int s = 0; s < u->n; s++) {
+		geo[3 * s] = u->y0[s];
+		geo[3 * s + 1] = u->x0[s];
+		geo[3 * s + 2] = u->flip[s] != 0;
+		if (u->y0[s] < 0 || u->x0[s] < 0 || u->y0[s] + u->oh > u->h || u->x0[s] + u->ow > u->w) {
+			free(geo);
+			return set_err(err, DD_EINVAL, "upload: sample %d's window at (%d, %d) leaves the image", s, u->x0[s],
+				       u->y0[s]);
+		}
+	}
+	/* copies on the stream, after the last batch's kernel has read the buffers;
+	 * from pageable memory they return once the host's bytes are staged, so the
+	 * caller may reuse px at once (and geo is freed after a sync) */
+	cudaError_t e = cudaMemcpyAsync(cx->up_px, u->px, npx, cudaMemcpyHostToDevice, cx->stream);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(cx->up_geo, geo, 3 * sizeof(int32_t) * u->n, cudaMemcpyHostToDevice, cx->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cx->stream);
+	free(geo);
+	if (e != cudaSuccess)
+		return cuda_fail(err, bl, e, "uploading a batch");
+	for (int i = 0; i < cx->ndata; i++)
+		if (cx->data[i] == u->out)
+			cx->data_uploaded[i] = 1;
+	struct upload_k k = { u->n, u->c, u->h, u->w, u->oh, u->ow, u->scale };
+	int64_t total = (int64_t)u->n * u->c * u->oh * u->ow;
+	k_upload<<<blocks_for(total), THREADS, 0, cx->stream>>>(u->out, cx->up_px, cx->up_geo,
+							       u->mean ? cx->up_mean : NULL, k);
+	LAUNCHED("the upload transform");
+	return DD_OK;
+}
+
+/* ---- NCCL, by dlopen (libnccl.so.2): a machine without it still loads the plugin ---- */
+
+static struct {
+	int tried;
+	void *h;
+	ncclResult_t (*init_all)(ncclComm_t *, int, const int *);
+	ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+				   cudaStream_t);
+	ncclResult_t (*destroy)(ncclComm_t);
+	const char *(*error)(ncclResult_t);
+} nc;
+
+static int nccl_load(struct dd_err *err)
+{
+	if (!nc.tried) {
+		nc.tried = 1;
+		nc.h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+		if (nc.h) {
+			*(void **)&nc.init_all = dlsym(nc.h, "ncclCommInitAll");
+			*(void **)&nc.all_reduce = dlsym(nc.h, "ncclAllReduce");
+			*(void **)&nc.destroy = dlsym(nc.h, "ncclCommDestroy");
+			*(void **)&nc.error = dlsym(nc.h, "ncclGetErrorString");
+			if (!nc.init_all || !nc.all_reduce || !nc.destroy || !nc.error)
+				nc.h = NULL;
+		}
+	}
+	if (!nc.h)
+		return set_err(err, DD_EINVAL, "several GPUs need NCCL (libnccl.so.2), which does not load here");
+	return DD_OK;
+}
+
+static void cu_bind(struct backend *be) { cudaSetDevice(ctx_of(be)->device); }
+
+/* The mean of buf over the group, in place, queued; every GPU's thread calls it. */
+static int cu_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	if (!cx->nccl)
+		return set_err(err, DD_EINVAL, "this GPU is not in a group");
+	ncclResult_t r = nc.all_reduce(buf, buf, (size_t)n, ncclFloat, ncclAvg, cx->nccl, cx->stream);
+	if (r != ncclSuccess)
+		return set_err(err, DD_EINTERNAL, "NCCL all-reduce on GPU %d: %s", cx->device, nc.error(r));
+	return DD_OK;
+}
+
 static int cu_supports(struct backend *be, const struct net_layer *l)
 {
 	return l->type < NET_LAYER_TYPE_COUNT;
@@ -1404,9 +1840,17 @@ static void cu_destroy(struct backend *be)
 	struct cuda_ctx *cx = ctx_of(be);
 	if (!cx)
 		return;
+	cudaSetDevice(cx->device);
 	if (cx->stream)
 		cudaStreamSynchronize(cx->stream);
+	if (cx->nccl)
+		nc.destroy(cx->nccl);
 	cudaFree(cx->ws);
+	cudaFree(cx->lp);
+	cudaFree(cx->flag);
+	cudaFree(cx->up_px);
+	cudaFree(cx->up_geo);
+	cudaFree(cx->up_mean);
 	if (cx->blas)
 		cublasDestroy(cx->blas);
 	if (cx->dnn)
@@ -1431,6 +1875,11 @@ static const struct backend_ops cuda_ops = {
 	cu_copy,
 	cu_zero,
 	cu_update,
+	cu_set_precision,
+	cu_unscale,
+	cu_upload,
+	cu_bind,
+	cu_allreduce,
 };
 
 /* ---- the plugin's entry points ---- */
@@ -1505,6 +1954,7 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create(const struct bac
 	cx->host = *host;
 	cx->device = host->device;
 	cx->deterministic = host->deterministic;
+	cx->scale = 1.0f;
 	const char *tf = getenv("DEEPDESK_CUDA_TF32");
 	cx->tf32 = tf && !strcmp(tf, "1");
 	if (!cx->tf32) /* cuDNN's and cuBLAS's default math would use TF32 on Ampere and later */
@@ -1556,6 +2006,46 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create(const struct bac
 	return DD_OK;
 fail:
 	cu_destroy(&cx->be);
+	return rc;
+}
+
+/* n backends, one per device in devices, whose allreduce averages over all n with
+ * NCCL (one process; each GPU is driven by a thread of its own, which calls bind
+ * first). */
+__attribute__((visibility("default"))) int deepdesk_cuda_create_group(const struct backend_host *host, int n,
+									const int *devices, struct backend **out,
+									struct dd_err *err)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	if (n < 1 || n > 64)
+		return set_err(err, DD_EINVAL, "a group of %d GPUs", n);
+	int rc = nccl_load(err);
+	if (rc)
+		return rc;
+	ncclComm_t comms[64];
+	for (int i = 0; i < n; i++) {
+		struct backend_host h = *host;
+		h.device = devices[i];
+		if ((rc = deepdesk_cuda_create(&h, &out[i], err)))
+			goto fail;
+	}
+	{
+		ncclResult_t r = nc.init_all(comms, n, devices);
+		if (r != ncclSuccess) {
+			rc = set_err(err, DD_EINTERNAL, "NCCL cannot join the %d GPUs: %s", n, nc.error(r));
+			goto fail;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		ctx_of(out[i])->nccl = comms[i];
+	return DD_OK;
+fail:
+	for (int i = 0; i < n; i++) {
+		if (out[i])
+			cu_destroy(out[i]);
+		out[i] = NULL;
+	}
 	return rc;
 }
 

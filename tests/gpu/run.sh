@@ -2,7 +2,8 @@
 # tests/gpu/run.sh — the GPU check, once, on a machine with an NVIDIA GPU (issue 7):
 # builds the programs and the CUDA plugin, runs tests/unit/test_cuda (every layer,
 # the solvers, LeNet and AlexNet steps, determinism, out of memory: cuda against
-# cpu), then the benchmark bench/gpu/run.sh, and writes a short report:
+# cpu; BF16 layers, LeNet in FP16/BF16 against FP32, FP16 loss scaling), then the
+# benchmark bench/gpu/run.sh (FP32, TF32, FP16, BF16), and writes a short report:
 # $OUT/report.md where OUT is set (the device runner's folder), else
 # tests/gpu/report.md.  Made to finish in under five minutes on one H200; each
 # step has its own time limit.  Exit status: 0 when the tests passed.
@@ -59,10 +60,19 @@ if grep -q '^SKIP' "$dir/test_cuda.log" && nvidia-smi -L >/dev/null 2>&1; then
 	tests_rc=1
 fi
 
+# mixed precision against FP32, from the test's own lines
+say "## Mixed precision (test_cuda)"
+{
+	echo '```'
+	grep -E '^  (lenet (fp32|fp16|bf16):|injected inf|after the skip)' "$dir/test_cuda.log" || echo "(no mixed-precision lines: see test_cuda.log)"
+	echo '```'
+	echo
+} | tee -a "$report"
+
 # 3. the benchmark
 say "## bench/gpu"
 t2=$(date +%s)
-BENCH_GPU_SECONDS=${BENCH_GPU_SECONDS:-15} BENCH_GPU_OUT="$dir/gpu-bench.json" \
+BENCH_GPU_SECONDS=${BENCH_GPU_SECONDS:-10} BENCH_GPU_OUT="$dir/gpu-bench.json" \
 	timeout 200 sh bench/gpu/run.sh >"$dir/bench.log" 2>&1
 brc=$?
 {

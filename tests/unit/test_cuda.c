@@ -14,17 +14,40 @@
  * is a clear error naming the batch size, and a whole training run (train_run: the
  * feed, validation, snapshots) on cuda learns what it learns on cpu.
  *
+ * Mixed precision: every layer case again with BF16 convolutions and inner products
+ * (a looser tolerance, BF16_TOL); LeNet trained MIXED_STEPS steps in FP32, FP16 and
+ * BF16 on cuda from the same weights and data, the half-precision losses within
+ * FP16_LOSS_TOL / BF16_LOSS_TOL of FP32's; FP16's loss scaling skipping a step on an
+ * injected inf, halving its scale, and unscaling the next step's gradients to
+ * FP32's.  On every machine: a half precision on a backend other than cuda is
+ * refused, by name.
+ *
+ * Device data preparation: an 8-bit batch uploaded and transformed on the GPU
+ * (mean, scale, crop window, mirror) is feed_transform's output bit for bit, and a
+ * feed handing its batches to the device feeds exactly what the host path feeds.
+ * On every machine the feed's side is checked with the cpu backend as its device
+ * (no upload op: the host path) and with the cpu backend plus an upload done on
+ * the host (the 8-bit path: planes, windows and flips as the feed hands them).
+ *
+ * Several GPUs (skipped with fewer than two): LeNet on a group of two, 32 images
+ * each, one thread per GPU, gradients averaged with NCCL, gives one GPU's
+ * gradients for the 64 together, and a solver step leaves both replicas' weights
+ * bit for bit the same and the single GPU's within tolerance.
+ *
  * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
  * "SKIP: <reason>" and the summary counts them; what runs here then is the check
  * that the refusal says why. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../networks/backend.h"
+#include "../../networks/backend_impl.h"
+#include "../../networks/feed.h"
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
 #include "../../networks/solver.h"
@@ -294,6 +317,424 @@ static void test_solvers(void)
 	}
 }
 
+/* ---- mixed precision ---- */
+
+/* BF16 keeps 8 bits of mantissa: a rounding of 2^-9 relative on every input and
+ * weight of a convolution or inner product, FP32 accumulation. */
+#define BF16_TOL 5e-2
+#define MIXED_STEPS 30
+#define FP16_LOSS_TOL 0.05
+#define BF16_LOSS_TOL 0.10
+#define FIRST_LOSS_TOL 0.02 /* the first loss: the same weights, one forward */
+
+static struct backend *cuda_at(int precision)
+{
+	struct backend *b = NULL;
+	struct dd_err err = { 0 };
+	if (backend_create_cuda(0, 0, &b, &err) || backend_set_precision(b, precision, &err)) {
+		fprintf(stderr, "  cuda %s: %s\n", backend_precision_name(precision), err.msg);
+		backend_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void test_layers_bf16(void)
+{
+	struct backend *b16 = cuda_at(BACKEND_BF16);
+	CHECK(b16 != NULL);
+	if (!b16)
+		return;
+	char text[4096];
+	struct net_input in = { .n = 4, .c = 3, .h = 12, .w = 12, .classes = 5 };
+	for (size_t i = 0; i < sizeof layer_cases / sizeof *layer_cases; i++) {
+		snprintf(text, sizeof text, "name: \"case\"\n%s%s%s", head, layer_cases[i].body, tail);
+		struct side a, b;
+		if (side_make(&a, text, &in, cpu, 11 + i)) {
+			CHECK(0);
+			continue;
+		}
+		if (side_make(&b, text, &in, b16, 11 + i)) {
+			fprintf(stderr, "  case %s\n", layer_cases[i].what);
+			CHECK(0);
+			side_free(&a);
+			continue;
+		}
+		feed(&a, 5, 100 + i);
+		feed(&b, 5, 100 + i);
+		float la = NAN, lb = NAN;
+		int skipped = 1;
+		struct dd_err err = { 0 };
+		CHECK(pass(&a, &la) == 0);
+		CHECK(pass(&b, &lb) == 0);
+		CHECK(backend_unscale(b16, graph_grads(b.gr), graph_param_count(b.gr), &skipped, NULL, &err) == DD_OK);
+		CHECK_EQ_INT(skipped, 0); /* BF16 has no loss scale */
+		compare(layer_cases[i].what, &a, &b, BF16_TOL);
+		CHECK(fabs(la - lb) <= BF16_TOL * fmax(1.0, fabs(la)));
+		side_free(&b);
+		side_free(&a);
+	}
+	backend_free(b16);
+}
+
+/* LeNet on cuda in one precision, MIXED_STEPS SGD steps from seed 1 on the fixed
+ * data; the first and the last loss; how many steps loss scaling skipped. */
+static int lenet_run(int precision, float *first, float *last, int *skips)
+{
+	struct net_input in = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct backend *be = cuda_at(precision);
+	struct side s = { 0 };
+	struct solver *sv = NULL;
+	struct dd_err err = { 0 };
+	struct solver_config c = { .type = SOLVER_SGD, .base_lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4 };
+	int rc = -1;
+	*skips = 0;
+	if (!be || side_make(&s, net_standard_text("lenet"), &in, be, 1) || solver_create(&c, s.gr, &sv, &err))
+		goto done;
+	for (int it = 0; it < MIXED_STEPS; it++) {
+		float loss = NAN;
+		int skipped = 0;
+		feed(&s, 10, 7 + it % 4); /* four batches, seen again and again: the loss falls */
+		if (pass(&s, &loss) ||
+		    backend_unscale(be, graph_grads(s.gr), graph_param_count(s.gr), &skipped, NULL, &err))
+			goto done;
+		if (it == 0)
+			*first = loss;
+		*last = loss;
+		*skips += skipped;
+		if (!skipped)
+			solver_step(sv, it);
+	}
+	rc = 0;
+done:
+	if (rc && err.msg[0])
+		fprintf(stderr, "  lenet %s: %s\n", backend_precision_name(precision), err.msg);
+	solver_free(sv);
+	side_free(&s);
+	backend_free(be);
+	return rc;
+}
+
+static void test_lenet_mixed(void)
+{
+	float f[3] = { NAN, NAN, NAN }, l[3] = { NAN, NAN, NAN };
+	int skips[3] = { 0, 0, 0 };
+	for (int p = BACKEND_FP32; p <= BACKEND_BF16; p++) {
+		CHECK(lenet_run(p, &f[p], &l[p], &skips[p]) == 0);
+		printf("  lenet %s: loss %.5f -> %.5f after %d steps, %d skipped\n", backend_precision_name(p), f[p], l[p],
+		       MIXED_STEPS, skips[p]);
+	}
+	CHECK(l[0] < f[0]); /* FP32 learns, so the comparison means something */
+	CHECK(fabs(f[1] - f[0]) <= FIRST_LOSS_TOL * fmax(1.0, f[0]));
+	CHECK(fabs(f[2] - f[0]) <= FIRST_LOSS_TOL * fmax(1.0, f[0]));
+	CHECK(fabs(l[1] - l[0]) <= FP16_LOSS_TOL * fmax(1.0, l[0]));
+	CHECK(fabs(l[2] - l[0]) <= BF16_LOSS_TOL * fmax(1.0, l[0]));
+	CHECK(skips[0] == 0 && skips[2] == 0);
+	CHECK(skips[1] <= 3); /* a few at most while the scale finds its level */
+}
+
+/* An inf injected into FP16's gradients: the step is skipped and the scale halved;
+ * the next, clean step's gradients come back unscaled, FP32's within tolerance. */
+static void test_loss_scale_overflow(void)
+{
+	struct net_input in = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct backend *h = cuda_at(BACKEND_FP16), *f = cuda_at(BACKEND_FP32);
+	struct side a = { 0 }, b = { 0 };
+	struct dd_err err = { 0 };
+	const char *text = net_standard_text("lenet");
+	CHECK(h && f);
+	if (!h || !f || side_make(&a, text, &in, f, 1) || side_make(&b, text, &in, h, 1)) {
+		CHECK(0);
+		goto done;
+	}
+	float la, lb, scale = 0;
+	int skipped = 0;
+	int64_t n = graph_param_count(b.gr);
+	feed(&b, 10, 9);
+	CHECK(pass(&b, &lb) == 0);
+	graph_grads(b.gr)[n / 2] = INFINITY; /* the arena is host-visible after the pass */
+	CHECK(backend_unscale(h, graph_grads(b.gr), n, &skipped, &scale, &err) == DD_OK);
+	CHECK_EQ_INT(skipped, 1);
+	printf("  injected inf: skipped %d, scale now %g\n", skipped, scale);
+	CHECK(scale == 32768.0f);
+	/* a clean pass: unscaled gradients, FP32's */
+	feed(&a, 10, 9);
+	feed(&b, 10, 9);
+	CHECK(pass(&a, &la) == 0 && pass(&b, &lb) == 0);
+	CHECK(backend_unscale(h, graph_grads(b.gr), n, &skipped, &scale, &err) == DD_OK);
+	CHECK_EQ_INT(skipped, 0);
+	CHECK(scale == 32768.0f);
+	double e = nerr(graph_grads(b.gr), graph_grads(a.gr), n);
+	printf("  after the skip: loss fp32 %.5f fp16 %.5f, gradients' normalised error %.3g\n", la, lb, e);
+	CHECK(e < 2e-2);
+	CHECK(fabs(la - lb) <= FP16_LOSS_TOL * fmax(1.0, la));
+done:
+	side_free(&b);
+	side_free(&a);
+	backend_free(f);
+	backend_free(h);
+}
+
+/* On every machine: a half precision needs cuda, said by name. */
+static void test_precision_refused(void)
+{
+	struct dd_err err = { 0 };
+	int p = -1;
+	CHECK_EQ_INT(backend_precision_parse("fp16", &p, &err), DD_OK);
+	CHECK_EQ_INT(p, BACKEND_FP16);
+	CHECK_EQ_INT(backend_precision_parse(NULL, &p, &err), DD_OK);
+	CHECK_EQ_INT(p, BACKEND_FP32);
+	CHECK_EQ_INT(backend_precision_parse("fp8", &p, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "'fp8'");
+	CHECK_EQ_INT(backend_set_precision(cpu, BACKEND_FP32, &err), DD_OK);
+	CHECK_EQ_INT(backend_set_precision(cpu, BACKEND_BF16, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "bf16 needs the cuda backend");
+	CHECK_CONTAINS(err.msg, "cpu");
+	/* nothing to unscale on the cpu */
+	float g[3] = { 1, INFINITY, 3 }, scale = 0;
+	int skipped = 1;
+	CHECK_EQ_INT(backend_unscale(cpu, g, 3, &skipped, &scale, &err), DD_OK);
+	CHECK(skipped == 0 && scale == 1 && g[0] == 1 && g[2] == 3);
+	/* and a training run asking for fp16 on the cpu stops before it starts */
+	struct train_opts o;
+	train_opts_default(&o);
+	o.dataset_dir = "/nonexistent";
+	o.network_text = net_standard_text("lenet");
+	o.out_dir = "/nonexistent/out";
+	o.backend = "cpu";
+	o.precision = "fp16";
+	int rc = train_run(&o, NULL, &err);
+	CHECK_EQ_INT(rc, DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "fp16 needs the cuda backend");
+	printf("  %s\n", err.msg);
+	o.precision = "half";
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "precision 'half'");
+}
+
+/* ---- data preparation on the device ---- */
+
+static void test_upload_matches_host(void)
+{
+	enum { N = 3, C = 3, H = 10, W = 12, OH = 7, OW = 9 };
+	static uint8_t px[N * C * H * W];
+	static float planes[C * H * W], mean[C * H * W], want[N * C * OH * OW];
+	int32_t y0[N] = { 0, 3, 1 }, x0[N] = { 3, 0, 2 };
+	uint8_t flip[N] = { 1, 0, 1 };
+	uint64_t r = 99;
+	for (size_t i = 0; i < sizeof px; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		px[i] = (uint8_t)(r >> 56);
+	}
+	for (int i = 0; i < C * H * W; i++)
+		mean[i] = 100.0f + 0.37f * (float)(i % 97);
+	float *out = backend_alloc(cu, sizeof want);
+	CHECK(out != NULL);
+	if (!out)
+		return;
+	for (int with_mean = 0; with_mean < 2; with_mean++) {
+		const float *m = with_mean ? mean : NULL;
+		float scale = with_mean ? 0.0173f : 1.0f / 255;
+		for (int s = 0; s < N; s++) {
+			for (int i = 0; i < C * H * W; i++)
+				planes[i] = px[s * C * H * W + i];
+			feed_transform(planes, C, H, W, m, scale, y0[s], x0[s], OH, OW, flip[s], want + s * C * OH * OW);
+		}
+		struct backend_upload u = { .px = px, .y0 = y0, .x0 = x0, .flip = flip, .n = N, .c = C, .h = H, .w = W,
+					    .oh = OH, .ow = OW, .mean = m, .scale = scale, .out = out };
+		struct dd_err err = { 0 };
+		CHECK_EQ_INT(backend_upload_batch(cu, &u, &err), DD_OK);
+		backend_sync(cu);
+		int same = memcmp(out, want, sizeof want) == 0;
+		CHECK(same);
+		printf("  %s mean: %s\n", with_mean ? "with a" : "without a",
+		       same ? "the host's floats bit for bit" : "differs from the host");
+	}
+	/* a window outside the image is refused, by sample */
+	y0[1] = H - OH + 1;
+	struct backend_upload bad = { .px = px, .y0 = y0, .x0 = x0, .flip = flip, .n = N, .c = C, .h = H, .w = W,
+				      .oh = OH, .ow = OW, .scale = 1, .out = out };
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(backend_upload_batch(cu, &bad, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "sample 1");
+	backend_release(cu, out);
+}
+
+/* Three training batches (random crops, mirrors, the image mean) through a feed
+ * whose device is dev, against a feed without one. */
+static void feed_with_device(struct backend *dev)
+{
+	char tmp[64], ds[512];
+	struct dd_err err = { 0 };
+	if (!check_tmpdir(tmp, sizeof tmp) || quadrants_dataset(tmp, 170, 40, ds, sizeof ds)) {
+		CHECK(0);
+		return;
+	}
+	enum { B = 8 };
+	struct feed_opts o = { .train = 1, .crop = 12, .mirror = 1, .scale = 0.0125f, .mean = FEED_MEAN_IMAGE,
+			       .seed = 4, .prefetch = B };
+	struct feed *host = NULL, *dv = NULL;
+	CHECK_EQ_INT(feed_open(ds, "train", &o, &host, &err), DD_OK);
+	o.device = dev;
+	CHECK_EQ_INT(feed_open(ds, "train", &o, &dv, &err), DD_OK);
+	size_t cnt = (size_t)B * 12 * 12;
+	float *a = malloc(cnt * sizeof(float)), *b = backend_alloc(dev, cnt * sizeof(float));
+	float la[B], lb[B];
+	int same = 1;
+	CHECK(a && b);
+	for (int k = 0; host && dv && a && b && k < 3; k++) {
+		CHECK_EQ_INT(feed_next(host, a, la, B, &err), DD_OK);
+		CHECK_EQ_INT(feed_next(dv, b, lb, B, &err), DD_OK);
+		backend_sync(dev);
+		same = same && memcmp(a, b, cnt * sizeof(float)) == 0 && memcmp(la, lb, sizeof la) == 0;
+	}
+	CHECK(same);
+	printf("  %s as the feed's device: 3 batches %s\n", backend_name(dev),
+	       same ? "as the host feeds them" : "DIFFER from the host's");
+	free(a);
+	if (b)
+		backend_release(dev, b);
+	feed_close(dv);
+	feed_close(host);
+	fs_rm_rf(tmp, NULL);
+}
+
+static void test_feed_on_device(void) { feed_with_device(cu); }
+static void test_feed_device_without_upload(void) { feed_with_device(cpu); }
+
+/* The feed's side of an upload on any machine: the cpu backend's operations plus an
+ * upload done on the host with feed_transform. */
+static int host_upload(struct backend *be, const struct backend_upload *u, struct dd_err *err)
+{
+	size_t img = (size_t)u->c * u->h * u->w, out = (size_t)u->c * u->oh * u->ow;
+	float *planes = malloc(img * sizeof(float));
+	if (!planes)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	for (int s = 0; s < u->n; s++) {
+		for (size_t i = 0; i < img; i++)
+			planes[i] = u->px[s * img + i];
+		feed_transform(planes, u->c, u->h, u->w, u->mean, u->scale, u->y0[s], u->x0[s], u->oh, u->ow, u->flip[s],
+			       u->out + s * out);
+	}
+	free(planes);
+	return DD_OK;
+}
+
+static void test_feed_raw_path(void)
+{
+	struct backend_ops ops = *cpu->ops;
+	ops.upload = host_upload;
+	struct backend up = { &ops, cpu->ctx };
+	CHECK(backend_has_upload(&up));
+	feed_with_device(&up);
+}
+
+/* ---- two GPUs, NCCL ---- */
+
+struct replica {
+	struct backend *be;
+	struct side s;
+	float loss;
+	int rc;
+	struct dd_err err;
+};
+
+static void *replica_step(void *arg)
+{
+	struct replica *r = arg;
+	backend_bind(r->be);
+	r->rc = pass(&r->s, &r->loss);
+	if (!r->rc)
+		r->rc = backend_allreduce(r->be, graph_grads(r->s.gr), graph_param_count(r->s.gr), &r->err);
+	backend_sync(r->be);
+	return NULL;
+}
+
+static void test_two_gpus(void)
+{
+	struct backend_gpu g[8];
+	if (backend_gpus(g, 8) < 2) {
+		check_skip("fewer than two GPUs: data parallelism is not tested");
+		return;
+	}
+	const char *text = net_standard_text("lenet");
+	struct net_input one = { .n = 64, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct net_input half = one;
+	half.n = 32;
+	struct backend *grp[2] = { NULL, NULL };
+	struct replica rp[2];
+	struct side big = { 0 };
+	struct solver *sv[3] = { NULL, NULL, NULL };
+	struct dd_err err = { 0 };
+	struct solver_config c = { .type = SOLVER_SGD, .base_lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4 };
+	int devices[2] = { 0, 1 };
+	memset(rp, 0, sizeof rp);
+	if (backend_create_cuda_group(2, devices, 0, grp, &err)) {
+		fprintf(stderr, "  group: %s\n", err.msg);
+		CHECK(0);
+		return;
+	}
+	backend_bind(cu); /* making the group left this thread on GPU 1 */
+	int ok = side_make(&big, text, &one, cu, 1) == 0;
+	for (int i = 0; i < 2 && ok; i++) {
+		rp[i].be = grp[i];
+		backend_bind(grp[i]);
+		ok = side_make(&rp[i].s, text, &half, grp[i], 1) == 0 && !solver_create(&c, rp[i].s.gr, &sv[i], &err);
+	}
+	backend_bind(cu);
+	ok = ok && !solver_create(&c, big.gr, &sv[2], &err);
+	CHECK(ok);
+	if (!ok)
+		goto done;
+	/* the 64 images of one batch, halved between the two */
+	feed(&big, 10, 21);
+	struct net_shape ds;
+	float *bd = graph_blob(big.gr, "data", &ds), *bl = graph_blob(big.gr, "label", NULL);
+	size_t img = (size_t)28 * 28;
+	for (int i = 0; i < 2; i++) {
+		memcpy(graph_blob(rp[i].s.gr, "data", NULL), bd + i * 32 * img, 32 * img * sizeof(float));
+		memcpy(graph_blob(rp[i].s.gr, "label", NULL), bl + i * 32, 32 * sizeof(float));
+	}
+	float lbig = NAN;
+	CHECK(pass(&big, &lbig) == 0);
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&th[i], NULL, replica_step, &rp[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 2; i++)
+		if (rp[i].rc)
+			fprintf(stderr, "  GPU %d: %s\n", i, rp[i].err.msg);
+	CHECK(rp[0].rc == 0 && rp[1].rc == 0);
+	int64_t n = graph_param_count(big.gr);
+	double e = nerr(graph_grads(rp[0].s.gr), graph_grads(big.gr), n);
+	printf("  loss: one GPU %.5f, two %.5f + %.5f (mean %.5f); averaged gradients' error %.3g\n", lbig, rp[0].loss,
+	       rp[1].loss, (rp[0].loss + rp[1].loss) / 2, e);
+	CHECK(e < TOL);
+	CHECK(fabs((rp[0].loss + rp[1].loss) / 2 - lbig) <= TOL * fmax(1.0, lbig));
+	CHECK(memcmp(graph_grads(rp[0].s.gr), graph_grads(rp[1].s.gr), (size_t)n * sizeof(float)) == 0);
+	for (int i = 0; i < 2; i++) {
+		backend_bind(grp[i]);
+		solver_step(sv[i], 0);
+		backend_sync(grp[i]);
+	}
+	backend_bind(cu);
+	solver_step(sv[2], 0);
+	backend_sync(cu);
+	CHECK(memcmp(graph_params(rp[0].s.gr), graph_params(rp[1].s.gr), (size_t)n * sizeof(float)) == 0);
+	CHECK(nerr(graph_params(rp[0].s.gr), graph_params(big.gr), n) < TOL);
+done:
+	for (int i = 0; i < 2; i++) {
+		backend_bind(grp[i]);
+		solver_free(sv[i]);
+		side_free(&rp[i].s);
+		backend_free(grp[i]);
+	}
+	backend_bind(cu);
+	solver_free(sv[2]);
+	side_free(&big);
+}
+
 /* ---- LeNet and AlexNet: two training steps ---- */
 
 static void train_steps(const char *net, const struct net_input *in, int steps, double tol)
@@ -547,7 +988,7 @@ static void test_version_mismatch(void)
 		out[got] = 0;
 		CHECK(pclose(f) != 0);
 	}
-	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 2");
+	CHECK_CONTAINS(out, "fake.so has backend API version 999, this program 3");
 	printf("  %s", out);
 	/* and a plugin that is not there is named too */
 	snprintf(cmd, sizeof cmd,
@@ -585,12 +1026,18 @@ int main(int argc, char **argv)
 		RUN(test_solvers);
 		RUN(test_lenet);
 		RUN(test_train_run);
+		RUN(test_precision_refused);
+		RUN(test_feed_device_without_upload);
+		RUN(test_feed_raw_path);
 	} else if (backend_create("cuda", &cu, &refusal)) {
 		char why[600];
 		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
 		check_skip(why);
 		RUN(test_refusal_names_the_reason);
 		RUN(test_version_mismatch);
+		RUN(test_precision_refused);
+		RUN(test_feed_device_without_upload);
+		RUN(test_feed_raw_path);
 	} else {
 		RUN(test_version_mismatch);
 		struct backend_gpu g[8];
@@ -604,6 +1051,15 @@ int main(int argc, char **argv)
 		RUN(test_deterministic);
 		RUN(test_out_of_memory);
 		RUN(test_train_run);
+		RUN(test_precision_refused);
+		RUN(test_layers_bf16);
+		RUN(test_lenet_mixed);
+		RUN(test_loss_scale_overflow);
+		RUN(test_upload_matches_host);
+		RUN(test_feed_on_device);
+		RUN(test_feed_device_without_upload);
+		RUN(test_feed_raw_path);
+		RUN(test_two_gpus);
 	}
 	backend_free(cu);
 	backend_free(cpu);

@@ -1,0 +1,104 @@
+// precision.test.mjs — the "precision" field of a training job (issue 7, mixed
+// precision): fp32, fp16 or bf16, the half ones with backend cuda only, refused by
+// name otherwise, on /api/v1/jobs and /api/v1/models alike; and on a server that
+// pretends to have a GPU (DEEPDESK_FAKE_GPUS=1) a bf16 cuda job is accepted, keeps
+// its precision, and its worker gets as far as the (stand-in) plugin, which answers
+// "no GPU" as a real one would on this machine.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET, ROOT,
+} from './helpers.mjs';
+
+const model = (dataset, extra = {}) => ({
+  kind: 'model', name: 'prec', params: { dataset, network: { prototxt: TINY_NET }, epochs: 1, ...extra },
+});
+
+describe('precision', () => {
+  let server;
+  before(async () => { server = await startServer(); });
+  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); });
+
+  test('a half precision needs the cuda backend; other values are refused by name', async () => {
+    assertError(await server.api('POST', '/api/v1/jobs', model(1, { precision: 'fp16' })), 400, 'invalid',
+      /^precision: "fp16" only with "backend": "cuda"/);
+    assertError(await server.api('POST', '/api/v1/jobs', model(1, { backend: 'ref', precision: 'bf16' })), 400,
+      'invalid', /^precision: "bf16" only with "backend": "cuda"/);
+    assertError(await server.api('POST', '/api/v1/jobs', model(1, { backend: 'cuda', precision: 'fp8' })), 400,
+      'invalid', /^precision: must be one of fp32, fp16, bf16/);
+    assertError(await server.api('POST', '/api/v1/jobs', model(1, { precision: 16 })), 400, 'invalid',
+      /^precision: must be one of/);
+    // /api/v1/models knows the field (it is not an unknown one) and checks it the same way
+    const m = await server.api('POST', '/api/v1/models',
+      { name: 'm', dataset: 1, network: { prototxt: TINY_NET }, precision: 'half' });
+    assert.equal(m.status, 400, JSON.stringify(m.body));
+    assert.doesNotMatch(m.body.error.message, /unknown field/);
+    const list = await server.api('GET', '/api/v1/jobs');
+    assert.equal(list.body.jobs.length, 0, 'nothing was queued');
+  });
+});
+
+/** A plugin of this build's API version whose create fails at once. */
+function standInPlugin(dir) {
+  const impl = readFileSync(join(ROOT, 'networks', 'backend_impl.h'), 'utf8');
+  const version = Number(/#define BACKEND_API_VERSION (\d+)/.exec(impl)[1]);
+  const src = join(dir, 'standin.c');
+  writeFileSync(src, `#include <stdio.h>
+struct dd_err { int code; char msg[480]; };
+const int deepdesk_backend_api_version = ${version};
+int deepdesk_cuda_create(const void *host, void **out, struct dd_err *err)
+{
+	*out = 0;
+	if (err) { err->code = -1; snprintf(err->msg, sizeof err->msg, "stand-in plugin: no GPU answers"); }
+	return -1;
+}
+int deepdesk_cuda_devices(void *out, int max, struct dd_err *err) { return 0; }
+`);
+  execFileSync('cc', ['-shared', '-fPIC', '-o', join(dir, 'standin.so'), src]);
+  return join(dir, 'standin.so');
+}
+
+describe('precision on a server with a (pretend) GPU', () => {
+  let server, work, dsId;
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'deepdesk-prec-'));
+    writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
+    process.env.DEEPDESK_FAKE_GPUS = '1';
+    process.env.DEEPDESK_CUDA_PLUGIN = standInPlugin(work);
+    try {
+      server = await startServer({ args: ['--data-root', work] });
+    } finally {
+      delete process.env.DEEPDESK_FAKE_GPUS;
+      delete process.env.DEEPDESK_CUDA_PLUGIN;
+    }
+    const r = await server.api('POST', '/api/v1/datasets', {
+      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
+      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
+    });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    dsId = r.body.job.id;
+    const job = await waitState(server, dsId, ['done', 'error'], 30000);
+    assert.equal(job.state, 'done', job.error);
+  });
+  after(async () => {
+    killTrackedPids();
+    await server?.stop();
+    server?.cleanup();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test('a bf16 cuda job is accepted, keeps its precision, and runs until the plugin answers', async () => {
+    const r = await server.api('POST', '/api/v1/jobs', model(dsId, { backend: 'cuda', precision: 'bf16' }));
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    assert.equal(r.body.job.params.precision, 'bf16');
+    const done = await waitState(server, r.body.job.id, ['done', 'error'], 30000);
+    assert.equal(done.state, 'error');
+    assert.match(done.error, /cuda: stand-in plugin: no GPU answers/);
+    const jj = JSON.parse(readFileSync(join(server.dataDir, 'jobs', String(r.body.job.id), 'job.json'), 'utf8'));
+    assert.equal(jj.params.precision, 'bf16');
+  });
+});
