@@ -519,6 +519,24 @@ int auth_session_delete(int64_t session_id, struct dd_err *err)
 	return run(st, "ending a session", NULL, err);
 }
 
+int auth_session_refresh(struct auth_state *as)
+{
+	if (!as->session_id)
+		return 0;
+	sqlite3_stmt *st = prep("SELECT u.id,u.name,u.role FROM sessions s JOIN users u ON u.id=s.user_id"
+				" WHERE s.id=? AND s.expires_at>? AND u.disabled=0",
+				NULL);
+	if (!st)
+		return 0; /* the store is busy: keep what we had, ask again later */
+	sqlite3_bind_int64(st, 1, as->session_id);
+	sqlite3_bind_int64(st, 2, fs_now_ms());
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		fill_user(st, 0, &as->user);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -1 : 0;
+}
+
 /* The session whose token is token, into st; 0 when none is live. */
 static int session_lookup(const char *token, struct auth_state *as)
 {

@@ -120,6 +120,11 @@ cJSON *auth_user_json(const struct auth_user *u);
 int auth_session_create(int64_t user_id, char token[AUTH_TOKEN_LEN + 1], char csrf[AUTH_TOKEN_LEN + 1],
 			int64_t *session_id, int64_t *expires_ms, struct dd_err *err);
 int auth_session_delete(int64_t session_id, struct dd_err *err);
+/* Is as's session (from the cookie) still live: not ended by logout, a password
+ * change or its expiry, its user not disabled?  0 and as->user refreshed (a role
+ * changed since); -1 when it has ended.  A state without a session is left alone
+ * (0).  For the WebSocket, whose connection outlives the request that opened it. */
+int auth_session_refresh(struct auth_state *as);
 /* Delete every session past its idle or absolute end (at start-up; others are
  * deleted when they are next presented). */
 int auth_sessions_sweep(struct dd_err *err);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/fsutil.h"
 #include "../common/log.h"
 #include "auth.h"
 #include "perm.h"
@@ -32,6 +33,8 @@ struct msg {
 	size_t len;
 	char text[];
 };
+
+#define SESSION_RECHECK_MS 2000
 
 struct qitem {
 	struct msg *m;
@@ -48,6 +51,8 @@ struct ws_client {
 	struct qitem *head, *tail;
 	size_t queued_bytes;
 	int closing, overflowed;
+	int signed_out;          /* its session ended: told so and closed */
+	int64_t checked_ms;      /* when the session was last asked about */
 	pthread_cond_t wake;
 	pthread_t sender;
 	int sender_started;
@@ -89,7 +94,7 @@ static void msg_unref(struct msg *m)
  * behind (it is then marked to be closed). */
 static int enqueue(struct ws_client *cl, struct msg *m)
 {
-	if (cl->closing || cl->overflowed)
+	if (cl->closing || cl->overflowed || cl->signed_out)
 		return -1;
 	if (cl->queued_bytes + m->len > QUEUE_MAX_BYTES) {
 		cl->overflowed = 1;
@@ -117,10 +122,21 @@ static void *sender_main(void *arg)
 	struct ws_client *cl = arg;
 	pthread_mutex_lock(&lock);
 	for (;;) {
-		while (!cl->head && !cl->closing && !cl->overflowed)
+		while (!cl->head && !cl->closing && !cl->overflowed && !cl->signed_out)
 			pthread_cond_wait(&cl->wake, &lock);
 		if (cl->closing)
 			break;
+		if (cl->signed_out) {
+			pthread_mutex_unlock(&lock);
+			static const char out[] =
+				"{\"type\":\"signed_out\",\"message\":\"your session has ended (logout, a password change, expiry or a disabled account); log in again\"}";
+			mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_TEXT, out, sizeof out - 1);
+			mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
+			pthread_mutex_lock(&lock);
+			while (!cl->closing)
+				pthread_cond_wait(&cl->wake, &lock);
+			break;
+		}
 		if (cl->overflowed) {
 			pthread_mutex_unlock(&lock);
 			static const char over[] =
@@ -355,12 +371,26 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 	free(text);
 	if (!m)
 		return;
+	int64_t now = fs_mono_ms();
 	pthread_mutex_lock(&lock);
-	for (struct ws_client *cl = clients; cl; cl = cl->next)
+	for (struct ws_client *cl = clients; cl; cl = cl->next) {
+		/* a connection outlives the request that opened it: its session is asked
+		 * about again every few seconds, so a logout, a password change or a
+		 * disabled account stops it, and a changed role applies */
+		if (cl->who.session_id && !cl->signed_out && now - cl->checked_ms >= SESSION_RECHECK_MS) {
+			cl->checked_ms = now;
+			if (auth_session_refresh(&cl->who) != 0) {
+				cl->signed_out = 1;
+				pthread_cond_signal(&cl->wake);
+			}
+		}
+		if (cl->signed_out)
+			continue;
 		if (wants(cl, job_id, owner, is_event) && enqueue(cl, m) != 0 && cl->overflowed == 1) {
 			cl->overflowed = 2; /* logged once */
 			log_warn("a websocket client fell %u MiB behind and is being closed", QUEUE_MAX_BYTES >> 20);
 		}
+	}
 	pthread_mutex_unlock(&lock);
 	msg_unref(m);
 }

@@ -365,6 +365,31 @@ describe('accounts on', () => {
     assert.ok(rootWs.all.some((m) => m.type === 'events' && m.job === aj.id));
   });
 
+  test('a WebSocket whose session ends (logout) is told so and closed; the others go on', async () => {
+    const annS = await login(server, 'ann');
+    const ann = asUser(server, annS);
+    const rootS = await login(server, 'root');
+    const root = asUser(server, rootS);
+    const annWs = await wsOpen(server.url, { cookie: annS.cookie });
+    const rootWs = await wsOpen(server.url, { cookie: rootS.cookie });
+    sockets.push(annWs, rootWs);
+    await annWs.subscribe('jobs');
+    await rootWs.subscribe('jobs');
+    let closed = false;
+    annWs.ws.once('close', () => { closed = true; });
+    assert.equal((await ann('POST', '/api/v1/logout')).status, 204);
+    // the session is asked about again when something is published (every 2 s at most)
+    await waitFor(async () => {
+      await root('POST', '/api/v1/jobs', { kind: 'test', name: 'after-logout', params: { steps: 1, step_ms: 1 } });
+      await sleep(300);
+      return annWs.all.some((m) => m.type === 'signed_out');
+    }, 15000, 'signed_out on ann\'s socket');
+    await waitFor(() => closed, 5000, 'ann\'s socket closed');
+    const after = annWs.all.slice(annWs.all.findIndex((m) => m.type === 'signed_out') + 1);
+    assert.deepEqual(after, [], 'nothing after signed_out');
+    assert.ok(rootWs.all.some((m) => m.type === 'job' && m.job.name === 'after-logout'), 'the admin\'s socket goes on');
+  });
+
   test('a password change needs the current one and ends the other sessions', async () => {
     const s1 = await login(server, 'pat');
     const s2 = await login(server, 'pat');
