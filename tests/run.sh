@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh UNIT_BIN... — the whole suite: C unit tests, then the API and browser tests
 # under node's test runner against real servers.  Ends with one line the CI reads:
-# "N passed, N failed" (", N skipped" when some were skipped).
+# "N passed, N failed", alone; when some were skipped, a line "N skipped" comes
+# just before it (each skip printed its reason above).
 cd "$(dirname "$0")/.." || exit 1
 pass=0 fail=0 skip=0
 add() { pass=$((pass + $1)); fail=$((fail + $2)); skip=$((skip + ${3:-0})); }
@@ -32,5 +33,6 @@ if [ -n "$node_suites" ]; then
 fi
 
 echo
-if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
+[ "$skip" -gt 0 ] && echo "$skip skipped"
+echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
