@@ -268,22 +268,6 @@ int api_eval_get(struct req *r)
 	return http_json(r->c, 200, body);
 }
 
-/* s as a CSV cell: quoted when it holds a comma, quote or line break. */
-static void csv_cell(FILE *f, const char *s)
-{
-	if (!strpbrk(s, ",\"\r\n")) {
-		fputs(s, f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 /* Send what f (an open_memstream of q) holds as one chunk, and free it. */
 static void send_row(struct mg_connection *c, FILE *f, char **q, size_t *ql)
 {
@@ -327,7 +311,7 @@ int api_eval_confusion(struct req *r)
 		cJSON_ArrayForEach(l, labels)
 		{
 			fputc(',', mf);
-			csv_cell(mf, cJSON_GetStringValue(l));
+			fs_csv_field(mf, cJSON_GetStringValue(l));
 		}
 		fputc('\n', mf);
 		send_row(r->c, mf, &q, &ql);
@@ -337,7 +321,7 @@ int api_eval_confusion(struct req *r)
 	{
 		if (!(mf = open_memstream(&q, &ql)))
 			break;
-		csv_cell(mf, cJSON_GetStringValue(cJSON_GetArrayItem(labels, k++)));
+		fs_csv_field(mf, cJSON_GetStringValue(cJSON_GetArrayItem(labels, k++)));
 		cJSON_ArrayForEach(v, row)
 			fprintf(mf, ",%.0f", v->valuedouble);
 		fputc('\n', mf);

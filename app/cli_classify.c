@@ -82,22 +82,6 @@ struct run {
 	struct infer_pred pred[INFER_MAX_TOP];
 };
 
-/* A CSV field: quoted when it holds a comma, quote or line break. */
-static void csv_field(FILE *f, const char *s)
-{
-	if (!strpbrk(s, ",\"\r\n")) {
-		fputs(s, f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static void emit(struct run *x, const char *path, int rc, const char *why, int np, int iw, int ih)
 {
 	x->images++;
@@ -106,7 +90,7 @@ static void emit(struct run *x, const char *path, int rc, const char *why, int n
 		x->errors++;
 	}
 	if (x->out && x->csv) {
-		csv_field(x->out, path);
+		fs_csv_field(x->out, path);
 		if (rc)
 			fprintf(x->out, ",,");
 		else
@@ -114,14 +98,14 @@ static void emit(struct run *x, const char *path, int rc, const char *why, int n
 		for (int i = 0; i < x->top; i++) {
 			fputc(',', x->out);
 			if (i < np) {
-				csv_field(x->out, x->pred[i].label);
+				fs_csv_field(x->out, x->pred[i].label);
 				fprintf(x->out, ",%d,%.9g", x->pred[i].index, (double)x->pred[i].probability);
 			} else
 				fputs(",,", x->out);
 		}
 		fputc(',', x->out);
 		if (rc)
-			csv_field(x->out, why);
+			fs_csv_field(x->out, why);
 		fputc('\n', x->out);
 		return;
 	}

@@ -608,14 +608,10 @@ int store_job_row(int64_t id, struct job_row *row, struct dd_err *err)
 	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a job");
 }
 
-int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, struct dd_err *err)
+/* Every row st (prepared, bound) yields, as job rows into *rows and *n (caller frees);
+ * st is released.  what names the query in an error. */
+static int collect_rows(sqlite3_stmt *st, struct job_row **rows, int *n, const char *what, struct dd_err *err)
 {
-	*rows = NULL;
-	*n = 0;
-	sqlite3_stmt *st = prep("SELECT " ROW_COLS " FROM jobs WHERE state=? ORDER BY id", err);
-	if (!st)
-		return err ? err->code : DD_EIO;
-	sqlite3_bind_text(st, 1, job_state_name(state), -1, SQLITE_STATIC);
 	int cap = 0, rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (*n == cap) {
@@ -633,7 +629,18 @@ int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, str
 		fill_row(st, &(*rows)[(*n)++]);
 	}
 	release(st);
-	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), "listing jobs by state");
+	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), what);
+}
+
+int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, struct dd_err *err)
+{
+	*rows = NULL;
+	*n = 0;
+	sqlite3_stmt *st = prep("SELECT " ROW_COLS " FROM jobs WHERE state=? ORDER BY id", err);
+	if (!st)
+		return err ? err->code : DD_EIO;
+	sqlite3_bind_text(st, 1, job_state_name(state), -1, SQLITE_STATIC);
+	return collect_rows(st, rows, n, "listing jobs by state", err);
 }
 
 /* Read the state of a job inside the current transaction. */
@@ -952,24 +959,7 @@ int store_jobs_queue(struct job_row **rows, int *n, struct dd_err *err)
 	sqlite3_stmt *st = prep("SELECT " ROW_COLS " FROM jobs WHERE state='queued' ORDER BY priority DESC, id", err);
 	if (!st)
 		return err ? err->code : DD_EIO;
-	int cap = 0, rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct job_row *grown = realloc(*rows, (size_t)cap * sizeof **rows);
-			if (!grown) {
-				release(st);
-				free(*rows);
-				*rows = NULL;
-				*n = 0;
-				return dd_err_set(err, DD_ENOMEM, "out of memory");
-			}
-			*rows = grown;
-		}
-		fill_row(st, &(*rows)[(*n)++]);
-	}
-	release(st);
-	return rc == SQLITE_DONE ? DD_OK : db_fail(err, store_conn(NULL), "listing the queue");
+	return collect_rows(st, rows, n, "listing the queue", err);
 }
 
 int store_job_set_priority(int64_t id, int priority, struct dd_err *err)

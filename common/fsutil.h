@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -31,6 +32,10 @@ uint64_t fs_tree_bytes(const char *dir);
 int fs_path_under(const char *path, const char *root, char *resolved);
 
 /* Milliseconds since the Unix epoch, and a monotonic clock in milliseconds. */
+/* Write s to f as one CSV field (RFC 4180): as it is, or quoted with its quotes
+ * doubled when it holds a comma, a quote or a line break. */
+void fs_csv_field(FILE *f, const char *s);
+
 int64_t fs_now_ms(void);
 int64_t fs_mono_ms(void);
 

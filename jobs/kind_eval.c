@@ -415,39 +415,23 @@ static int class_of(struct run *r, const char *label)
 	return -1;
 }
 
-/* CSV field: quoted when it holds a comma, quote or line break. */
-static void csv_field(FILE *f, const char *s)
-{
-	if (!strpbrk(s, ",\"\r\n")) {
-		fputs(s, f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static void write_row(struct run *r, const struct slot_item *it, const struct infer_pred *pred, int np)
 {
 	fprintf(r->csv, "%lld,", (long long)it->n);
-	csv_field(r->csv, it->name);
+	fs_csv_field(r->csv, it->name);
 	fputc(',', r->csv);
-	csv_field(r->csv, it->truth >= 0 ? r->labels[it->truth] : "");
+	fs_csv_field(r->csv, it->truth >= 0 ? r->labels[it->truth] : "");
 	for (int i = 0; i < 5; i++) {
 		if (i < np) {
 			fputc(',', r->csv);
-			csv_field(r->csv, pred[i].label);
+			fs_csv_field(r->csv, pred[i].label);
 			fprintf(r->csv, ",%.6g", pred[i].probability);
 		} else {
 			fputs(",,", r->csv);
 		}
 	}
 	fputc(',', r->csv);
-	csv_field(r->csv, it->error);
+	fs_csv_field(r->csv, it->error);
 	fputc('\n', r->csv);
 
 	cJSON *o = cJSON_CreateObject();

@@ -469,51 +469,13 @@ const char *infer_mean_path(const struct infer *h) { return h->mean_path[0] ? h-
 int infer_classify_image(struct infer *h, const struct image *im, int top, struct infer_pred *pred, int *npred,
 			 struct dd_err *err)
 {
+	/* slot 0 of the batch (a handle from infer_open has a batch of one) */
 	*npred = 0;
-	struct image conv = { 0 }, sized = { 0 };
-	const struct image *src = im;
-	int rc = DD_OK;
-	if (im->c != h->prep.c) {
-		conv = (struct image){ im->w, im->h, im->c, malloc((size_t)im->w * im->h * im->c) };
-		if (!conv.px)
-			return dd_err_set(err, DD_ENOMEM, "out of memory");
-		memcpy(conv.px, im->px, (size_t)im->w * im->h * im->c);
-		if ((rc = image_set_channels(&conv, h->prep.c, err)))
-			goto out;
-		src = &conv;
-	}
-	if (src->w != h->prep.w || src->h != h->prep.h) {
-		/* the seed of the fill mode's noise: fixed, so the server and a bundle agree */
-		if ((rc = image_resize(src, h->prep.w, h->prep.h, h->resize, 0, &sized, err)))
-			goto out;
-		src = &sized;
-	}
-	feed_planes(src->px, h->prep.c, h->prep.h, h->prep.w, h->img);
-	int y0 = (h->prep.h - h->ih) / 2, x0 = (h->prep.w - h->iw) / 2; /* the centre, as validation */
-	feed_transform(h->img, h->prep.c, h->prep.h, h->prep.w, h->mean, h->prep.scale, y0, x0, h->ih, h->iw, 0,
-		       h->input);
-	if ((rc = graph_forward(h->gr, 0, NULL, err)))
-		goto out;
-	int n = h->prep.classes, k = top < n ? top : n;
-	if (k < 1)
-		k = 1;
-	/* top k by selection: k is small */
-	for (int i = 0; i < k; i++) {
-		int best = -1;
-		for (int j = 0; j < n; j++) {
-			int taken = 0;
-			for (int t = 0; t < i && !taken; t++)
-				taken = pred[t].index == j;
-			if (!taken && (best < 0 || h->probs[j] > h->probs[best]))
-				best = j;
-		}
-		pred[i] = (struct infer_pred){ best, h->labels[best], h->probs[best] };
-	}
-	*npred = k;
-out:
-	image_free(&conv);
-	image_free(&sized);
-	return rc;
+	int rc = infer_batch_set_image(h, 0, im, err);
+	if (rc || (rc = graph_forward(h->gr, 0, NULL, err)))
+		return rc;
+	*npred = infer_top(h, h->probs, top, pred);
+	return DD_OK;
 }
 
 int infer_classify(struct infer *h, const void *data, size_t len, const char *name, int top,
