@@ -64,7 +64,7 @@ static int new_upload_path(const char *name, char *path, size_t len, char *id, s
 }
 
 /* Find the stored file of upload id; 1 found. */
-static int upload_find(const char *id, char *path, size_t len)
+int api_upload_find(const char *id, char *path, size_t len)
 {
 	if (strlen(id) != UPLOAD_ID_LEN || strspn(id, "0123456789abcdef") != UPLOAD_ID_LEN)
 		return 0;
@@ -75,6 +75,28 @@ static int upload_find(const char *id, char *path, size_t len)
 		snprintf(path, len, "%s/%s%s", dir, id, exts[i]);
 		if (access(path, R_OK) == 0)
 			return 1;
+	}
+	return 0;
+}
+
+int api_upload_source(struct req *r, cJSON *src)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload"));
+	char path[PATH_MAX];
+	if (!id || !api_upload_find(id, path, sizeof path))
+		return http_error(r->c, 400, "invalid", "source.upload: no upload has this id (uploads are used once)");
+	cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
+	cJSON_DeleteItemFromObjectCaseSensitive(src, "limits");
+	cJSON_AddStringToObject(src, "file", path);
+	/* the server's caps on unpacking go with the job (users cannot set them) */
+	long long files, bytes;
+	server_archive_limits(&files, &bytes);
+	if (files > 0 || bytes > 0) {
+		cJSON *lim = cJSON_AddObjectToObject(src, "limits");
+		if (files > 0)
+			cJSON_AddNumberToObject(lim, "max_files", (double)files);
+		if (bytes > 0)
+			cJSON_AddNumberToObject(lim, "max_bytes", (double)bytes);
 	}
 	return 0;
 }
@@ -184,24 +206,7 @@ static int check_source(struct req *r, cJSON *src)
 		return http_error(r->c, 400, "invalid", "source: required, an object with \"type\": upload, folder, lists or example");
 	int rc;
 	if (strcmp(type, "upload") == 0) {
-		const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload"));
-		char path[PATH_MAX];
-		if (!id || !upload_find(id, path, sizeof path))
-			return http_error(r->c, 400, "invalid", "source.upload: no upload has this id (uploads are used once)");
-		cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
-		cJSON_DeleteItemFromObjectCaseSensitive(src, "limits");
-		cJSON_AddStringToObject(src, "file", path);
-		/* the server's caps on unpacking go with the job (users cannot set them) */
-		long long files, bytes;
-		server_archive_limits(&files, &bytes);
-		if (files > 0 || bytes > 0) {
-			cJSON *lim = cJSON_AddObjectToObject(src, "limits");
-			if (files > 0)
-				cJSON_AddNumberToObject(lim, "max_files", (double)files);
-			if (bytes > 0)
-				cJSON_AddNumberToObject(lim, "max_bytes", (double)bytes);
-		}
-		return 0;
+		return api_upload_source(r, src);
 	}
 	if (strcmp(type, "folder") == 0) {
 		if ((rc = allowed_path(r, src, "train", 1)) || (rc = allowed_path(r, src, "val", 0)) ||

@@ -39,20 +39,6 @@
 
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
-/* An upload's stored file (api_datasets.c keeps uploads as DATA/uploads/<id>.<ext>). */
-static int upload_path(const char *id, char *path, size_t len)
-{
-	if (strlen(id) != UPLOAD_ID_LEN || strspn(id, "0123456789abcdef") != UPLOAD_ID_LEN)
-		return 0;
-	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
-	for (int i = 0; exts[i]; i++) {
-		snprintf(path, len, "%s/uploads/%s%s", server_data_dir(), id, exts[i]);
-		if (access(path, R_OK) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* The model's snapshot: the label asked for (body "snapshot") or the latest, set
  * into body.  0 or the status sent. */
 static int resolve_snapshot(struct req *r, cJSON *body, int64_t model, const struct job_row *row)
@@ -104,24 +90,10 @@ static int check_source(struct req *r, cJSON *src, int64_t *parents, int *np)
 	}
 	if (get(src, "file") || get(src, "limits"))
 		return http_error(r->c, 400, "invalid", "source: give an upload by its id, {\"upload\": ID}");
-	const char *id = cJSON_GetStringValue(get(src, "upload"));
-	char path[PATH_MAX];
-	if (!id || !upload_path(id, path, sizeof path))
-		return http_error(r->c, 400, "invalid", "source.upload: no upload has this id (uploads are used once)");
-	cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
-	cJSON_AddStringToObject(src, "file", path);
-	if (!get(src, "name"))
-		cJSON_AddStringToObject(src, "name", strrchr(path, '/') + 1);
-	long long files, bytes;
-	server_archive_limits(&files, &bytes);
-	if (files > 0 || bytes > 0) {
-		cJSON *lim = cJSON_AddObjectToObject(src, "limits");
-		if (files > 0)
-			cJSON_AddNumberToObject(lim, "max_files", (double)files);
-		if (bytes > 0)
-			cJSON_AddNumberToObject(lim, "max_bytes", (double)bytes);
-	}
-	return 0;
+	int rc = api_upload_source(r, src);
+	if (rc == 0 && !get(src, "name"))
+		cJSON_AddStringToObject(src, "name", strrchr(cJSON_GetStringValue(get(src, "file")), '/') + 1);
+	return rc;
 }
 
 int api_evals_create(struct req *r)

@@ -72,20 +72,6 @@ static int scratch_path(const char *prefix, const char *ext, char *path, size_t 
 	return DD_OK;
 }
 
-/* The stored archive of upload id (POST /api/v1/uploads); 1 found. */
-static int upload_find(const char *id, char *path, size_t len)
-{
-	if (strlen(id) != UPLOAD_ID_LEN || strspn(id, "0123456789abcdef") != UPLOAD_ID_LEN)
-		return 0;
-	static const char *const exts[] = { ".tar.gz", ".tar", ".zip", NULL };
-	for (int i = 0; exts[i]; i++) {
-		snprintf(path, len, "%s/uploads/%s%s", server_data_dir(), id, exts[i]);
-		if (access(path, R_OK) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* ---- reading the request ---- */
 
 struct form {
@@ -171,7 +157,7 @@ static int read_request(struct req *r, struct form *f)
 		rc = http_error(r->c, 400, "invalid",
 				"upload: required, the id POST /api/v1/uploads gave (or send a multipart form with the file "
 				"in field \"bundle\")");
-	else if (!upload_find(id, f->archive, sizeof f->archive))
+	else if (!api_upload_find(id, f->archive, sizeof f->archive))
 		rc = http_error(r->c, 400, "invalid", "upload: no upload has this id (uploads are used once)");
 	else {
 		snprintf(f->shown, sizeof f->shown, "upload %s", id);
