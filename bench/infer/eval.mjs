@@ -11,39 +11,11 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { deflateSync } from 'node:zlib';
 import { startServer, waitState } from '../../tests/lib/server.mjs';
+import { barsPng as png } from '../../tests/lib/png.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const N = Number(process.env.BENCH_EVAL_N || 10000);
-
-const CRC = new Int32Array(256).map((_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
-  return c;
-});
-const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
-function chunk(type, data) {
-  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
-  const td = Buffer.concat([Buffer.from(type), data]);
-  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
-  return Buffer.concat([len, td, crc]);
-}
-/** A 28×28 gray PNG: class k a bright bar at rows 2k..2k+4, with noise. */
-function png(k, seed) {
-  const w = 28, h = 28, raw = Buffer.alloc(h * (1 + w));
-  let x = (seed * 2654435761) >>> 0;
-  for (let y = 0; y < h; y++) {
-    for (let i = 0; i < w; i++) {
-      x = (x * 1103515245 + 12345) >>> 0;
-      raw[y * (1 + w) + 1 + i] = (y >= 2 * k && y < 2 * k + 5 ? 200 : 30) + ((x >>> 16) % 40);
-    }
-  }
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr.set([8, 0, 0, 0, 0], 8);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr),
-    chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 async function main() {
   const work = mkdtempSync(join(tmpdir(), 'deepdesk-bench-many-'));

@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, assertError, killTrackedPids, BIN, ROOT, writeColourFolders, noisyPpm, TINY_NET,
+  trainColourModel,
 } from './helpers.mjs';
 
 const run = promisify(execFile);
@@ -107,22 +108,8 @@ describe('bundle', () => {
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-bundle-test-'));
-    writeColourFolders(join(work, 'colours'), COLOURS, 16);
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-    });
-    assert.equal(m.status, 202, JSON.stringify(m.body));
-    modelId = m.body.job.id;
-    const done = await waitState(server, modelId, ['done', 'error'], 60000);
-    assert.equal(done.state, 'done', done.error);
+    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS));
 
     const res = await fetch(`${server.url}/api/v1/models/${modelId}/bundle`);
     assert.equal(res.status, 200);

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET } from './helpers.mjs';
+import { startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET, trainColourModel } from './helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 
@@ -26,22 +26,8 @@ describe('digits', () => {
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-digits-'));
-    writeColourFolders(join(work, 'colours'), COLOURS, 12);
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 12, height: 8, channels: 3, val_pct: 25, test_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-    });
-    assert.equal(m.status, 202, JSON.stringify(m.body));
-    modelId = m.body.job.id;
-    const done = await waitState(server, modelId, ['done', 'error'], 60000);
-    assert.equal(done.state, 'done', done.error);
+    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS, { n: 12, options: { width: 12, test_pct: 25 } }));
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 

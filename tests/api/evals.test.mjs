@@ -11,10 +11,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, readdirSync, unlinkSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { deflateSync } from 'node:zlib';
+import { headerPng } from '../lib/png.mjs';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
   noisyPpm,
+  trainColourModel,
 } from './helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
@@ -52,26 +53,6 @@ async function raw(server, method, path, body, type = 'application/octet-stream'
   return { status: res.status, body: json, headers: res.headers, buf, text: buf.toString() };
 }
 
-const CRC = new Int32Array(256).map((_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1;
-  return c;
-});
-const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
-function pngChunk(type, data) {
-  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
-  const td = Buffer.concat([Buffer.from(type), data]);
-  const crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
-  return Buffer.concat([len, td, crc]);
-}
-/** A PNG header claiming w×h RGB, with a token IDAT: what a decoder must refuse by its size. */
-function hugePng(w, h) {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr.set([8, 2, 0, 0, 0], 8);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr),
-    pngChunk('IDAT', deflateSync(Buffer.alloc(16))), pngChunk('IEND', Buffer.alloc(0))]);
-}
-
 /** Parse CSV text (quoted cells allowed) into rows of cells. */
 function parseCsv(text) {
   const rows = [];
@@ -92,22 +73,8 @@ describe('evaluations', () => {
   before(async () => {
     doc = loadOpenApi();
     work = mkdtempSync(join(tmpdir(), 'deepdesk-evals-'));
-    writeColourFolders(join(work, 'colours'), COLOURS, 16);
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-    });
-    assert.equal(m.status, 202, JSON.stringify(m.body));
-    modelId = m.body.job.id;
-    const done = await waitState(server, modelId, ['done', 'error'], 60000);
-    assert.equal(done.state, 'done', done.error);
+    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS));
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 
@@ -219,7 +186,7 @@ describe('evaluations', () => {
     const files = {
       'set/red/r1.ppm': noisyPpm(8, 8, COLOURS.red, 101),
       'set/red/broken.png': Buffer.from('\x89PNG\r\n\x1a\nthis is not a png at all'),
-      'set/green/huge.png': hugePng(60000, 60000),
+      'set/green/huge.png': headerPng(60000, 60000),
       'set/green/g1.ppm': noisyPpm(8, 8, COLOURS.green, 102),
       'set/blue/b1.ppm': noisyPpm(12, 10, COLOURS.blue, 103),
       'set/unsorted/u1.ppm': noisyPpm(8, 8, COLOURS.red, 104),

@@ -298,3 +298,25 @@ layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "acc
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
 layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
 `;
+
+/** In server (started with `--data-root work`): a dataset of colour folders (work/colours,
+ *  n images a class; options go to the dataset, 8×8 RGB with 25% for val by default)
+ *  and a TINY_NET model trained on it for 2 epochs.  Both finished: {dsId, modelId}. */
+export async function trainColourModel(server, work, colours, { n = 16, options = {} } = {}) {
+  writeColourFolders(join(work, 'colours'), colours, n);
+  const r = await server.api('POST', '/api/v1/datasets', {
+    name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
+    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1, ...options },
+  });
+  assert.equal(r.status, 202, JSON.stringify(r.body));
+  const dsId = r.body.job.id;
+  assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
+  const m = await server.api('POST', '/api/v1/models', {
+    name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
+  });
+  assert.equal(m.status, 202, JSON.stringify(m.body));
+  const modelId = m.body.job.id;
+  const done = await waitState(server, modelId, ['done', 'error'], 60000);
+  assert.equal(done.state, 'done', done.error);
+  return { dsId, modelId };
+}

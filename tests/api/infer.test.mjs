@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN, writeColourFolders, TINY_NET,
+  trainColourModel,
 } from './helpers.mjs';
 import { png, CONV_NET } from './infer_fixtures.mjs';
 
@@ -80,22 +81,8 @@ describe('infer', () => {
   before(async () => {
     doc = loadOpenApi();
     work = mkdtempSync(join(tmpdir(), 'deepdesk-infer-'));
-    writeColourFolders(join(work, 'colours'), COLOURS, 16);
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-    });
-    assert.equal(m.status, 202, JSON.stringify(m.body));
-    modelId = m.body.job.id;
-    const done = await waitState(server, modelId, ['done', 'error'], 60000);
-    assert.equal(done.state, 'done', done.error);
+    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS));
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 
