@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "../../common/fsutil.h"
 #include "../../datasets/lmdbio.h"
 #include "check.h"
@@ -34,88 +36,13 @@
 static char root[64];
 static char scripts[PATH_MAX]; /* the tests/interop folder */
 
-/* --- SHA-256 (FIPS 180-4), to compare with Python's hashlib ------------------ */
+/* --- SHA-256 (libsodium's), to compare with Python's hashlib -------------------- */
 
-struct sha256 {
-	uint32_t h[8];
-	uint8_t block[64];
-	size_t fill;
-	uint64_t bytes;
-};
-
-static const uint32_t sha_k[64] = {
-	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-	0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-	0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-	0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-	0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t ror(uint32_t x, int n)
+static void sha_hex(crypto_hash_sha256_state *s, char out[65])
 {
-	return (x >> n) | (x << (32 - n));
-}
-
-static void sha_block(struct sha256 *s, const uint8_t *p)
-{
-	uint32_t w[64], a[8];
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (int i = 16; i < 64; i++) {
-		uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
-		uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
-		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-	}
-	memcpy(a, s->h, sizeof a);
-	for (int i = 0; i < 64; i++) {
-		uint32_t t1 = a[7] + (ror(a[4], 6) ^ ror(a[4], 11) ^ ror(a[4], 25)) + ((a[4] & a[5]) ^ (~a[4] & a[6])) +
-			      sha_k[i] + w[i];
-		uint32_t t2 = (ror(a[0], 2) ^ ror(a[0], 13) ^ ror(a[0], 22)) + ((a[0] & a[1]) ^ (a[0] & a[2]) ^ (a[1] & a[2]));
-		memmove(a + 1, a, 7 * sizeof a[0]);
-		a[4] += t1;
-		a[0] = t1 + t2;
-	}
-	for (int i = 0; i < 8; i++)
-		s->h[i] += a[i];
-}
-
-static void sha_init(struct sha256 *s)
-{
-	static const uint32_t h0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-					0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
-	memcpy(s->h, h0, sizeof h0);
-	s->fill = 0;
-	s->bytes = 0;
-}
-
-static void sha_update(struct sha256 *s, const void *data, size_t n)
-{
-	const uint8_t *p = data;
-	s->bytes += n;
-	while (n--) {
-		s->block[s->fill++] = *p++;
-		if (s->fill == 64) {
-			sha_block(s, s->block);
-			s->fill = 0;
-		}
-	}
-}
-
-static void sha_hex(struct sha256 *s, char out[65])
-{
-	uint64_t bits = s->bytes * 8;
-	uint8_t pad = 0x80, zero = 0, len[8];
-	sha_update(s, &pad, 1);
-	while (s->fill != 56)
-		sha_update(s, &zero, 1);
-	for (int i = 0; i < 8; i++)
-		len[i] = (uint8_t)(bits >> (56 - 8 * i));
-	sha_update(s, len, 8);
-	for (int i = 0; i < 8; i++)
-		snprintf(out + 8 * i, 9, "%08x", s->h[i]);
+	unsigned char digest[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_final(s, digest);
+	sodium_bin2hex(out, 65, digest, sizeof digest);
 }
 
 /* --- helpers ------------------------------------------------------------------ */
@@ -217,12 +144,12 @@ static void test_c_writes_python_reads(void)
 	}
 	struct lmdbw *w;
 	struct dd_err err;
-	struct sha256 sha;
+	crypto_hash_sha256_state sha;
 	char want_sha[65];
 	snprintf(dir, sizeof dir, "%s/c_db", root);
 	/* a tiny map and batch so that map growth happens here too */
 	CHECK_EQ_INT(lmdbw_open_sized(dir, 50, 64 << 10, &w, &err), DD_OK);
-	sha_init(&sha);
+	crypto_hash_sha256_init(&sha);
 	for (int i = 0; i < N_C; i++) {
 		uint8_t px[256];
 		float fl[2];
@@ -230,7 +157,7 @@ static void test_c_writes_python_reads(void)
 		uint8_t *v;
 		size_t len;
 		c_record(i, px, &d, fl);
-		sha_update(&sha, d.data, d.data_len);
+		crypto_hash_sha256_update(&sha, d.data, d.data_len);
 		CHECK_EQ_INT(datum_encode(&d, &v, &len, &err), DD_OK);
 		CHECK_EQ_INT(lmdbw_put(w, d.label, v, len, &err), DD_OK);
 		free(v);
@@ -249,16 +176,16 @@ static void test_c_writes_python_reads(void)
 	snprintf(mean_path, sizeof mean_path, "%s/mean.binaryproto", root);
 	CHECK_EQ_INT(fs_write_file_atomic(mean_path, mbuf, mlen, &err), DD_OK);
 	free(mbuf);
-	struct sha256 msha;
+	crypto_hash_sha256_state msha;
 	char want_msha[65];
-	sha_init(&msha);
+	crypto_hash_sha256_init(&msha);
 	for (int k = 0; k < 3 * 8 * 6; k++) {
 		uint32_t u;
 		uint8_t le[4];
 		memcpy(&u, &mean[k], 4);
 		for (int j = 0; j < 4; j++)
 			le[j] = (uint8_t)(u >> (8 * j));
-		sha_update(&msha, le, 4);
+		crypto_hash_sha256_update(&msha, le, 4);
 	}
 	sha_hex(&msha, want_msha);
 
