@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
   ROOT,
+  folderDataset,
 } from './helpers.mjs';
 
 /** A plugin of this build's API version whose create waits ms and then fails. */
@@ -105,14 +106,7 @@ describe('gpus on a server that pretends to have two', () => {
       delete process.env.DEEPDESK_FAKE_GPUS;
       delete process.env.DEEPDESK_CUDA_PLUGIN;
     }
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    const job = await waitState(server, dsId, ['done', 'error'], 30000);
-    assert.equal(job.state, 'done', job.error);
+    dsId = await folderDataset(server, join(work, 'colours'));
   });
   after(async () => {
     killTrackedPids();

@@ -299,18 +299,25 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
 `;
 
-/** In server (started with `--data-root work`): a dataset of colour folders (work/colours,
- *  n images a class; options go to the dataset, 8×8 RGB with 25% for val by default)
- *  and a TINY_NET model trained on it for 2 epochs.  Both finished: {dsId, modelId}. */
-export async function trainColourModel(server, work, colours, { n = 16, options = {} } = {}) {
-  writeColourFolders(join(work, 'colours'), colours, n);
+/** In server (started with a --data-root above dir): a dataset job made from the
+ *  class folders in dir (options: 8×8 RGB with 25% for val by default), finished; its id. */
+export async function folderDataset(server, dir, { name = 'colours', options = {}, timeout = 30000 } = {}) {
   const r = await server.api('POST', '/api/v1/datasets', {
-    name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
+    name, source: { type: 'folder', train: dir },
     options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1, ...options },
   });
   assert.equal(r.status, 202, JSON.stringify(r.body));
-  const dsId = r.body.job.id;
-  assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
+  const job = await waitState(server, r.body.job.id, ['done', 'error'], timeout);
+  assert.equal(job.state, 'done', job.error);
+  return r.body.job.id;
+}
+
+/** In server (started with `--data-root work`): a dataset of colour folders (work/colours,
+ *  n images a class; options go to the dataset) and a TINY_NET model trained on it for
+ *  2 epochs.  Both finished: {dsId, modelId}. */
+export async function trainColourModel(server, work, colours, { n = 16, options = {} } = {}) {
+  writeColourFolders(join(work, 'colours'), colours, n);
+  const dsId = await folderDataset(server, join(work, 'colours'), { options });
   const m = await server.api('POST', '/api/v1/models', {
     name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
   });

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, allEvents, getJob,
   killTrackedPids, trackPid, assertContiguous, BIN, writeColourFolders, TINY_NET,
+  folderDataset,
 } from './helpers.mjs';
 
 
@@ -30,25 +31,11 @@ describe('models', () => {
     writeColourFolders(join(work, 'colours'), COLOURS, 16);
     mkdirSync(join(work, 'empty'));
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    const job = await waitState(server, dsId, ['done', 'error'], 30000);
-    assert.equal(job.state, 'done', job.error);
+    dsId = await folderDataset(server, join(work, 'colours'));
     // 900 training images: at batch 1 an epoch is 900 iterations, so an abort
     // lands inside one (a whole epoch has odds of 1 in 900)
     writeColourFolders(join(work, 'big'), COLOURS, 400);
-    const b = await server.api('POST', '/api/v1/datasets', {
-      name: 'big', source: { type: 'folder', train: join(work, 'big') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(b.status, 202, JSON.stringify(b.body));
-    bigId = b.body.job.id;
-    const bj = await waitState(server, bigId, ['done', 'error'], 60000);
-    assert.equal(bj.state, 'done', bj.error);
+    bigId = await folderDataset(server, join(work, 'big'), { name: 'big', timeout: 60000 });
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET, ROOT,
+  folderDataset,
 } from './helpers.mjs';
 
 const model = (dataset, extra = {}) => ({
@@ -75,14 +76,7 @@ describe('precision on a server with a (pretend) GPU', () => {
       delete process.env.DEEPDESK_FAKE_GPUS;
       delete process.env.DEEPDESK_CUDA_PLUGIN;
     }
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    const job = await waitState(server, dsId, ['done', 'error'], 30000);
-    assert.equal(job.state, 'done', job.error);
+    dsId = await folderDataset(server, join(work, 'colours'));
   });
   after(async () => {
     killTrackedPids();

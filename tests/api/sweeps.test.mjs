@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, allEvents, jobCount,
   killTrackedPids, writeColourFolders, TINY_NET,
+  folderDataset,
 } from './helpers.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
@@ -27,14 +28,7 @@ describe('sweeps and snapshot pruning', () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-sweeps-'));
     writeColourFolders(join(work, 'colours'), COLOURS, 16);
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    const job = await waitState(server, dsId, ['done', 'error'], 30000);
-    assert.equal(job.state, 'done', job.error);
+    dsId = await folderDataset(server, join(work, 'colours'));
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 
