@@ -40,6 +40,8 @@
 #include "feed.h"
 #include "solver.h"
 
+#define TRAIN_MAX_REPLICAS 16
+
 struct train_result {
 	int64_t iterations;        /* done */
 	double epochs;             /* done, as a fraction */
@@ -90,6 +92,15 @@ struct train_opts {
 				    * are re-initialised */
 	int deterministic;         /* same seed + build + threads: the same curves */
 	int threads;               /* 0: all cores */
+	int replicas;              /* data parallelism: > 1 trains this many copies of the
+				    * network at once, each on its own `batch` images of a
+				    * step's replicas × batch, their gradients averaged before
+				    * every update: the training of one copy with a batch of
+				    * replicas × batch (BatchNorm statistics and dropout masks
+				    * aside, which stay per copy).  Backend "cuda": one copy per
+				    * GPU in gpus[], joined by NCCL; "cpu" and "ref": copies on
+				    * the host, averaged there.  0 or 1: one copy. */
+	int gpus[TRAIN_MAX_REPLICAS]; /* cuda with replicas > 1: the devices, one per copy */
 	struct train_result *result; /* filled when non-NULL */
 };
 
