@@ -251,6 +251,29 @@ int backend_create(const char *name, struct backend **out, struct dd_err *err)
 	return dd_err_set(err, DD_EINVAL, "unknown backend '%s' (cpu, ref or cuda)", name);
 }
 
+int backend_create_group(const char *name, int n, const int *devices, struct backend **out, struct dd_err *err)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	if (n < 1 || n > 64)
+		return dd_err_set(err, DD_EINVAL, "a group of %d copies (1 to 64)", n);
+	if (name && !strncmp(name, "cuda", 4) && (name[4] == 0 || name[4] == ':')) {
+		const char *det = getenv("DEEPDESK_CUDA_DETERMINISTIC");
+		return backend_create_cuda_group(n, devices, det && !strcmp(det, "1"), out, err);
+	}
+	for (int i = 0; i < n; i++) {
+		int rc = backend_create(name, &out[i], err);
+		if (rc) {
+			for (int k = 0; k < i; k++)
+				backend_free(out[k]);
+			for (int k = 0; k < n; k++)
+				out[k] = NULL;
+			return rc;
+		}
+	}
+	return DD_OK;
+}
+
 void backend_free(struct backend *be)
 {
 	if (be)
@@ -323,6 +346,14 @@ void backend_bind(struct backend *be)
 	if (be && be->ops->bind)
 		be->ops->bind(be);
 }
+
+void backend_wait(struct backend *be)
+{
+	if (be)
+		backend_sync(be);
+}
+
+int backend_has_allreduce(const struct backend *be) { return be && be->ops->allreduce != NULL; }
 
 int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err)
 {

@@ -82,14 +82,27 @@ int backend_has_upload(const struct backend *be);
 /* DD_OK, or the backend's error; DD_EINVAL where it has no upload. */
 int backend_upload_batch(struct backend *be, const struct backend_upload *u, struct dd_err *err);
 
-/* Data parallelism on several GPUs of this machine: n cuda backends, one per device
- * in devices (out: n), joined by NCCL.  Each is driven by a thread of its own,
- * which calls backend_bind first; backend_allreduce then turns a buffer of its
- * memory (a gradient arena) into the mean over the n, every thread calling it
- * once per step.  DD_EINVAL saying what is missing (the plugin, NCCL, a GPU). */
+/* Data parallelism: n backends of one kind, one per copy of a network (train.h's
+ * replicas).  "cuda"/"cuda:N": one per device in devices, joined by NCCL
+ * (backend_create_cuda_group); "cpu", "ref": n independent ones (devices unused),
+ * whose copies the caller averages on the host.  DD_OK and out[0..n-1], or the
+ * error of the one that failed (none is left). */
+int backend_create_group(const char *name, int n, const int *devices, struct backend **out, struct dd_err *err);
+
+/* The cuda group: n backends, one per device in devices, joined by NCCL.  Each is
+ * driven by a thread of its own, which calls backend_bind first (and any thread
+ * that builds a graph on one binds it first); backend_allreduce then turns a
+ * buffer of its memory (a gradient arena) into the mean over the n, every
+ * member's thread calling it once per step.  DD_EINVAL saying what is missing (the
+ * plugin, NCCL, a GPU). */
 int backend_create_cuda_group(int n, const int *devices, int deterministic, struct backend **out,
 			      struct dd_err *err);
 void backend_bind(struct backend *be);
+/* Wait until everything queued on be has run, so the host may read and write its
+ * memory (a graph's arenas). */
+void backend_wait(struct backend *be);
+/* Whether be is one of a group that averages on its own (cuda with NCCL). */
+int backend_has_allreduce(const struct backend *be);
 int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err);
 
 /* One GPU as the server reports it (/api/v1/info "gpus"). */

@@ -504,13 +504,64 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-/* A raw batch to the device, transformed into data there. */
-static int upload(struct feed *f, struct pbuf *b, float *data, int n, struct dd_err *err)
+/* Samples [first, first+n) of batch b into data and labels: transformed on the
+ * device when raw (by device, else the feed's), else copied. */
+static int put(const struct feed *f, const struct pbuf *b, int first, int n, float *data, float *labels,
+	       struct backend *device, struct dd_err *err)
 {
-	struct backend_upload u = { .px = b->px, .y0 = b->y0, .x0 = b->x0, .flip = b->flip, .n = n, .c = f->c,
-				    .h = f->h, .w = f->w, .oh = f->oh, .ow = f->ow, .mean = f->mean,
-				    .scale = f->o.scale, .out = data };
-	return backend_upload_batch(f->o.device, &u, err);
+	size_t cs = (size_t)f->c * f->h * f->w, os = (size_t)f->c * f->oh * f->ow;
+	int rc = DD_OK;
+	if (f->raw) {
+		struct backend_upload u = { .px = b->px + (size_t)first * cs, .y0 = b->y0 + first, .x0 = b->x0 + first,
+					    .flip = b->flip + first, .n = n, .c = f->c, .h = f->h, .w = f->w,
+					    .oh = f->oh, .ow = f->ow, .mean = f->mean, .scale = f->o.scale, .out = data };
+		rc = backend_upload_batch(device ? device : f->o.device, &u, err);
+	} else {
+		memcpy(data, b->data + (size_t)first * os, (size_t)n * os * sizeof(float));
+	}
+	if (!rc && labels)
+		memcpy(labels, b->labels + first, (size_t)n * sizeof(float));
+	return rc;
+}
+
+int feed_take(struct feed *f, const struct feed_batch **out, struct dd_err *err)
+{
+	*out = NULL;
+	if (!f->started)
+		return dd_err_set(err, DD_EINVAL, "feed_take needs a feed that prefetches");
+	pthread_mutex_lock(&f->mu);
+	while (!f->ready)
+		pthread_cond_wait(&f->cv, &f->mu);
+	struct pbuf *b = &f->buf[f->head];
+	int rc = b->rc;
+	if (rc) {
+		if (err)
+			*err = b->err;
+	} else {
+		f->cepoch = b->epoch;
+		f->cpos = b->pos;
+		*out = (const struct feed_batch *)b;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return rc;
+}
+
+int feed_put(const struct feed *f, const struct feed_batch *b, int first, int n, float *data, float *labels,
+	     struct backend *device, struct dd_err *err)
+{
+	if (first < 0 || n < 0 || first + n > f->o.prefetch)
+		return dd_err_set(err, DD_EINVAL, "samples %d to %d are not in a batch of %d", first, first + n,
+				  f->o.prefetch);
+	return put(f, (const struct pbuf *)b, first, n, data, labels, device, err);
+}
+
+void feed_done(struct feed *f)
+{
+	pthread_mutex_lock(&f->mu);
+	f->head = (f->head + 1) % 2;
+	f->ready--;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
 }
 
 int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err)
@@ -532,37 +583,18 @@ int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *
 		}
 		int rc = fill(f, &f->pepoch, &f->ppos, data, labels, raw, n, err);
 		if (!rc && raw)
-			rc = upload(f, raw, data, n, err);
+			rc = put(f, raw, 0, n, data, NULL, NULL, err);
 		f->cepoch = f->pepoch;
 		f->cpos = f->ppos;
 		return rc;
 	}
 	if (n != f->o.prefetch)
 		return dd_err_set(err, DD_EINVAL, "this feed prefetches batches of %d, not %d", f->o.prefetch, n);
-	pthread_mutex_lock(&f->mu);
-	while (!f->ready)
-		pthread_cond_wait(&f->cv, &f->mu);
-	struct pbuf *b = &f->buf[f->head];
-	int rc = b->rc;
-	if (rc) {
-		if (err)
-			*err = b->err;
-	} else {
-		if (f->raw)
-			rc = upload(f, b, data, n, err);
-		else
-			memcpy(data, b->data, (size_t)n * f->c * f->oh * f->ow * sizeof(float));
-		if (labels)
-			memcpy(labels, b->labels, (size_t)n * sizeof(float));
-		f->cepoch = b->epoch;
-		f->cpos = b->pos;
-	}
-	/* a failed batch stays failed: the caller stops (a seek clears it) */
-	if (!rc) {
-		f->head = (f->head + 1) % 2;
-		f->ready--;
-		pthread_cond_broadcast(&f->cv);
-	}
-	pthread_mutex_unlock(&f->mu);
+	const struct feed_batch *b;
+	int rc = feed_take(f, &b, err);
+	if (rc) /* a failed batch stays failed: the caller stops (a seek clears it) */
+		return rc;
+	rc = feed_put(f, b, 0, n, data, labels, NULL, err);
+	feed_done(f);
 	return rc;
 }

@@ -81,6 +81,20 @@ void feed_rewind(struct feed *f);
  * fails this and every later call until a seek. */
 int feed_next(struct feed *f, float *data, float *labels, int n, struct dd_err *err);
 
+/* Data parallelism: one batch, parts of it to several graphs, each from its own
+ * thread.  feed_take waits for the next prefetched batch (a prefetching feed only,
+ * else DD_EINVAL) and returns it, or its load's error (the batch stays failed, as
+ * feed_next's); feed_put fills data and labels (may be NULL) with its samples
+ * [first, first+n), transformed on device when the feed is opened with one (NULL:
+ * the feed's own) — any number of threads may put parts of the same batch at once;
+ * feed_done gives the batch back once every part is put.  feed_next is take, put
+ * of the whole batch, done. */
+struct feed_batch;
+int feed_take(struct feed *f, const struct feed_batch **out, struct dd_err *err);
+int feed_put(const struct feed *f, const struct feed_batch *b, int first, int n, float *data, float *labels,
+	     struct backend *device, struct dd_err *err);
+void feed_done(struct feed *f);
+
 /* ---- the transform, shared with inference (networks/infer.c) ----
  *
  * What a feed does to one image, in three steps, so that a model classifying an

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,40 @@ static const struct net_node *data_node(const struct net_graph *g)
 	return NULL;
 }
 
+/* A copy of the train network for data parallelism (train_opts.replicas): copy 0
+ * is the run's own (be, tr, sol, tdata, tlabel, borrowed); the others own theirs
+ * and are driven each by a thread of its own (struct crew). */
+struct replica {
+	struct run *run;
+	int i;
+	struct backend *be;
+	struct graph *tr;
+	struct solver *sol;
+	float *data, *label;
+	pthread_t th;
+	int started;
+	/* the outcome of its last pass or step */
+	float loss;
+	int skipped;
+	float scale;
+	double lr;
+	int rc;
+	struct dd_err err;
+};
+
+/* What the copies are told to do next, and how many are still at it. */
+enum crew_cmd { CREW_PASS, CREW_STEP, CREW_QUIT };
+struct crew {
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	uint64_t gen;            /* bumped per command */
+	enum crew_cmd cmd;
+	int pending;             /* copies 1.. still working on it */
+	const struct feed_batch *batch; /* CREW_PASS */
+	int first;               /* CREW_PASS: the first pass of an iteration */
+	int64_t it;              /* CREW_STEP */
+};
+
 /* One training's state, shared by the steps of train_run. */
 struct run {
 	const struct train_opts *o;
@@ -132,6 +167,11 @@ struct run {
 	int tb, vb, iter_size;
 	int fc, fh, fw;
 	int64_t ipe, total, vit;  /* iterations per epoch, in all; val batches */
+	/* data parallelism: nrep copies (1: none, rep[] unused) */
+	int nrep;
+	struct replica rep[TRAIN_MAX_REPLICAS];
+	struct crew crew;
+	int crew_up;
 };
 
 /* "3" for a whole epoch, "2.5" or "1.4167" for a part of one. */
@@ -176,9 +216,20 @@ static int write_snapshot(struct run *r, int64_t it, struct dd_err *err)
 			       "classes", s_cls, "input", s_shape, NULL };
 	if ((rc = snapshot_save_weights(r->tr, path, meta, err)))
 		return rc;
-	const char *smeta[] = { "format", "deepdesk", "iteration", s_it, "iterations", s_total,
-				"feed_epoch", s_fe, "feed_position", s_fp, "dropout_rng", s_rng,
-				"seed", s_seed, "backend", backend_name(r->be), NULL };
+	/* the other copies' dropout streams, "dropout_rng_<i>" */
+	char keys[TRAIN_MAX_REPLICAS][24], vals[TRAIN_MAX_REPLICAS][24];
+	const char *smeta[20 + 2 * TRAIN_MAX_REPLICAS] = { "format", "deepdesk", "iteration", s_it, "iterations",
+							    s_total, "feed_epoch", s_fe, "feed_position", s_fp,
+							    "dropout_rng", s_rng, "seed", s_seed, "backend",
+							    backend_name(r->be) };
+	int nm = 16;
+	for (int i = 1; i < r->nrep; i++) {
+		snprintf(keys[i], sizeof keys[i], "dropout_rng_%d", i);
+		snprintf(vals[i], sizeof vals[i], "%llu", (unsigned long long)*graph_rng(r->rep[i].tr));
+		smeta[nm++] = keys[i];
+		smeta[nm++] = vals[i];
+	}
+	smeta[nm] = NULL;
 	if ((rc = snapshot_save_solver(r->sol, spath, smeta, err)))
 		return rc;
 	snprintf(r->res->snapshot, sizeof r->res->snapshot, "%s", path);
@@ -200,7 +251,7 @@ static int meta_i64(const struct st_file *f, const char *key, int64_t *out, cons
 
 /* Continue from a snapshot: its weights, the solver history beside it, and where
  * training stood.  *start gets the iteration to go on from. */
-static int restore(struct run *r, const char *weights, int64_t *start, struct dd_err *err)
+static int restore(struct run *r, const char *weights, int64_t *start, uint64_t *rng, struct dd_err *err)
 {
 	char spath[PATH_MAX];
 	size_t n = strlen(weights);
@@ -229,6 +280,12 @@ static int restore(struct run *r, const char *weights, int64_t *start, struct dd
 	}
 	const char *rs = st_meta(f, "dropout_rng");
 	*graph_rng(r->tr) = rs ? strtoull(rs, NULL, 10) : *graph_rng(r->tr);
+	for (int i = 1; i < r->nrep; i++) { /* absent (a run on fewer copies): split from copy 0's */
+		char key[32];
+		snprintf(key, sizeof key, "dropout_rng_%d", i);
+		rs = st_meta(f, key);
+		rng[i] = rs ? strtoull(rs, NULL, 10) : 0;
+	}
 	st_close(f);
 	feed_seek(r->ftr, fe, fp);
 	*start = it;
@@ -280,6 +337,253 @@ static int check_finite(struct run *r, double loss, int64_t done, struct dd_err 
 	return DD_OK;
 }
 
+/* ---- data parallelism: the copies of the train network ---- */
+
+/* The run's backend, or with replicas a group of them (cuda: one per GPU, joined
+ * by NCCL); copy 0's is r->be. */
+static int create_backends(struct run *r, struct dd_err *err)
+{
+	const struct train_opts *o = r->o;
+	r->nrep = o->replicas > 1 ? o->replicas : 1;
+	if (r->nrep > TRAIN_MAX_REPLICAS)
+		return dd_err_set(err, DD_EINVAL, "%d copies are too many (at most %d GPUs)", r->nrep,
+				  TRAIN_MAX_REPLICAS);
+	if (r->nrep == 1)
+		return backend_create(o->backend, &r->be, err);
+	struct backend *be[TRAIN_MAX_REPLICAS];
+	int rc = backend_create_group(o->backend, r->nrep, o->gpus, be, err);
+	if (rc)
+		return rc;
+	r->be = be[0];
+	for (int i = 1; i < r->nrep; i++)
+		r->rep[i] = (struct replica){ .run = r, .i = i, .be = be[i] };
+	return DD_OK;
+}
+
+static uint64_t rng_split(uint64_t x, int i)
+{
+	uint64_t z = x + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* Copy 0's parameters (BatchNorm statistics too) and solver history to the other
+ * copies — after the fillers, a fine-tuning's load or a resume — and give each copy
+ * its own dropout stream: rng[i] where a resume read one, else one split from copy
+ * 0's. */
+static void broadcast(struct run *r, const uint64_t *rng)
+{
+	if (r->nrep == 1)
+		return;
+	backend_wait(r->be);
+	size_t bytes = (size_t)graph_param_count(r->tr) * sizeof(float);
+	for (int i = 1; i < r->nrep; i++) {
+		struct replica *p = &r->rep[i];
+		backend_wait(p->be);
+		memcpy(graph_params(p->tr), graph_params(r->tr), bytes);
+		for (int k = 0; k < solver_nhistory(r->sol); k++)
+			memcpy(solver_history(p->sol, k), solver_history(r->sol, k), bytes);
+		*graph_rng(p->tr) = rng && rng[i] ? rng[i] : rng_split(*graph_rng(r->tr), i);
+	}
+}
+
+/* One forward/backward pass of copy p on its part of batch b (samples
+ * [i·batch, (i+1)·batch)).  A loss that is not finite is left in p->loss for the
+ * caller to report, without a backward. */
+static int rep_pass(struct run *r, struct replica *p, const struct feed_batch *b, int first, struct dd_err *err)
+{
+	if (first)
+		graph_zero_grads(p->tr);
+	int rc = feed_put(r->ftr, b, p->i * r->tb, r->tb, p->data, p->label, p->be, err);
+	if (!rc)
+		rc = graph_forward(p->tr, 1, &p->loss, err);
+	if (!rc && isfinite(p->loss))
+		rc = graph_backward(p->tr, err);
+	return rc;
+}
+
+/* The update of copy p after its passes: the mean of the copies' gradients (NCCL's,
+ * where the group has it; else the caller has averaged them on the host), FP16's
+ * loss scale undone, the solver's step. */
+static int rep_step(struct run *r, struct replica *p, int64_t it, struct dd_err *err)
+{
+	int rc = DD_OK;
+	if (r->nrep > 1 && backend_has_allreduce(p->be))
+		rc = backend_allreduce(p->be, graph_grads(p->tr), graph_param_count(p->tr), err);
+	if (!rc)
+		rc = backend_unscale(p->be, graph_grads(p->tr), graph_param_count(p->tr), &p->skipped, &p->scale, err);
+	if (!rc)
+		p->lr = p->skipped ? NAN : solver_step(p->sol, (int)it);
+	return rc;
+}
+
+static int rep_do(struct run *r, struct replica *p, enum crew_cmd cmd, const struct feed_batch *b, int first,
+		  int64_t it)
+{
+	p->err = (struct dd_err){ 0 };
+	return cmd == CREW_PASS ? rep_pass(r, p, b, first, &p->err) : rep_step(r, p, it, &p->err);
+}
+
+/* A copy's thread: bound to its device, it does what the crew is told, until quit. */
+static void *crew_main(void *arg)
+{
+	struct replica *p = arg;
+	struct run *r = p->run;
+	struct crew *c = &r->crew;
+	backend_bind(p->be);
+	uint64_t seen = 0;
+	for (;;) {
+		pthread_mutex_lock(&c->mu);
+		while (c->gen == seen)
+			pthread_cond_wait(&c->go, &c->mu);
+		seen = c->gen;
+		enum crew_cmd cmd = c->cmd;
+		const struct feed_batch *b = c->batch;
+		int first = c->first;
+		int64_t it = c->it;
+		pthread_mutex_unlock(&c->mu);
+		if (cmd == CREW_QUIT)
+			break;
+		p->rc = rep_do(r, p, cmd, b, first, it);
+		pthread_mutex_lock(&c->mu);
+		if (--c->pending == 0)
+			pthread_cond_signal(&c->done);
+		pthread_mutex_unlock(&c->mu);
+	}
+	return NULL;
+}
+
+static int crew_start(struct run *r, struct dd_err *err)
+{
+	if (r->nrep == 1)
+		return DD_OK;
+	struct crew *c = &r->crew;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->go, NULL);
+	pthread_cond_init(&c->done, NULL);
+	r->crew_up = 1;
+	for (int i = 1; i < r->nrep; i++) {
+		if (pthread_create(&r->rep[i].th, NULL, crew_main, &r->rep[i]))
+			return dd_err_set(err, DD_EINTERNAL, "cannot start the thread of copy %d", i);
+		r->rep[i].started = 1;
+	}
+	return DD_OK;
+}
+
+static void crew_stop(struct run *r)
+{
+	if (!r->crew_up)
+		return;
+	struct crew *c = &r->crew;
+	pthread_mutex_lock(&c->mu);
+	c->cmd = CREW_QUIT;
+	c->gen++;
+	pthread_cond_broadcast(&c->go);
+	pthread_mutex_unlock(&c->mu);
+	for (int i = 1; i < r->nrep; i++)
+		if (r->rep[i].started)
+			pthread_join(r->rep[i].th, NULL);
+	pthread_cond_destroy(&c->done);
+	pthread_cond_destroy(&c->go);
+	pthread_mutex_destroy(&c->mu);
+	r->crew_up = 0;
+}
+
+/* Every copy does cmd — copy 0 on this thread, the others on theirs — and this
+ * returns when all have: DD_OK, or the first copy's error (naming its GPU).  A
+ * step is told only after every pass succeeded, so no copy waits in an all-reduce
+ * for one that failed. */
+static int crew_run(struct run *r, enum crew_cmd cmd, const struct feed_batch *b, int first, int64_t it,
+		    struct dd_err *err)
+{
+	struct crew *c = &r->crew;
+	if (r->nrep > 1) {
+		pthread_mutex_lock(&c->mu);
+		c->cmd = cmd;
+		c->batch = b;
+		c->first = first;
+		c->it = it;
+		c->pending = r->nrep - 1;
+		c->gen++;
+		pthread_cond_broadcast(&c->go);
+		pthread_mutex_unlock(&c->mu);
+	}
+	r->rep[0].rc = rep_do(r, &r->rep[0], cmd, b, first, it);
+	if (r->nrep > 1) {
+		pthread_mutex_lock(&c->mu);
+		while (c->pending)
+			pthread_cond_wait(&c->done, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+	}
+	for (int i = 0; i < r->nrep; i++)
+		if (r->rep[i].rc) {
+			*err = r->rep[i].err;
+			if (r->nrep > 1)
+				dd_err_prefix(err, !strcmp(backend_name(r->be), "cuda") ? "GPU %d" : "copy %d",
+					      !strcmp(backend_name(r->be), "cuda") ? r->o->gpus[i] : i);
+			return r->rep[i].rc;
+		}
+	return DD_OK;
+}
+
+/* The mean of the copies' gradients, into each, for backends without an
+ * all-reduce of their own (the host's: cpu, ref).  Summed in copy order. */
+static void average_host(struct run *r)
+{
+	if (r->nrep == 1 || backend_has_allreduce(r->be))
+		return;
+	float *g[TRAIN_MAX_REPLICAS];
+	for (int i = 0; i < r->nrep; i++) {
+		backend_wait(r->rep[i].be);
+		g[i] = graph_grads(r->rep[i].tr);
+	}
+	int64_t n = graph_param_count(r->tr);
+	int nrep = r->nrep;
+	float inv = 1.0f / (float)nrep;
+	for (int64_t k = 0; k < n; k++) {
+		float sum = g[0][k];
+		for (int i = 1; i < nrep; i++)
+			sum += g[i][k];
+		sum *= inv;
+		for (int i = 0; i < nrep; i++)
+			g[i][k] = sum;
+	}
+}
+
+/* One iteration on every copy: iter_size passes, each over batch × copies images
+ * of the feed, then the update.  *loss: the mean loss; *skipped, *scale: FP16's. */
+static int iterate(struct run *r, int64_t it, double *loss, int *skipped, float *scale, double *lr,
+		   struct dd_err *err)
+{
+	*loss = 0;
+	for (int k = 0; k < r->iter_size; k++) {
+		const struct feed_batch *b;
+		int rc = feed_take(r->ftr, &b, err);
+		if (rc)
+			return rc;
+		rc = crew_run(r, CREW_PASS, b, k == 0, it, err);
+		feed_done(r->ftr);
+		if (rc)
+			return rc;
+		double l = 0;
+		for (int i = 0; i < r->nrep; i++)
+			l += r->rep[i].loss;
+		l /= r->nrep;
+		if (!isfinite(l))
+			return check_finite(r, l, it + 1, err);
+		*loss += l / r->iter_size;
+	}
+	average_host(r);
+	int rc = crew_run(r, CREW_STEP, NULL, 0, it, err);
+	if (rc)
+		return rc;
+	*skipped = r->rep[0].skipped;
+	*scale = r->rep[0].scale;
+	*lr = r->rep[0].lr;
+	return DD_OK;
+}
+
 /* Parse, instantiate, build the graphs, feeds and solver. */
 static int setup(struct run *r, struct dd_err *err)
 {
@@ -301,11 +605,21 @@ static int setup(struct run *r, struct dd_err *err)
 	if (o->threads > 0)
 		omp_set_num_threads(o->threads);
 	int prec;
-	if ((rc = backend_precision_parse(o->precision, &prec, err)) ||
-	    (rc = backend_create(o->backend, &r->be, err)) || (rc = backend_set_precision(r->be, prec, err)) ||
+	if ((rc = backend_precision_parse(o->precision, &prec, err)) || (rc = create_backends(r, err)) ||
+	    (rc = backend_set_precision(r->be, prec, err)) ||
 	    (rc = graph_create(r->tg, r->be, o->seed, &r->tr, err)) ||
 	    (rc = graph_create(r->vg, r->be, o->seed, &r->va, err)))
 		return rc;
+	for (int i = 1; i < r->nrep; i++) { /* the other copies, each on its own device */
+		struct replica *p = &r->rep[i];
+		backend_bind(p->be);
+		if ((rc = backend_set_precision(p->be, prec, err)) ||
+		    (rc = graph_create(r->tg, p->be, o->seed, &p->tr, err)))
+			return rc;
+		p->data = graph_blob(p->tr, "data", NULL);
+		p->label = graph_blob(p->tr, "label", NULL);
+	}
+	backend_bind(r->be);
 	r->tb = r->tg->in.n;
 	r->vb = r->vg->in.n;
 
@@ -315,7 +629,7 @@ static int setup(struct run *r, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "%s has no Data layer for the train or val stage", r->netname);
 	struct feed_opts fo = { .train = 1, .crop = r->tg->in.crop, .mirror = o->mirror ? o->mirror > 0 : tdn->l.data.mirror,
 				.scale = tdn->l.data.scale, .mean = o->mean, .mean_value = tdn->l.data.mean_value,
-				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb,
+				.nmean_value = tdn->l.data.nmean_value, .seed = o->seed, .prefetch = r->tb * r->nrep,
 				.device = r->be /* cuda: 8-bit batches transformed on the GPU */ };
 	if ((rc = feed_open(o->dataset_dir, "train", &fo, &r->ftr, err)))
 		return rc;
@@ -328,6 +642,7 @@ static int setup(struct run *r, struct dd_err *err)
 	struct net_shape ds;
 	r->tdata = graph_blob(r->tr, "data", &ds);
 	r->tlabel = graph_blob(r->tr, "label", NULL);
+	r->rep[0] = (struct replica){ .run = r, .i = 0, .be = r->be, .tr = r->tr, .data = r->tdata, .label = r->tlabel };
 	r->vdata = graph_blob(r->va, "data", NULL);
 	r->vlabel = graph_blob(r->va, "label", NULL);
 	if (!r->tdata || !r->vdata)
@@ -355,7 +670,7 @@ static int setup(struct run *r, struct dd_err *err)
 	int epochs = o->epochs > 0 ? o->epochs : 30;
 	r->iter_size = o->iter_size > 0 ? o->iter_size : 1;
 	int64_t ntrain = feed_epoch_size(r->ftr), nval = feed_epoch_size(r->fva);
-	int64_t per = (int64_t)r->tb * r->iter_size;
+	int64_t per = (int64_t)r->tb * r->iter_size * r->nrep;
 	r->ipe = (ntrain + per - 1) / per;
 	r->total = r->ipe * epochs;
 	r->vit = (nval + r->vb - 1) / r->vb;
@@ -374,17 +689,41 @@ static int setup(struct run *r, struct dd_err *err)
 	sc.iter_size = r->iter_size;
 	if ((rc = solver_create(&sc, r->tr, &r->sol, err)))
 		return rc;
+	r->rep[0].sol = r->sol;
+	for (int i = 1; i < r->nrep; i++) {
+		backend_bind(r->rep[i].be);
+		if ((rc = solver_create(&sc, r->rep[i].tr, &r->rep[i].sol, err)))
+			return rc;
+	}
+	backend_bind(r->be);
+	char copies[160] = "";
+	if (r->nrep > 1) {
+		int cuda = !strcmp(backend_name(r->be), "cuda");
+		int n = snprintf(copies, sizeof copies, " on %d %s (", r->nrep, cuda ? "GPUs" : "copies");
+		for (int i = 0; i < r->nrep && n < (int)sizeof copies - 8; i++)
+			n += snprintf(copies + n, sizeof copies - n, "%s%d", i ? ", " : "", cuda ? o->gpus[i] : i);
+		snprintf(copies + n, sizeof copies - n, ")");
+	}
 	logf_(r->h, "info",
-	      "training %s on the %s backend: %lld train and %lld val images, batch %d%s, %lld iterations per "
+	      "training %s on the %s backend%s: %lld train and %lld val images, batch %d%s%s, %lld iterations per "
 	      "epoch, %d epochs, %s lr %g",
-	      r->netname, backend_name(r->be), (long long)ntrain, (long long)nval, r->tb,
-	      r->iter_size > 1 ? " (accumulated)" : "", (long long)r->ipe, epochs, solver_type_name(sc.type), sc.base_lr);
+	      r->netname, backend_name(r->be), copies, (long long)ntrain, (long long)nval, r->tb,
+	      r->nrep > 1 ? " per copy" : "", r->iter_size > 1 ? " (accumulated)" : "", (long long)r->ipe, epochs,
+	      solver_type_name(sc.type), sc.base_lr);
 	return DD_OK;
 }
 
 static void teardown(struct run *r)
 {
+	crew_stop(r);
 	free(r->scratch_labels);
+	for (int i = r->nrep - 1; i >= 1; i--) { /* each freed on its own device */
+		backend_bind(r->rep[i].be);
+		solver_free(r->rep[i].sol);
+		graph_free(r->rep[i].tr);
+		backend_free(r->rep[i].be);
+	}
+	backend_bind(r->be);
 	solver_free(r->sol);
 	feed_close(r->ftr);
 	feed_close(r->fva);
@@ -418,8 +757,9 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 		goto out;
 
 	int64_t it = 0;
+	uint64_t rng[TRAIN_MAX_REPLICAS] = { 0 }; /* the copies' dropout streams, from a resume */
 	if (o->resume) {
-		if ((rc = restore(&r, o->resume, &it, err)))
+		if ((rc = restore(&r, o->resume, &it, rng, err)))
 			goto out;
 		logf_(h, "info", "resumed from %s at iteration %lld (epoch %.2f)", o->resume, (long long)it,
 		      (double)it / (double)r.ipe);
@@ -439,33 +779,23 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	double lsum = 0;
 	int lcount = 0;
 	int64_t t0 = fs_mono_ms(), img_since = 0;
+	broadcast(&r, rng);
+	if ((rc = crew_start(&r, err)))
+		goto out;
 	for (; it < r.total; it++) {
-		graph_zero_grads(r.tr);
-		double loss = 0;
-		for (int k = 0; k < r.iter_size; k++) {
-			float l;
-			if ((rc = feed_next(r.ftr, r.tdata, r.tlabel ? r.tlabel : r.scratch_labels, r.tb, err)) ||
-			    (rc = graph_forward(r.tr, 1, &l, err)))
-				goto out;
-			if (!isfinite(l)) {
-				rc = check_finite(&r, l, it + 1, err);
-				goto out;
-			}
-			if ((rc = graph_backward(r.tr, err)))
-				goto out;
-			loss += l / r.iter_size;
-		}
-		int skipped;
-		float scale;
-		if ((rc = backend_unscale(r.be, graph_grads(r.tr), graph_param_count(r.tr), &skipped, &scale, err)))
+		double loss = 0, lr = 0;
+		int skipped = 0;
+		float scale = 1;
+		if ((rc = iterate(&r, it, &loss, &skipped, &scale, &lr, err)))
 			goto out;
-		if (skipped) /* FP16's gradients overflowed: no update this step, a smaller loss scale */
+		if (skipped) { /* FP16's gradients overflowed: no update this step, a smaller loss scale */
 			logf_(h, "info", "iteration %lld: fp16 gradients overflowed, step skipped, loss scale now %g",
 			      (long long)it + 1, (double)scale);
-		double lr = skipped ? lr_at(&lrc, (int)it) : solver_step(r.sol, (int)it);
+			lr = lr_at(&lrc, (int)it);
+		}
 		lsum += loss;
 		lcount++;
-		img_since += (int64_t)r.tb * r.iter_size;
+		img_since += (int64_t)r.tb * r.iter_size * r.nrep;
 		int64_t done = it + 1;
 		int stop = h && h->should_stop && h->should_stop(h->ctx);
 		if (done % every == 0 || done % r.ipe == 0 || done == r.total || stop) {

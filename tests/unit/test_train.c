@@ -403,6 +403,136 @@ static void test_finetune(void)
 	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_ENOENT);
 }
 
+/* The largest |a − b| over two snapshots' tensors, relative to the largest |a|;
+ * 1 when they do not hold the same tensors. */
+static double weights_diff(const char *a, const char *b)
+{
+	struct dd_err err = { 0 };
+	struct st_file *fa = NULL, *fb = NULL;
+	double dmax = 0, amax = 0;
+	int ok = st_open(a, &fa, &err) == DD_OK && st_open(b, &fb, &err) == DD_OK && st_count(fa) == st_count(fb);
+	if (!ok)
+		fprintf(stderr, "  %s\n", err.msg);
+	for (int i = 0; ok && i < st_count(fa); i++) {
+		struct st_tensor ta, tb;
+		st_get(fa, i, &ta);
+		ok = st_find(fb, ta.name, &tb) == DD_OK && ta.ndim == tb.ndim;
+		int64_t n = 1;
+		for (int d = 0; ok && d < ta.ndim; d++) {
+			ok = ta.shape[d] == tb.shape[d];
+			n *= ta.shape[d];
+		}
+		const float *x = ta.data, *y = tb.data;
+		for (int64_t k = 0; ok && k < n; k++) {
+			dmax = fmax(dmax, fabs((double)x[k] - y[k]));
+			amax = fmax(amax, fabs((double)x[k]));
+		}
+	}
+	st_close(fa);
+	st_close(fb);
+	return ok && amax > 0 ? dmax / amax : 1;
+}
+
+/* Data parallelism (train_opts.replicas): 2 copies of batch 8, their gradients
+ * averaged each step, train as one copy of batch 16 — the same images in the same
+ * order, the same updates up to rounding — on the reference and the oneDNN
+ * backends; a stopped and resumed 2-copy run with dropout repeats the straight one
+ * bit for bit (each copy's dropout stream is in the solverstate); and the limits. */
+static void test_replicas(void)
+{
+	struct dd_err err = { 0 };
+	struct train_opts o;
+	struct train_result r;
+	static const char *const backends[] = { "ref", "cpu" };
+	for (int b = 0; b < 2; b++) {
+		char out[2][600], snap[2][700];
+		double vloss[2];
+		int64_t iters[2];
+		for (int k = 0; k < 2; k++) {
+			snprintf(out[k], sizeof out[k], "%s/replicas-%s-%d", tmp, backends[b], k);
+			train_opts_default(&o);
+			o.dataset_dir = dsdir;
+			o.network_text = small_net;
+			o.out_dir = out[k];
+			o.epochs = 2;
+			o.crop = 14;
+			o.mirror = 1;
+			o.seed = 11;
+			o.backend = backends[b];
+			o.threads = 1;
+			o.batch = k ? 8 : 16;
+			o.replicas = k ? 2 : 0;
+			o.result = &r;
+			int rc = train_run(&o, NULL, &err);
+			if (rc)
+				fprintf(stderr, "  %s, %d copies: %s\n", backends[b], k + 1, err.msg);
+			CHECK_EQ_INT(rc, DD_OK);
+			snprintf(snap[k], sizeof snap[k], "%s", r.snapshot);
+			vloss[k] = r.val_loss;
+			iters[k] = r.iterations;
+		}
+		double d = weights_diff(snap[0], snap[1]);
+		printf("  %s: 2 copies of batch 8 against 1 of 16 after %lld iterations: weights differ by %.2g "
+		       "(relative), val loss %.6f and %.6f\n",
+		       backends[b], (long long)iters[1], d, vloss[0], vloss[1]);
+		CHECK_EQ_INT(iters[0], 24); /* ceil(180 / 16) per epoch either way */
+		CHECK_EQ_INT(iters[1], 24);
+		CHECK(d < (b == 0 ? 1e-5 : 1e-4));
+		CHECK(fabs(vloss[0] - vloss[1]) < 1e-4 * fmax(1, fabs(vloss[0])));
+	}
+
+	/* stopped after 7 iterations and resumed == straight, with dropout, 2 copies */
+	char a[600], c[600], pa[700], pc[700], mid[700];
+	snprintf(a, sizeof a, "%s/replicas-straight", tmp);
+	snprintf(c, sizeof c, "%s/replicas-stopped", tmp);
+	for (int k = 0; k < 3; k++) {
+		resume_opts(&o, &r, k ? c : a, "ref");
+		o.epochs = 2;
+		o.batch = 8;
+		o.replicas = 2;
+		stop_after = 7;
+		struct train_hooks h = { .should_stop = should_stop };
+		if (k == 2)
+			o.resume = mid;
+		int rc = train_run(&o, k == 1 ? &h : NULL, &err);
+		if (rc)
+			fprintf(stderr, "  run %d: %s\n", k, err.msg);
+		CHECK_EQ_INT(rc, DD_OK);
+		if (k == 1) {
+			CHECK(r.stopped);
+			snprintf(mid, sizeof mid, "%s", r.snapshot);
+		}
+	}
+	snprintf(pa, sizeof pa, "%s/snapshot_epoch_2.safetensors", a);
+	snprintf(pc, sizeof pc, "%s/snapshot_epoch_2.safetensors", c);
+	CHECK(same_weights(pa, pc));
+	/* and the copies did not drop the same units: copy 1's stream is its own */
+	struct st_file *f = NULL;
+	snprintf(mid, sizeof mid, "%s/snapshot_epoch_2.solverstate", a);
+	CHECK_EQ_INT(st_open(mid, &f, &err), DD_OK);
+	if (f) {
+		const char *r0 = st_meta(f, "dropout_rng"), *r1 = st_meta(f, "dropout_rng_1");
+		CHECK(r0 && r1 && strcmp(r0, r1) != 0);
+		st_close(f);
+	}
+
+	/* the limits */
+	train_opts_default(&o);
+	o.dataset_dir = dsdir;
+	o.network_text = small_net;
+	o.out_dir = a;
+	o.backend = "ref";
+	o.replicas = TRAIN_MAX_REPLICAS + 1;
+	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "too many");
+	o.replicas = 2;
+	o.backend = "cuda";
+	o.gpus[1] = 1;
+	CHECK(train_run(&o, NULL, &err) != DD_OK);
+	CHECK(strncmp(err.msg, "cuda", 4) == 0);
+	printf("  2 GPUs here: %s\n", err.msg);
+}
+
 int main(void)
 {
 	if (!check_tmpdir(tmp, sizeof tmp) || make_dataset()) {
@@ -417,6 +547,7 @@ int main(void)
 	RUN(test_resume_ref);
 	RUN(test_resume_cpu);
 	RUN(test_finetune);
+	RUN(test_replicas);
 	fs_rm_rf(tmp, NULL);
 	return check_summary();
 }
