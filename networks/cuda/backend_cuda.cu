@@ -129,6 +129,8 @@ struct cuda_ctx {
 	const float *up_mean_of;    /* the host mean up_mean copies */
 	/* a group of GPUs (deepdesk_cuda_create_group): this one's NCCL communicator */
 	ncclComm_t nccl;
+	float *ar_buf;              /* device memory the all-reduce runs in (not managed) */
+	size_t ar_bytes;
 };
 
 struct cu_layer {
@@ -1070,6 +1072,7 @@ static int lrn_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backe
 static int cu_layer_init(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err)
 {
 	struct cuda_ctx *cx = ctx_of(be);
+	cudaSetDevice(cx->device); /* its buffers on its GPU, whichever thread builds it */
 	const struct net_layer *l = bl->l;
 	*state = NULL;
 	struct cu_layer *st = (struct cu_layer *)calloc(1, sizeof *st);
@@ -1613,6 +1616,7 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 static void *cu_alloc(struct backend *be, size_t bytes)
 {
 	struct cuda_ctx *cx = ctx_of(be);
+	cudaSetDevice(cx->device);
 	size_t total = bytes + HEADER;
 	if (total > cx->budget || cx->used > cx->budget - total)
 		return NULL;
@@ -1639,6 +1643,7 @@ static void cu_free(struct backend *be, void *p)
 		return;
 	struct cuda_ctx *cx = ctx_of(be);
 	unsigned char *base = (unsigned char *)p - HEADER;
+	cudaSetDevice(cx->device);
 	cudaStreamSynchronize(cx->stream);
 	cx->used -= *(size_t *)base;
 	cudaFree(base);
@@ -1818,15 +1823,29 @@ static int nccl_load(struct dd_err *err)
 
 static void cu_bind(struct backend *be) { cudaSetDevice(ctx_of(be)->device); }
 
-/* The mean of buf over the group, in place, queued; every GPU's thread calls it. */
+/* The mean of buf over the group, in place, queued; every GPU's thread calls it.
+ * NCCL reduces a copy in plain device memory (ar_buf) rather than the managed
+ * arena itself: its transports (peer-to-peer, NVLink SHARP) are made for
+ * cudaMalloc memory, and the two device-to-device copies cost little next to the
+ * reduction. */
 static int cu_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err)
 {
+	const struct backend_layer *bl = NULL;
 	struct cuda_ctx *cx = ctx_of(be);
 	if (!cx->nccl)
 		return set_err(err, DD_EINVAL, "this GPU is not in a group");
-	ncclResult_t r = nc.all_reduce(buf, buf, (size_t)n, ncclFloat, ncclAvg, cx->nccl, cx->stream);
+	if (n <= 0)
+		return DD_OK;
+	cudaSetDevice(cx->device);
+	size_t bytes = (size_t)n * sizeof(float);
+	int rc = up_grow(cx, (void **)&cx->ar_buf, &cx->ar_bytes, bytes, err);
+	if (rc)
+		return rc;
+	CU(cudaMemcpyAsync(cx->ar_buf, buf, bytes, cudaMemcpyDefault, cx->stream), "the gradients to all-reduce");
+	ncclResult_t r = nc.all_reduce(cx->ar_buf, cx->ar_buf, (size_t)n, ncclFloat, ncclAvg, cx->nccl, cx->stream);
 	if (r != ncclSuccess)
 		return set_err(err, DD_EINTERNAL, "NCCL all-reduce on GPU %d: %s", cx->device, nc.error(r));
+	CU(cudaMemcpyAsync(buf, cx->ar_buf, bytes, cudaMemcpyDefault, cx->stream), "the all-reduced gradients");
 	return DD_OK;
 }
 
@@ -1851,6 +1870,7 @@ static void cu_destroy(struct backend *be)
 	cudaFree(cx->up_px);
 	cudaFree(cx->up_geo);
 	cudaFree(cx->up_mean);
+	cudaFree(cx->ar_buf);
 	if (cx->blas)
 		cublasDestroy(cx->blas);
 	if (cx->dnn)

@@ -2,7 +2,8 @@
 # tests/gpu/run.sh — the GPU check, once, on a machine with an NVIDIA GPU (issue 7):
 # builds the programs and the CUDA plugin, runs tests/unit/test_cuda (every layer,
 # the solvers, LeNet and AlexNet steps, determinism, out of memory: cuda against
-# cpu; BF16 layers, LeNet in FP16/BF16 against FP32, FP16 loss scaling), then the
+# cpu; BF16 layers, LeNet in FP16/BF16 against FP32, FP16 loss scaling; where
+# there are two GPUs, a step and a training on both against one), then the
 # benchmark bench/gpu/run.sh (FP32, TF32, FP16, BF16), and writes a short report:
 # $OUT/report.md where OUT is set (the device runner's folder), else
 # tests/gpu/report.md.  Made to finish in under five minutes on one H200; each
@@ -65,6 +66,16 @@ say "## Mixed precision (test_cuda)"
 {
 	echo '```'
 	grep -E '^  (lenet (fp32|fp16|bf16):|injected inf|after the skip)' "$dir/test_cuda.log" || echo "(no mixed-precision lines: see test_cuda.log)"
+	echo '```'
+	echo
+} | tee -a "$report"
+
+# several GPUs (data parallelism with NCCL), from the test's own lines
+say "## Several GPUs (test_cuda)"
+{
+	echo '```'
+	grep -E '^  (loss: one GPU|cuda: 2 copies of batch)|fewer than two GPUs|train_run, 2 copies|GPU [0-9]+: ' "$dir/test_cuda.log" ||
+		echo "(no several-GPU lines: see test_cuda.log)"
 	echo '```'
 	echo
 } | tee -a "$report"

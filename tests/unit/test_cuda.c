@@ -50,6 +50,7 @@
 #include "../../networks/feed.h"
 #include "../../networks/graph.h"
 #include "../../networks/net.h"
+#include "../../networks/snapshot.h"
 #include "../../networks/solver.h"
 #include "../../networks/train.h"
 #include "check.h"
@@ -930,6 +931,75 @@ static void test_train_run(void)
 	fs_rm_rf(tmp, NULL);
 }
 
+/* Data parallelism through train_run, as a job's worker asks for it: two copies of
+ * batch 6 (on GPUs 0 and 1, joined by NCCL) train as one of batch 12 — the same
+ * iterations, weights and validation within the parity tolerance.  With
+ * --against, train_other's copies average on the host. */
+static void test_train_replicas(void)
+{
+	int cuda = !strcmp(train_other, "cuda");
+	struct backend_gpu g[8];
+	if (cuda && backend_gpus(g, 8) < 2) {
+		check_skip("fewer than two GPUs: training on several is not tested");
+		return;
+	}
+	char tmp[64], ds[512], out[2][600], snap[2][4096];
+	struct dd_err err = { 0 };
+	if (!check_tmpdir(tmp, sizeof tmp) || quadrants_dataset(tmp, 170, 40, ds, sizeof ds)) {
+		CHECK(0);
+		return;
+	}
+	struct train_result r[2];
+	for (int k = 0; k < 2; k++) {
+		struct train_opts o;
+		train_opts_default(&o);
+		snprintf(out[k], sizeof out[k], "%s/copies-%d", tmp, k + 1);
+		o.dataset_dir = ds;
+		o.network_text = quad_net;
+		o.network_name = "quad";
+		o.out_dir = out[k];
+		o.backend = train_other;
+		o.epochs = 2;
+		o.seed = 1;
+		o.batch = k ? 6 : 12;
+		o.replicas = k ? 2 : 1;
+		o.gpus[0] = 0;
+		o.gpus[1] = 1;
+		o.result = &r[k];
+		int rc = train_run(&o, NULL, &err);
+		if (rc)
+			fprintf(stderr, "  train_run, %d copies: %s\n", k + 1, err.msg);
+		CHECK_EQ_INT(rc, DD_OK);
+		snprintf(snap[k], sizeof snap[k], "%s", r[k].snapshot);
+	}
+	struct st_file *f[2] = { NULL, NULL };
+	double dmax = 0, amax = 0;
+	int ok = st_open(snap[0], &f[0], &err) == DD_OK && st_open(snap[1], &f[1], &err) == DD_OK;
+	for (int i = 0; ok && i < st_count(f[0]); i++) {
+		struct st_tensor a, b;
+		st_get(f[0], i, &a);
+		ok = st_find(f[1], a.name, &b) == DD_OK;
+		int64_t n = 1;
+		for (int d = 0; d < a.ndim; d++)
+			n *= a.shape[d];
+		for (int64_t j = 0; ok && j < n; j++) {
+			dmax = fmax(dmax, fabs((double)((const float *)a.data)[j] - ((const float *)b.data)[j]));
+			amax = fmax(amax, fabs((double)((const float *)a.data)[j]));
+		}
+	}
+	st_close(f[0]);
+	st_close(f[1]);
+	CHECK(ok);
+	printf("  %s: 2 copies of batch 6 against 1 of 12, %lld and %lld iterations: weights differ by %.3g "
+	       "(relative), val accuracy %.3f and %.3f\n",
+	       train_other, (long long)r[0].iterations, (long long)r[1].iterations, amax > 0 ? dmax / amax : 1,
+	       r[0].val_accuracy, r[1].val_accuracy);
+	CHECK_EQ_INT(r[0].iterations, r[1].iterations);
+	CHECK(amax > 0 && dmax / amax < 10 * TOL);
+	CHECK(fabs(r[0].val_loss - r[1].val_loss) <= 10 * TOL * fmax(1.0, r[0].val_loss));
+	fs_rm_rf(tmp, NULL);
+}
+
 /* ---- without a GPU: the refusal says why ---- */
 
 static struct dd_err refusal;
@@ -1026,6 +1096,7 @@ int main(int argc, char **argv)
 		RUN(test_solvers);
 		RUN(test_lenet);
 		RUN(test_train_run);
+		RUN(test_train_replicas);
 		RUN(test_precision_refused);
 		RUN(test_feed_device_without_upload);
 		RUN(test_feed_raw_path);
@@ -1060,6 +1131,7 @@ int main(int argc, char **argv)
 		RUN(test_feed_device_without_upload);
 		RUN(test_feed_raw_path);
 		RUN(test_two_gpus);
+		RUN(test_train_replicas);
 	}
 	backend_free(cu);
 	backend_free(cpu);
