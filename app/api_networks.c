@@ -953,6 +953,14 @@ int api_job_resources(struct req *r)
 	cJSON_AddNumberToObject(o, "interval_ms", (double)(ms1 - ms0));
 	cJSON_AddNumberToObject(o, "rss_bytes", (double)rss);
 	cJSON_AddNumberToObject(o, "threads", threads);
-	cJSON_AddArrayToObject(o, "gpus"); /* the CUDA backend fills this in */
+	/* the GPUs it holds, as /api/v1/info shows them (NVML's use where present) */
+	cJSON *all = sched_gpus_json(), *held = cJSON_AddArrayToObject(o, "gpus"), *g;
+	for (cJSON *next = all ? all->child : NULL; (g = next) != NULL;) {
+		next = g->next;
+		const cJSON *holder = cJSON_GetObjectItemCaseSensitive(g, "job");
+		if (cJSON_IsNumber(holder) && (int64_t)holder->valuedouble == r->id)
+			cJSON_AddItemToArray(held, cJSON_DetachItemViaPointer(all, g));
+	}
+	cJSON_Delete(all);
 	return http_json(r->c, 200, o);
 }
