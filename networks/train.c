@@ -167,7 +167,8 @@ struct run {
 	int tb, vb, iter_size;
 	int fc, fh, fw;
 	int64_t ipe, total, vit;  /* iterations per epoch, in all; val batches */
-	/* data parallelism: nrep copies (1: none, rep[] unused) */
+	/* the copies of the train graph: rep[0] is (be, tr, sol, tdata, tlabel); more
+	 * than one with train_opts.replicas (data parallelism) */
 	int nrep;
 	struct replica rep[TRAIN_MAX_REPLICAS];
 	struct crew crew;

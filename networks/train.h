@@ -29,6 +29,14 @@
  * that match by name and shape and keeps the rest freshly initialised, then trains
  * from iteration 0.
  *
+ * Data parallelism (opts.replicas = N > 1): N copies of the train graph, copy 0
+ * on this thread and each other on a thread of its own (bound to its GPU), take
+ * their N parts of one feed batch of N × batch images; after the passes their
+ * gradients are averaged (NCCL's all-reduce on a cuda group, else on the host) and
+ * every copy takes the same solver step, so they stay equal and the run is the one
+ * of a single copy with N × batch.  Validation, snapshots and metrics are copy 0's;
+ * the solverstate also keeps each copy's dropout stream ("dropout_rng_<i>").
+ *
  * A loss that becomes NaN or infinite stops training with DD_EINVAL: "the loss
  * became NaN at epoch E; try a lower learning rate". */
 #ifndef DD_TRAIN_H
