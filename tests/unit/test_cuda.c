@@ -32,11 +32,14 @@
  * Several GPUs (skipped with fewer than two): LeNet on a group of two, 32 images
  * each, one thread per GPU, gradients averaged with NCCL, gives one GPU's
  * gradients for the 64 together, and a solver step leaves both replicas' weights
- * bit for bit the same and the single GPU's within tolerance.
+ * bit for bit the same and the single GPU's within tolerance; and a whole
+ * train_run on two GPUs of batch 6 trains as one of batch 12.
  *
  * Where no GPU answers (or the plugin was not built) the GPU tests print a visible
  * "SKIP: <reason>" and the summary counts them; what runs here then is the check
- * that the refusal says why. */
+ * that the refusal says why, and a dry run of the comparisons with the ref backend
+ * in cuda's place (also `test_cuda --against ref|cpu` anywhere): this file's
+ * networks, tolerances and harness, and train_run on two host copies. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -1084,12 +1087,23 @@ int main(int argc, char **argv)
 		printf("FAIL cpu backend: %s\n", err.msg);
 		return 1;
 	}
-	if (argc > 2 && !strcmp(argv[1], "--against")) {
-		/* a dry run of the comparisons with another backend in cuda's place (ref):
-		 * checks this file's networks and harness on a machine without a GPU */
-		train_other = argv[2];
-		if (backend_create(argv[2], &cu, &err)) {
-			printf("FAIL %s: %s\n", argv[2], err.msg);
+	const char *against = argc > 2 && !strcmp(argv[1], "--against") ? argv[2] : NULL;
+	if (!against && backend_create("cuda", &cu, &refusal)) {
+		char why[600];
+		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
+		check_skip(why);
+		RUN(test_refusal_names_the_reason);
+		RUN(test_version_mismatch);
+		against = "ref"; /* and the harness's dry run, below */
+	}
+	if (against) {
+		/* a dry run of the comparisons with another backend in cuda's place (ref
+		 * where there is no GPU): checks this file's networks and harness, and
+		 * data-parallel training on host copies */
+		printf("  the comparisons with %s in cuda's place (a dry run of the harness)\n", against);
+		train_other = against;
+		if (backend_create(against, &cu, &err)) {
+			printf("FAIL %s: %s\n", against, err.msg);
 			return 1;
 		}
 		RUN(test_layers);
@@ -1097,15 +1111,6 @@ int main(int argc, char **argv)
 		RUN(test_lenet);
 		RUN(test_train_run);
 		RUN(test_train_replicas);
-		RUN(test_precision_refused);
-		RUN(test_feed_device_without_upload);
-		RUN(test_feed_raw_path);
-	} else if (backend_create("cuda", &cu, &refusal)) {
-		char why[600];
-		snprintf(why, sizeof why, "no CUDA backend here, the GPU tests do not run: %s", refusal.msg);
-		check_skip(why);
-		RUN(test_refusal_names_the_reason);
-		RUN(test_version_mismatch);
 		RUN(test_precision_refused);
 		RUN(test_feed_device_without_upload);
 		RUN(test_feed_raw_path);
