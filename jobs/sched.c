@@ -15,7 +15,10 @@
  *    A job asks for GPUs through its params ("backend": "cuda", "gpus": N, [ids]
  *    or "any"); at its start the scheduler writes the ids it got into job.json
  *    (resources.gpus, and params.backend "cuda:ID" so that the worker runs on the
- *    first).  One job per GPU. */
+ *    first).  One job per GPU.  A job that runs on a cluster holds none of this
+ *    server's GPUs: it asks for a count (or "any": 1), and job.json gets
+ *    resources.gpu_count, which becomes Slurm's --gres=gpu:N and, in the worker,
+ *    one copy of the network per GPU Slurm gave it. */
 #define _GNU_SOURCE
 #include "sched.h"
 
@@ -141,13 +144,32 @@ cJSON *sched_gpus_json(void)
 
 /* What a job's params ask for: *want GPUs, either any (nids 0) or those ids.
  * DD_OK with *want 0 for a job that runs on the CPU; DD_EINVAL naming the field
- * when this server cannot give them (ngpu: how many it has). */
-static int gpu_request(const cJSON *params, int ngpu, int *want, int *ids, int *nids, struct dd_err *err)
+ * when this server cannot give them (ngpu: how many it has).  A job that runs on
+ * a cluster (cluster 1) gets the cluster's GPUs, which Slurm picks: it asks for a
+ * count or "any", whatever this server has. */
+static int gpu_request(const cJSON *params, int ngpu, int cluster, int *want, int *ids, int *nids,
+		       struct dd_err *err)
 {
 	*want = *nids = 0;
 	const char *backend = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(params, "backend"));
 	if (!backend || strncmp(backend, "cuda", 4) != 0)
 		return DD_OK;
+	if (cluster) {
+		const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
+		*want = 1;
+		if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any")))
+			return DD_OK;
+		if (cJSON_IsNumber(g) && g->valuedouble == (int)g->valuedouble && g->valueint >= 1 &&
+		    g->valueint <= SCHED_MAX_GPUS) {
+			*want = g->valueint;
+			return DD_OK;
+		}
+		*want = 0;
+		return dd_err_set(err, DD_EINVAL,
+				  "gpus: a job on the cluster asks for a count of GPUs (1 to %d) or \"any\"; Slurm "
+				  "chooses which",
+				  SCHED_MAX_GPUS);
+	}
 	if (ngpu <= 0)
 		return dd_err_set(err, DD_EINVAL,
 				  "backend: no GPU on this server, so \"cuda\" cannot run here (use \"cpu\")");
@@ -472,15 +494,19 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 
 /* Give queued job row the GPUs its params ask for, if free: 1 with gpus/ngpus
  * filled (ngpus 0 for a CPU job) and job.json telling the worker which; 0 when
- * they are busy (it waits); -1 when it can never run here (it ends in error). */
-static int take_gpus(const struct job_row *row, const char *job_json, int *gpus, int *ngpus)
+ * they are busy (it waits); -1 when it can never run here (it ends in error).
+ * A cluster job (cluster 1) holds none of this server's: job.json gets
+ * resources.gpu_count (Slurm's --gres, and the worker's count of copies), and
+ * *counted says how many it will use (for its owner's GPU minutes). */
+static int take_gpus(const struct job_row *row, const char *job_json, int cluster, int *gpus, int *ngpus,
+		     int *counted)
 {
 	char *text = NULL;
 	size_t len = 0;
 	struct dd_err err = { 0 };
 	cJSON *job = NULL;
 	int rc = -1, want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	*ngpus = 0;
+	*ngpus = *counted = 0;
 	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
 		goto fail;
 	if (!(job = cJSON_ParseWithLength(text, len))) {
@@ -488,11 +514,22 @@ static int take_gpus(const struct job_row *row, const char *job_json, int *gpus,
 		goto fail;
 	}
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
-	if (gpu_request(params, S.ngpu, &want, ids, &nids, &err) != DD_OK)
+	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
 		goto fail;
 	if (want == 0) {
 		rc = 1;
 		goto done;
+	}
+	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
+	if (!cJSON_IsObject(res)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(job, "resources");
+		res = cJSON_AddObjectToObject(job, "resources");
+	}
+	if (cluster) {
+		cJSON_DeleteItemFromObjectCaseSensitive(res, "gpu_count");
+		cJSON_AddNumberToObject(res, "gpu_count", want);
+		*counted = want;
+		goto write;
 	}
 	if (nids) {
 		for (int i = 0; i < nids; i++)
@@ -508,16 +545,13 @@ static int take_gpus(const struct job_row *row, const char *job_json, int *gpus,
 			goto busy;
 	}
 	/* tell the worker: the ids in resources, the first as its device */
-	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
-	if (!cJSON_IsObject(res)) {
-		cJSON_DeleteItemFromObjectCaseSensitive(job, "resources");
-		res = cJSON_AddObjectToObject(job, "resources");
-	}
 	cJSON_DeleteItemFromObjectCaseSensitive(res, "gpus");
 	cJSON_AddItemToObject(res, "gpus", cJSON_CreateIntArray(gpus, *ngpus));
 	char device[32];
 	snprintf(device, sizeof device, "cuda:%d", gpus[0]);
 	cJSON_ReplaceItemInObjectCaseSensitive(params, "backend", cJSON_CreateString(device));
+	*counted = *ngpus;
+write:;
 	char *out = cJSON_Print(job);
 	if (!out) {
 		dd_err_set(&err, DD_ENOMEM, "out of memory");
@@ -589,14 +623,14 @@ static void start_queued(void)
 		int cluster = strcmp(executor_of(rows[i].kind)->name, "local") != 0;
 		if ((!cluster && S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots) || access(path, F_OK) != 0)
 			break;
-		int gpus[SCHED_MAX_GPUS], ngpus = 0;
+		int gpus[SCHED_MAX_GPUS], ngpus = 0, counted = 0;
 		/* a cluster job gets its GPUs from the cluster (--gres), not this machine's */
-		int fit = cluster ? 1 : take_gpus(&rows[i], path, gpus, &ngpus);
+		int fit = take_gpus(&rows[i], path, cluster, gpus, &ngpus, &counted);
 		if (fit == 0) /* its GPUs are busy: it and those behind it wait */
 			break;
 		taken[i] = 1;
 		if (fit > 0) {
-			store_job_set_gpus_held(rows[i].id, ngpus, NULL); /* its owner's GPU minutes */
+			store_job_set_gpus_held(rows[i].id, counted, NULL); /* its owner's GPU minutes */
 			start_job(&rows[i], gpus, ngpus);
 			struct fair_owner *w = fair_owner_of(owners, nowners, rows[i].owner_id);
 			w->running++;
@@ -1053,16 +1087,16 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	int rc;
 	if (kind->validate && (rc = kind->validate(params, err)))
 		return rc;
+	/* a cluster has more cores and GPUs than this server: Slurm says whether it fits */
+	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	if ((rc = gpu_request(params, S.ngpu, &want, ids, &nids, err)))
+	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
 		return rc;
-	if (cpu_slots <= 0 && want > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
+	if (cpu_slots <= 0 && want > 0 && S.ngpu > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
 		cpu_slots = S.cfg.cpu_slots / S.ngpu > 1 ? S.cfg.cpu_slots / S.ngpu : 1;
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
 			    : kind->default_cpu_slots < 0 ? S.cfg.cpu_slots : 1;
-	/* a cluster has more cores than this server: Slurm says whether it fits */
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
 	if (cpu_slots > S.cfg.cpu_slots && !cluster)
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
@@ -1153,7 +1187,8 @@ int sched_requeue(int64_t id, cJSON *params, struct dd_err *err)
 	if (kind->validate && (rc = kind->validate(params, err)))
 		return rc;
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	if ((rc = gpu_request(params, S.ngpu, &want, ids, &nids, err)))
+	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
 		return rc;
 	if ((rc = sched_quota_check(row.owner_id, want > 0, err)))
 		return rc;

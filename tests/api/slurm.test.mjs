@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  startServer, waitState, waitFor, allEvents, assertSchema, loadOpenApi, writeColourFolders, TINY_NET, BIN,
+  startServer, waitState, waitFor, allEvents, assertSchema, assertError, loadOpenApi, writeColourFolders, TINY_NET, BIN,
 } from './helpers.mjs';
 import { startSlurm, slurmMissing } from '../lib/slurm.mjs';
 
@@ -206,6 +206,26 @@ describe('slurm executor', () => {
     bigId = b.body.job.id;
     const bj = await waitState(server, bigId, ['done', 'error'], SLOW);
     assert.equal(bj.state, 'done', bj.error);
+  });
+
+  test('a cuda training asks the cluster for its GPUs: --gres=gpu:N, resources.gpu_count; ids are refused', async (t) => {
+    if (skip || !dsSlurm) return t.skip(skip || 'no dataset');
+    // this server has no GPU, its cluster does (or says why not)
+    assertError(await server.api('POST', '/api/v1/models', model(dsSlurm, { backend: 'cuda', gpus: [0, 1] })), 400, 'invalid',
+      /^gpus: a job on the cluster asks for a count of GPUs \(1 to 16\) or "any"; Slurm chooses which/);
+    const r = await server.api('POST', '/api/v1/models', model(dsSlurm, { backend: 'cuda', gpus: 2 }));
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const id = r.body.job.id;
+    const j = await waitState(server, id, ['done', 'error', 'aborted'], SLOW);
+    const dir = join(server.dataDir, 'jobs', String(id));
+    const jj = JSON.parse(readFileSync(join(dir, 'job.json'), 'utf8'));
+    assert.equal(jj.resources.gpu_count, 2);
+    assert.deepEqual(jj.resources.gpus, []);
+    assert.equal(jj.params.backend, 'cuda', 'Slurm picks the devices: the worker counts from 0');
+    assert.match(readFileSync(join(dir, 'slurm.sh'), 'utf8'), /^#SBATCH --gres=gpu:2$/m);
+    // the test cluster has no GPU: Slurm refuses the request, and the job says so
+    assert.equal(j.state, 'error');
+    assert.match(j.error, /sbatch refused the job: .*gres/i);
   });
 
   test('a job that waits shows Slurm\'s pending reason and its place; abort while pending, then abort running: aborted with a snapshot', async (t) => {
