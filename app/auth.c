@@ -521,14 +521,18 @@ int auth_session_delete(int64_t session_id, struct dd_err *err)
 
 int auth_session_refresh(struct auth_state *as)
 {
-	if (!as->session_id)
+	if (!as->session_id && !as->token_id)
 		return 0;
-	sqlite3_stmt *st = prep("SELECT u.id,u.name,u.role FROM sessions s JOIN users u ON u.id=s.user_id"
-				" WHERE s.id=? AND s.expires_at>? AND u.disabled=0",
-				NULL);
+	sqlite3_stmt *st = as->session_id
+		? prep("SELECT u.id,u.name,u.role FROM sessions s JOIN users u ON u.id=s.user_id"
+		       " WHERE s.id=? AND s.expires_at>? AND u.disabled=0",
+		       NULL)
+		: prep("SELECT u.id,u.name,u.role FROM api_tokens t JOIN users u ON u.id=t.user_id"
+		       " WHERE t.id=? AND t.revoked_at IS NULL AND u.disabled=0 AND ?>0",
+		       NULL);
 	if (!st)
 		return 0; /* the store is busy: keep what we had, ask again later */
-	sqlite3_bind_int64(st, 1, as->session_id);
+	sqlite3_bind_int64(st, 1, as->session_id ? as->session_id : as->token_id);
 	sqlite3_bind_int64(st, 2, fs_now_ms());
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
@@ -667,6 +671,7 @@ static int apitoken_lookup(const char *secret, struct auth_state *as)
 	fill_user(st, 0, &as->user);
 	int64_t tid = sqlite3_column_int64(st, 3), last = sqlite3_column_int64(st, 4);
 	sqlite3_finalize(st);
+	as->token_id = tid;
 	int64_t now = fs_now_ms();
 	if (now - last >= 60000) { /* last_used to the minute */
 		st = prep("UPDATE api_tokens SET last_used=? WHERE id=?", NULL);

@@ -48,6 +48,7 @@ struct auth_state {
 	int authenticated;  /* a valid session or token came with the request */
 	struct auth_user user;
 	int64_t session_id; /* 0 unless authenticated by the session cookie */
+	int64_t token_id;   /* 0 unless authenticated by an API token */
 	char csrf[AUTH_TOKEN_LEN + 1];
 	char address[48];   /* the client's address */
 };
@@ -120,10 +121,11 @@ cJSON *auth_user_json(const struct auth_user *u);
 int auth_session_create(int64_t user_id, char token[AUTH_TOKEN_LEN + 1], char csrf[AUTH_TOKEN_LEN + 1],
 			int64_t *session_id, int64_t *expires_ms, struct dd_err *err);
 int auth_session_delete(int64_t session_id, struct dd_err *err);
-/* Is as's session (from the cookie) still live: not ended by logout, a password
- * change or its expiry, its user not disabled?  0 and as->user refreshed (a role
- * changed since); -1 when it has ended.  A state without a session is left alone
- * (0).  For the WebSocket, whose connection outlives the request that opened it. */
+/* Is as's session (from the cookie) or API token still live: the session not
+ * ended by logout, a password change or its expiry, the token not revoked, its
+ * user not disabled?  0 and as->user refreshed (a role changed since); -1 when
+ * it has ended.  A state with neither is left alone (0).  For the WebSocket,
+ * whose connection outlives the request that opened it. */
 int auth_session_refresh(struct auth_state *as);
 /* Delete every session past its idle or absolute end (at start-up; others are
  * deleted when they are next presented). */

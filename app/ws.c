@@ -129,7 +129,7 @@ static void *sender_main(void *arg)
 		if (cl->signed_out) {
 			pthread_mutex_unlock(&lock);
 			static const char out[] =
-				"{\"type\":\"signed_out\",\"message\":\"your session has ended (logout, a password change, expiry or a disabled account); log in again\"}";
+				"{\"type\":\"signed_out\",\"message\":\"your session has ended (logout, a password change, expiry, a revoked API token or a disabled account); log in again\"}";
 			mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_TEXT, out, sizeof out - 1);
 			mg_websocket_write(cl->c, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
 			pthread_mutex_lock(&lock);
@@ -377,7 +377,8 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 		/* a connection outlives the request that opened it: its session is asked
 		 * about again every few seconds, so a logout, a password change or a
 		 * disabled account stops it, and a changed role applies */
-		if (cl->who.session_id && !cl->signed_out && now - cl->checked_ms >= SESSION_RECHECK_MS) {
+		if ((cl->who.session_id || cl->who.token_id) && !cl->signed_out &&
+		    now - cl->checked_ms >= SESSION_RECHECK_MS) {
 			cl->checked_ms = now;
 			if (auth_session_refresh(&cl->who) != 0) {
 				cl->signed_out = 1;

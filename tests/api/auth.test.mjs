@@ -390,6 +390,30 @@ describe('accounts on', () => {
     assert.ok(rootWs.all.some((m) => m.type === 'job' && m.job.name === 'after-logout'), 'the admin\'s socket goes on');
   });
 
+  test('a WebSocket opened with an API token is told signed_out and closed once the token is revoked', async () => {
+    const s = await login(server, 'ann');
+    const ann = asUser(server, s);
+    const { id, secret } = (await ann('POST', '/api/v1/me/tokens', { name: 'socket' })).body.token;
+    const ws = await wsOpen(server.url, { authorization: `Bearer ${secret}` });
+    sockets.push(ws);
+    await ws.subscribe('jobs');
+    let closed = false;
+    ws.ws.once('close', () => { closed = true; });
+    // live while the token is
+    await ann('POST', '/api/v1/jobs', { kind: 'test', name: 'before-revoke', params: { steps: 1, step_ms: 1 } });
+    await waitFor(() => ws.all.some((m) => m.type === 'job' && m.job.name === 'before-revoke'), 5000, 'a job message');
+    assert.equal((await ann('DELETE', `/api/v1/me/tokens/${id}`)).status, 204);
+    await waitFor(async () => {
+      await ann('POST', '/api/v1/jobs', { kind: 'test', name: 'after-revoke', params: { steps: 1, step_ms: 1 } });
+      await sleep(300);
+      return ws.all.some((m) => m.type === 'signed_out');
+    }, 15000, 'signed_out on the token\'s socket');
+    assert.match(ws.all.find((m) => m.type === 'signed_out').message, /revoked API token/);
+    await waitFor(() => closed, 5000, 'the socket closed');
+    const after = ws.all.slice(ws.all.findIndex((m) => m.type === 'signed_out') + 1);
+    assert.deepEqual(after, [], 'nothing after signed_out');
+  });
+
   test('a password change needs the current one and ends the other sessions', async () => {
     const s1 = await login(server, 'pat');
     const s2 = await login(server, 'pat');
