@@ -227,8 +227,12 @@ static int parse_gpus(const char *arg, struct train_opts *o)
 	for (;;) {
 		char *end;
 		long id = strtol(s, &end, 10);
-		if (end == s || (*end && *end != ',') || id < 0 || id > 63 || *s == '+' || *s == '-' || *s == ' ') {
+		if (*s < '0' || *s > '9' || (*end && *end != ',')) { /* digits only: no sign, no space */
 			fprintf(stderr, "deepdesk train: --gpus: '%s' is not a comma list of GPU ids (like 0,1)\n", arg);
+			return -1;
+		}
+		if (id > 63) {
+			fprintf(stderr, "deepdesk train: --gpus: GPU %ld: a device id is from 0 to 63\n", id);
 			return -1;
 		}
 		if (o->replicas == TRAIN_MAX_REPLICAS) {

@@ -259,6 +259,8 @@ describe('gpus on a server that pretends to have two', () => {
       [['--backend', 'cuda', '--gpus', '0,x'], /^deepdesk train: --gpus: '0,x' is not a comma list of GPU ids \(like 0,1\)$/m],
       [['--backend', 'cuda', '--gpus', '0,'], /^deepdesk train: --gpus: '0,' is not a comma list/m],
       [['--backend', 'cuda', '--gpus', '-1'], /^deepdesk train: --gpus: '-1' is not a comma list/m],
+      [['--backend', 'cuda', '--gpus', '0, 1'], /^deepdesk train: --gpus: '0, 1' is not a comma list/m],
+      [['--backend', 'cuda', '--gpus', '1,64'], /^deepdesk train: --gpus: GPU 64: a device id is from 0 to 63$/m],
       [['--backend', 'cuda', '--gpus', [...Array(17).keys()].join(',')], /^deepdesk train: --gpus: at most 16 GPUs$/m],
     ]) {
       const r = spawnSync(BIN, ['train', '--dataset', ds, '--network', net, '--out', join(work, 'bad'), ...args], { encoding: 'utf8' });
