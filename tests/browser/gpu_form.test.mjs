@@ -3,7 +3,8 @@
 // workers load a stand-in CUDA plugin (built here with cc) that waits a few
 // seconds and answers "no GPU":
 //   - the Device choices are CPU, Reference, GPU 0, GPU 1 and "All 2 GPUs"; picking
-//     the last says the batch size is per GPU, picking one GPU takes that back;
+//     the last says the batch size is per GPU and halves the LR preview's steps per
+//     epoch, picking one GPU takes both back;
 //   - cloning a job that asked for "gpus": 2 restores "All 2 GPUs", one that asked
 //     for [1, 0] gets a choice of its own, and creating the clone sends gpus [0, 1];
 //   - the model page of a running two-GPU job lists both GPUs it holds.
@@ -94,10 +95,23 @@ test('the form offers each GPU and all of them; all of them makes the batch size
   assert.deepEqual(choices, ['cpu', 'ref', 'cuda:0', 'cuda:1', 'cuda:0,1']);
   assert.match(await page.locator(`label[for="${await radio('cuda:0,1').getAttribute('id')}"]`).textContent(), /All 2 GPUs/);
   assert.doesNotMatch(await hint(), /per GPU/i);
+  // the LR preview counts an epoch's steps: with both GPUs a step takes twice the images
+  const ds = (await server.api('GET', `/api/v1/datasets/${dsId}`)).body;
+  const train = (ds.dataset || ds).summary.splits.train.images;
+  assert.ok(train >= 8, JSON.stringify(ds).slice(0, 300));
+  const preview = (want) => page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/api/v1/lr-preview') &&
+    JSON.parse(r.postData() || '{}').iterations_per_epoch === want);
+  let seen = preview(Math.ceil(train / 2));
+  await page.locator('#f-batch_size').fill('2');
+  await seen;
+  seen = preview(Math.ceil(train / 4));
   await page.locator(`label[for="${await radio('cuda:0,1').getAttribute('id')}"]`).click();
+  await seen;
   assert.equal(await radio('cuda:0,1').isChecked(), true);
   assert.match(await hint(), /^Per GPU: each step trains 2 × this many images/);
+  seen = preview(Math.ceil(train / 2));
   await page.locator(`label[for="${await radio('cuda:1').getAttribute('id')}"]`).click();
+  await seen;
   assert.doesNotMatch(await hint(), /per GPU/i);
   assert.deepEqual(errors, []);
 });
