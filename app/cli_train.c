@@ -60,6 +60,10 @@ const char cli_train_usage[] =
 	"                        changed are initialised afresh\n"
 	"  --backend NAME        cpu (oneDNN), ref (the plain-C reference kernels) or\n"
 	"                        cuda[:N] (the CUDA plugin, GPU N; 0 by default) (cpu)\n"
+	"  --gpus ID,ID[,...]    cuda only: train data parallel on these GPUs (up to 16,\n"
+	"                        distinct), one copy of the network each, joined by NCCL;\n"
+	"                        --batch is then images per GPU, a step trains\n"
+	"                        GPUs x batch.  Overrides the N of cuda:N\n"
 	"  --precision P         fp32, fp16 or bf16: convolutions and inner products in\n"
 	"                        half precision on tensor cores, FP32 master weights, fp16\n"
 	"                        with dynamic loss scaling; cuda only (fp32)\n"
@@ -214,6 +218,39 @@ static int parse_steps(const char *arg, struct train_opts *o)
 	return 0;
 }
 
+/* --gpus 0,1,3: distinct device ids, at most TRAIN_MAX_REPLICAS, into o->gpus and
+ * o->replicas; 0, or -1 after saying what is wrong. */
+static int parse_gpus(const char *arg, struct train_opts *o)
+{
+	const char *s = arg;
+	o->replicas = 0;
+	for (;;) {
+		char *end;
+		long id = strtol(s, &end, 10);
+		if (*s < '0' || *s > '9' || (*end && *end != ',')) { /* digits only: no sign, no space */
+			fprintf(stderr, "deepdesk train: --gpus: '%s' is not a comma list of GPU ids (like 0,1)\n", arg);
+			return -1;
+		}
+		if (id > 63) {
+			fprintf(stderr, "deepdesk train: --gpus: GPU %ld: a device id is from 0 to 63\n", id);
+			return -1;
+		}
+		if (o->replicas == TRAIN_MAX_REPLICAS) {
+			fprintf(stderr, "deepdesk train: --gpus: at most %d GPUs\n", TRAIN_MAX_REPLICAS);
+			return -1;
+		}
+		for (int j = 0; j < o->replicas; j++)
+			if (o->gpus[j] == id) {
+				fprintf(stderr, "deepdesk train: --gpus: GPU %ld is listed twice\n", id);
+				return -1;
+			}
+		o->gpus[o->replicas++] = (int)id;
+		if (!*end)
+			return 0;
+		s = end + 1;
+	}
+}
+
 /* The numeric options: flag, range, where it goes. */
 struct num_opt {
 	int id;
@@ -256,7 +293,7 @@ int cli_train(int argc, char **argv)
 		{ "val-interval", required_argument, 0, 'v' }, { "snapshot-interval", required_argument, 0, 'V' },
 		{ "resume", required_argument, 0, 'r' },   { "finetune", required_argument, 0, 'f' },
 		{ "backend", required_argument, 0, 'B' },  { "threads", required_argument, 0, 't' },
-		{ "precision", required_argument, 0, 'Q' },
+		{ "precision", required_argument, 0, 'Q' }, { "gpus", required_argument, 0, 'G' },
 		{ "seed", required_argument, 0, 'S' },     { "json", no_argument, 0, 'j' },
 		{ "help", no_argument, 0, 'h' },           { 0, 0, 0, 0 }
 	};
@@ -291,6 +328,10 @@ int cli_train(int argc, char **argv)
 		case 'f': o.finetune = optarg; break;
 		case 'B': o.backend = optarg; break;
 		case 'Q': o.precision = optarg; break;
+		case 'G':
+			if (parse_gpus(optarg, &o))
+				return 2;
+			break;
 		case 's':
 			if (solver_type_parse(optarg, &o.solver, &err)) {
 				fprintf(stderr, "deepdesk train: --solver: %s\n", err.msg);
@@ -334,6 +375,18 @@ int cli_train(int argc, char **argv)
 	}
 	if (o.policy != LR_MULTISTEP)
 		o.nmultistep = 0;
+	if (o.replicas > 0) {
+		/* --gpus names the devices: the backend is cuda on the first of them */
+		static char device[32];
+		if (!o.backend || strncmp(o.backend, "cuda", 4) != 0 || (o.backend[4] && o.backend[4] != ':')) {
+			fprintf(stderr, "deepdesk train: --gpus: only with --backend cuda\n");
+			return 2;
+		}
+		snprintf(device, sizeof device, "cuda:%d", o.gpus[0]);
+		o.backend = device;
+		if (o.replicas == 1)
+			o.replicas = 0; /* one GPU: an ordinary run on it */
+	}
 	if (o.resume && o.finetune) {
 		fprintf(stderr, "deepdesk train: --resume and --finetune exclude each other\n");
 		return 2;

@@ -13,7 +13,11 @@
  *   "epochs", "batch_size"?, "crop_size"?, "mirror"?: true|false,
  *   "mean": "none"|"image"|"pixel", "seed",
  *   "val_interval", "snapshot_interval", "backend": "cpu"|"ref"|"cuda",
- *   "gpus"?: 1 | [ID] | "any" (cuda only; the scheduler gives the job a free GPU),
+ *   "gpus"?: N | [ID, …] | "any" (cuda only: N from 1 to 16, or up to 16 distinct
+ *            ids; "any", the default, is one free GPU.  The scheduler gives the job
+ *            free GPUs and writes their ids in job.json's resources.gpus and the
+ *            first as params.backend "cuda:FIRST"; more than one trains data
+ *            parallel, one copy per GPU, batch_size images on each),
  *   "precision"?: "fp32"|"fp16"|"bf16" (the half ones cuda only),
  *   "finetune"?: {"model": MODEL_JOB_ID, "snapshot"?: EPOCH},
  *   "resume"?: {"snapshot"?: EPOCH},   (EPOCH: a snapshot's epoch, fractional for one
@@ -438,11 +442,13 @@ static int snapshot_field(cJSON *obj, const char *where, struct dd_err *err)
 	return num(obj, where, "snapshot", 0, 10000, NUM_REAL, 0, 0, err);
 }
 
-/* "gpus" (issue 7): with backend "cuda" only; 1, [one id] or "any" (the default).
+/* "gpus" (issue 7): with backend "cuda" only; a count 1..TRAIN_MAX_REPLICAS, a
+ * list of that many distinct GPU ids (whole numbers from 0), or "any" (the
+ * default, one GPU).  More than one trains data parallel, one copy per GPU.
  * Whether this server has them is the scheduler's question (sched_submit). */
 static int check_gpus(cJSON *params, struct dd_err *err)
 {
-	const cJSON *g = get(params, "gpus");
+	const cJSON *g = get(params, "gpus"), *it;
 	const char *be = cJSON_GetStringValue(get(params, "backend"));
 	if (!g)
 		return DD_OK;
@@ -450,13 +456,29 @@ static int check_gpus(cJSON *params, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "gpus: only with \"backend\": \"cuda\"");
 	if (cJSON_IsString(g) && !strcmp(g->valuestring, "any"))
 		return DD_OK;
-	int n = cJSON_IsNumber(g) ? (g->valuedouble == (int)g->valuedouble ? g->valueint : -1)
-		: cJSON_IsArray(g) ? cJSON_GetArraySize(g) : -1;
-	if (n < 1 || (cJSON_IsArray(g) && !cJSON_IsNumber(cJSON_GetArrayItem(g, 0))))
-		return dd_err_set(err, DD_EINVAL, "gpus: must be 1, a list of one GPU id, or \"any\"");
-	if (n > 1)
+	if (cJSON_IsNumber(g)) {
+		if (g->valuedouble != floor(g->valuedouble) || g->valuedouble < 1 || g->valuedouble > TRAIN_MAX_REPLICAS)
+			return dd_err_set(err, DD_EINVAL, "gpus: %g is not a count of GPUs from 1 to %d", g->valuedouble,
+					  TRAIN_MAX_REPLICAS);
+		return DD_OK;
+	}
+	if (!cJSON_IsArray(g))
 		return dd_err_set(err, DD_EINVAL,
-				  "gpus: training on %d GPUs at once (NCCL data parallelism) is not built yet: ask for 1", n);
+				  "gpus: must be a count from 1 to %d, a list of GPU ids, or \"any\"", TRAIN_MAX_REPLICAS);
+	int n = cJSON_GetArraySize(g), i = 0, ids[TRAIN_MAX_REPLICAS];
+	if (n < 1 || n > TRAIN_MAX_REPLICAS)
+		return dd_err_set(err, DD_EINVAL, "gpus: a list of 1 to %d GPU ids, not %d", TRAIN_MAX_REPLICAS, n);
+	cJSON_ArrayForEach(it, g)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+		    it->valuedouble > 1000000)
+			return dd_err_set(err, DD_EINVAL, "gpus[%d]: a GPU id is a whole number from 0", i);
+		ids[i] = (int)it->valuedouble;
+		for (int j = 0; j < i; j++)
+			if (ids[j] == ids[i])
+				return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is listed twice", ids[i]);
+		i++;
+	}
 	return DD_OK;
 }
 
@@ -626,6 +648,8 @@ cJSON *model_settings_from_opts(const struct train_opts *o)
 	cJSON_AddNumberToObject(st, "val_interval", o->val_interval > 0 ? o->val_interval : 1);
 	cJSON_AddNumberToObject(st, "snapshot_interval", o->snapshot_interval > 0 ? o->snapshot_interval : 1);
 	cJSON_AddStringToObject(st, "backend", o->backend ? o->backend : "cpu");
+	if (o->replicas > 1)
+		cJSON_AddItemToObject(st, "gpus", cJSON_CreateIntArray(o->gpus, o->replicas));
 	return st;
 }
 
@@ -793,6 +817,30 @@ static int pick_snapshot(const char *dir, double epoch, int need_state, const ch
 	return DD_OK;
 }
 
+/* The GPUs the scheduler gave a cuda job (job.json resources.gpus): more than one
+ * makes o a data-parallel run, one replica per GPU in that order (the backend
+ * stays "cuda:FIRST").  A CPU job, or one GPU, leaves o alone. */
+static int replicas_from_job(const cJSON *job, const char *backend, struct train_opts *o, struct dd_err *err)
+{
+	const cJSON *ids = get(get(job, "resources"), "gpus"), *it;
+	int n = cJSON_GetArraySize(ids);
+	if (!backend || strncmp(backend, "cuda", 4) != 0 || n < 2)
+		return DD_OK;
+	if (n > TRAIN_MAX_REPLICAS)
+		return dd_err_set(err, DD_EINVAL, "resources.gpus: %d GPUs, at most %d train one job", n,
+				  TRAIN_MAX_REPLICAS);
+	o->replicas = 0;
+	cJSON_ArrayForEach(it, ids)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+		    it->valuedouble > 63)
+			return dd_err_set(err, DD_EINVAL, "resources.gpus[%d]: not a GPU id (a whole number from 0 to 63)",
+					  o->replicas);
+		o->gpus[o->replicas++] = (int)it->valuedouble;
+	}
+	return DD_OK;
+}
+
 static int run(struct worker *w, struct dd_err *err)
 {
 	const cJSON *p = w->params;
@@ -850,6 +898,15 @@ static int run(struct worker *w, struct dd_err *err)
 	o.result = &res;
 	o.backend = cJSON_GetStringValue(get(p, "backend"));
 	o.precision = cJSON_GetStringValue(get(p, "precision"));
+	if ((rc = replicas_from_job(w->job, o.backend, &o, err)))
+		goto out;
+	if (o.replicas > 1) {
+		char list[TRAIN_MAX_REPLICAS * 4 + 1] = "";
+		for (int i = 0; i < o.replicas; i++)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "", o.gpus[i]);
+		worker_log(w, "info", "data parallel on %d GPUs (%s): batch_size images on each, %d copies of the network",
+			   o.replicas, list, o.replicas);
+	}
 	/* as many threads as the CPU slots the job holds: two trainings never share a
 	 * core (oneDNN's OpenMP threads collapse when oversubscribed) */
 	const cJSON *slots = get(get(w->job, "resources"), "cpu_slots");

@@ -159,6 +159,7 @@ export function mountNewModel(root, { navigate }) {
   register('network', netCard, [...netInputs], netErr);
 
   /* ---------- 3. solver ---------- */
+  const BATCH_HINT = 'Blank: the network\'s. A comma list (32, 64) is a sweep.';
   const epochsIn = numIn('epochs', '30');
   const snapIn = numIn('snapshot_interval', '1');
   const valIn = numIn('val_interval', '1');
@@ -186,7 +187,7 @@ export function mountNewModel(root, { navigate }) {
       field('snapshot_interval', 'Snapshot every', snapIn, 'Epochs between saved weights.'),
       field('val_interval', 'Validate every', valIn, 'Epochs between validations.')),
     h('div', { class: 'field-row three' },
-      field('batch_size', 'Batch size', batchIn, 'Blank: the network\'s. A comma list (32, 64) is a sweep.'),
+      field('batch_size', 'Batch size', batchIn, BATCH_HINT),
       field('solver.iter_size', 'Batch accumulation', iterIn, 'Batches summed per step (iter_size).'),
       field('solver.type', 'Solver type', typeSel, null)),
     h('div', { class: 'field-row three' },
@@ -206,8 +207,9 @@ export function mountNewModel(root, { navigate }) {
   const mirrorField = field('mirror', 'Mirror', h('label', { class: 'check-label', for: 'f-mirror' }, mirrorIn, ' Flip training images at random'),
     'Half of the training images, left to right. Unticked: as the network\'s data layer says.', { input: mirrorIn });
   // Device: CPU and the reference backend always; one choice per GPU that GET /info lists
-  // (the CUDA backend's), added once it answers.  Such a choice sends backend "cuda" and
-  // gpus [id].
+  // (the CUDA backend's), added once it answers, and "All N GPUs" where there are several.
+  // A GPU choice's value is "cuda:" and its ids ("cuda:1", "cuda:0,1"): it sends backend
+  // "cuda" and gpus [ids]; several train data parallel, batch_size images on each.
   const backendR = radioGroup('backend', [['cpu', 'CPU', 'oneDNN, fast'], ['ref', 'Reference', 'plain loops, slow; the oracle']], 'cpu');
   const dataCard = section('dat', '4', 'Data and hardware', 'What is done to each image before it is fed, and where the work runs.',
     h('div', { class: 'field-row' }, wrapRadio('mean', 'Mean subtraction', meanR),
@@ -217,6 +219,8 @@ export function mountNewModel(root, { navigate }) {
     h('div', { class: 'field-row' }, mirrorField),
     wrapRadio('backend', 'Device', backendR));
   for (const i of [...meanR.inputs]) i.addEventListener('change', scheduleCheck);
+  // the GPU radios come later (loadGpus): one listener on the group sees them all
+  backendR.el.addEventListener('change', () => { updateBatchHint(); schedulePreview(); updateSubmit(); });
   cropIn.addEventListener('input', scheduleCheck);
   batchIn.addEventListener('input', scheduleCheck);
 
@@ -329,15 +333,44 @@ export function mountNewModel(root, { navigate }) {
   }
 
   /* ---------- devices ---------- */
+  let gpuIds = []; // what GET /info lists
   async function loadGpus() {
     let info;
     try { info = await get('/info'); } catch { return; } // the form still works on the CPU
     if (!alive || !info || !Array.isArray(info.gpus)) return;
     for (const g of info.gpus) {
       if (!g || !Number.isInteger(g.id)) continue;
+      gpuIds.push(g.id);
       const mem = typeof g.memory_total === 'number' ? bytes(g.memory_total) : '';
       backendR.add([`cuda:${g.id}`, `GPU ${g.id}`, [g.name, mem].filter(Boolean).join(', ') || 'CUDA']).dataset.gpu = String(g.id);
     }
+    if (gpuIds.length >= 2) {
+      backendR.add([`cuda:${gpuIds.join(',')}`, `All ${gpuIds.length} GPUs`, 'data parallel: the batch size is per GPU'])
+        .dataset.gpus = 'all';
+    }
+  }
+  /** The GPU ids a device choice names: [] for the CPU ones. */
+  const devGpus = (dev) => (dev && dev.startsWith('cuda:') ? dev.slice(5).split(',').map(Number) : []);
+  /** The choice for a job's params.backend and params.gpus (a list, a count or "any"), adding
+   * one for a list of GPUs the radios do not have yet (a clone of a job on GPUs 0 and 2). */
+  function deviceChoice(p) {
+    if (p.backend !== 'cuda') return p.backend;
+    const g = p.gpus;
+    let ids = null;
+    if (Array.isArray(g) && g.length && g.every((x) => Number.isInteger(x) && x >= 0)) ids = g;
+    else if (Number.isInteger(g) && g >= 1 && g <= gpuIds.length) ids = gpuIds.slice(0, g); // N of any: the first N
+    else if (gpuIds.length) ids = [gpuIds[0]]; // "any" or absent: one GPU
+    if (!ids) return null;
+    const v = `cuda:${ids.join(',')}`;
+    if (ids.length > 1 && !backendR.inputs.some((i) => i.value === v)) {
+      backendR.add([v, `GPUs ${ids.join(', ')}`, 'data parallel: the batch size is per GPU']).dataset.gpus = ids.join(',');
+    }
+    return v;
+  }
+  function updateBatchHint() {
+    const n = devGpus(backendR.value()).length;
+    const hint = fields.get('batch_size').wrap.querySelector('.field-hint');
+    setText(hint, n > 1 ? `Per GPU: each step trains ${n} × this many images, one batch on each of the ${n} GPUs. ${BATCH_HINT}` : BATCH_HINT);
   }
 
   /* ---------- datasets ---------- */
@@ -666,7 +699,8 @@ export function mountNewModel(root, { navigate }) {
     const n = d.summary.splits && d.summary.splits.train ? d.summary.splits.train.images : 0;
     const bs = firstNumber(batchIn.value) || 64;
     const it = Math.max(1, Number(iterIn.value) || 1);
-    return n ? Math.max(1, Math.ceil(n / (bs * it))) : null;
+    const replicas = Math.max(1, devGpus(backendR.value()).length); // a step trains a batch on each GPU
+    return n ? Math.max(1, Math.ceil(n / (replicas * bs * it))) : null;
   }
 
   /* ---------- reading the form ---------- */
@@ -755,7 +789,7 @@ export function mountNewModel(root, { navigate }) {
     body.mean = meanR.value();
     if (mirrorIn.checked) body.mirror = true;
     const dev = backendR.value() || 'cpu';
-    if (dev.startsWith('cuda:')) { body.backend = 'cuda'; body.gpus = [Number(dev.slice(5))]; }
+    if (dev.startsWith('cuda:')) { body.backend = 'cuda'; body.gpus = devGpus(dev); }
     else body.backend = dev;
     if (!body.name) errors.name = 'Give the model a name.';
     const group = groupIn.value.trim();
@@ -795,6 +829,7 @@ export function mountNewModel(root, { navigate }) {
     if (check.state === 'checking') note = 'Checking the network…';
     else if (check.state === 'invalid') note = 'The network has an error: fix it first.';
     else if (sweep) note = `A sweep: ${count} jobs, one per learning rate and batch size, in one group.`;
+    else if (devGpus(backendR.value()).length > 1) note = `The job is queued and starts when all ${devGpus(backendR.value()).length} GPUs are free.`;
     else note = 'The job is queued and starts when a CPU slot is free.';
     setText(submitNote, note);
   }
@@ -857,8 +892,9 @@ export function mountNewModel(root, { navigate }) {
     for (const k of Object.keys(POLICY_FIELD)) put(polInputs[k], lp[k]);
     if (p.mean) meanR.set(p.mean);
     mirrorIn.checked = p.mirror === true;
-    if (p.backend === 'cuda' && Array.isArray(p.gpus) && p.gpus.length) backendR.set(`cuda:${p.gpus[0]}`);
-    else if (p.backend) backendR.set(p.backend);
+    const dev = p.backend ? deviceChoice(p) : null;
+    if (dev) backendR.set(dev);
+    updateBatchHint();
     nameIn.value = `${job.name || `Model ${fromId}`} (clone)`;
     groupIn.value = typeof p.group === 'string' ? p.group : '';
     const n = p.network || {};
