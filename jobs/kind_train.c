@@ -819,12 +819,26 @@ static int pick_snapshot(const char *dir, double epoch, int need_state, const ch
 
 /* The GPUs the scheduler gave a cuda job (job.json resources.gpus): more than one
  * makes o a data-parallel run, one replica per GPU in that order (the backend
- * stays "cuda:FIRST").  A CPU job, or one GPU, leaves o alone. */
+ * stays "cuda:FIRST").  On a cluster the job has resources.gpu_count instead:
+ * the N GPUs Slurm gave it, which its CUDA numbers 0 to N−1.  A CPU job, or one
+ * GPU, leaves o alone. */
 static int replicas_from_job(const cJSON *job, const char *backend, struct train_opts *o, struct dd_err *err)
 {
 	const cJSON *ids = get(get(job, "resources"), "gpus"), *it;
+	const cJSON *count = get(get(job, "resources"), "gpu_count");
 	int n = cJSON_GetArraySize(ids);
-	if (!backend || strncmp(backend, "cuda", 4) != 0 || n < 2)
+	if (!backend || strncmp(backend, "cuda", 4) != 0)
+		return DD_OK;
+	if (n == 0 && cJSON_IsNumber(count) && count->valuedouble >= 2) {
+		if (count->valuedouble > TRAIN_MAX_REPLICAS)
+			return dd_err_set(err, DD_EINVAL, "resources.gpu_count: %g GPUs, at most %d train one job",
+					  count->valuedouble, TRAIN_MAX_REPLICAS);
+		o->replicas = (int)count->valuedouble;
+		for (int i = 0; i < o->replicas; i++)
+			o->gpus[i] = i;
+		return DD_OK;
+	}
+	if (n < 2)
 		return DD_OK;
 	if (n > TRAIN_MAX_REPLICAS)
 		return dd_err_set(err, DD_EINVAL, "resources.gpus: %d GPUs, at most %d train one job", n,

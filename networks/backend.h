@@ -103,6 +103,8 @@ void backend_bind(struct backend *be);
 void backend_wait(struct backend *be);
 /* Whether be is one of a group that averages on its own (cuda with NCCL). */
 int backend_has_allreduce(const struct backend *be);
+/* buf NULL: only make room for an all-reduce of n (no collective), so that a GPU
+ * short of memory fails before any of the group waits in one. */
 int backend_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err *err);
 
 /* One GPU as the server reports it (/api/v1/info "gpus"). */

@@ -606,8 +606,10 @@ static int setup(struct run *r, struct dd_err *err)
 	if (o->threads > 0)
 		omp_set_num_threads(o->threads);
 	int prec;
-	if ((rc = backend_precision_parse(o->precision, &prec, err)) || (rc = create_backends(r, err)) ||
-	    (rc = backend_set_precision(r->be, prec, err)) ||
+	if ((rc = backend_precision_parse(o->precision, &prec, err)) || (rc = create_backends(r, err)))
+		return rc;
+	backend_bind(r->be); /* a group's creation may leave this thread on another GPU */
+	if ((rc = backend_set_precision(r->be, prec, err)) ||
 	    (rc = graph_create(r->tg, r->be, o->seed, &r->tr, err)) ||
 	    (rc = graph_create(r->vg, r->be, o->seed, &r->va, err)))
 		return rc;
@@ -781,6 +783,14 @@ int train_run(const struct train_opts *o, const struct train_hooks *h, struct dd
 	int lcount = 0;
 	int64_t t0 = fs_mono_ms(), img_since = 0;
 	broadcast(&r, rng);
+	/* every GPU makes room for its all-reduce before any waits in one: a copy that
+	 * fails there must not leave the others waiting for ever */
+	for (int i = 0; i < r.nrep && r.nrep > 1 && backend_has_allreduce(r.be); i++)
+		if ((rc = backend_allreduce(r.rep[i].be, NULL, graph_param_count(r.rep[i].tr), err))) {
+			dd_err_prefix(err, "GPU %d", o->gpus[i]);
+			goto out;
+		}
+	backend_bind(r.be);
 	if ((rc = crew_start(&r, err)))
 		goto out;
 	for (; it < r.total; it++) {

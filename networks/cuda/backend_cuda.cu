@@ -129,6 +129,7 @@ struct cuda_ctx {
 	const float *up_mean_of;    /* the host mean up_mean copies */
 	/* a group of GPUs (deepdesk_cuda_create_group): this one's NCCL communicator */
 	ncclComm_t nccl;
+	cudaError_t async_err;      /* the first error a sync saw (a kernel that failed after its launch) */
 	float *ar_buf;              /* device memory the all-reduce runs in (not managed) */
 	size_t ar_bytes;
 };
@@ -186,9 +187,14 @@ static int cuda_fail(struct dd_err *err, const struct backend_layer *bl, cudaErr
 	return set_err(err, DD_EINTERNAL, "layer '%s': %s: %s", lname(bl), what, cudaGetErrorString(e));
 }
 
+/* The thread on cx's GPU, and an error that an earlier kernel left (cu_sync saw
+ * it) reported before anything more is queued behind it. */
+static int ready(struct cuda_ctx *cx, const struct backend_layer *bl, struct dd_err *err);
+
 static int dnn_fail(struct dd_err *err, const struct backend_layer *bl, cudnnStatus_t s, const char *what)
 {
-	if (s == CUDNN_STATUS_ALLOC_FAILED)
+	if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+	    s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
 		return set_err(err, DD_ENOMEM,
 			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
 			       lname(bl), what, batch_of(bl));
@@ -1178,6 +1184,9 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	struct cuda_ctx *cx = ctx_of(be);
 	struct cu_layer *st = (struct cu_layer *)state;
 	const struct net_layer *l = bl->l;
+	int rc = ready(cx, bl, err);
+	if (rc)
+		return rc;
 	if (st && st->host)
 		return host_run(cx, st, bl, training, 0, err);
 	if (bl->count == 0 || l->type == NET_DATA || l->type == NET_INPUT)
@@ -1354,6 +1363,9 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 	struct cuda_ctx *cx = ctx_of(be);
 	struct cu_layer *st = (struct cu_layer *)state;
 	const struct net_layer *l = bl->l;
+	int rc0 = ready(cx, bl, err);
+	if (rc0)
+		return rc0;
 	if (l->type == NET_SOFTMAX_LOSS && cx->prec == BACKEND_FP16 && bl->dy && cx->scale != 1) {
 		/* FP16's loss scale, on the seed graph_backward wrote (it writes it every pass) */
 		k_scale_by<<<1, 1, 0, cx->stream>>>((float *)bl->dy, 1, cx->scale);
@@ -1649,7 +1661,23 @@ static void cu_free(struct backend *be, void *p)
 	cudaFree(base);
 }
 
-static void cu_sync(struct backend *be) { cudaStreamSynchronize(ctx_of(be)->stream); }
+static void cu_sync(struct backend *be)
+{
+	struct cuda_ctx *cx = ctx_of(be);
+	cudaError_t e = cudaStreamSynchronize(cx->stream);
+	if (e != cudaSuccess && cx->async_err == cudaSuccess) {
+		cx->async_err = e;
+		fprintf(stderr, "cuda: GPU %d: %s (a kernel failed after its launch)\n", cx->device, cudaGetErrorString(e));
+	}
+}
+
+static int ready(struct cuda_ctx *cx, const struct backend_layer *bl, struct dd_err *err)
+{
+	cudaSetDevice(cx->device);
+	if (cx->async_err != cudaSuccess)
+		return cuda_fail(err, bl, cx->async_err, "an earlier operation on the GPU");
+	return DD_OK;
+}
 
 static void cu_copy(struct backend *be, void *dst, const void *src, size_t bytes)
 {
@@ -1664,8 +1692,9 @@ static void cu_zero(struct backend *be, void *p, size_t bytes)
 static int cu_update(struct backend *be, const struct backend_update *u, struct dd_err *err)
 {
 	const struct backend_layer *bl = NULL;
-	if (u->n <= 0)
-		return DD_OK;
+	int rc = ready(ctx_of(be), bl, err);
+	if (rc || u->n <= 0)
+		return rc;
 	if ((u->type == 1 || u->type == 5) && !u->h2)
 		return set_err(err, DD_EINVAL, "solver type %d needs two histories", u->type);
 	k_update<<<blocks_for(u->n), THREADS, 0, ctx_of(be)->stream>>>(*u);
@@ -1681,6 +1710,7 @@ static int cu_set_precision(struct backend *be, int precision, struct dd_err *er
 		return set_err(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
 	if (cx->nlayers > 0 && precision != cx->prec)
 		return set_err(err, DD_EINVAL, "the precision is set before a graph is built on the backend");
+	cudaSetDevice(cx->device); /* whichever GPU the calling thread was on */
 	if (precision != BACKEND_FP32 && !cx->flag)
 		CU(cudaMalloc(&cx->flag, sizeof(int)), "the overflow flag");
 	cx->prec = precision;
@@ -1695,6 +1725,9 @@ static int cu_unscale(struct backend *be, float *g, int64_t n, int *skipped, flo
 	struct cuda_ctx *cx = ctx_of(be);
 	*skipped = 0;
 	*scale = cx->scale;
+	int rc = ready(cx, bl, err);
+	if (rc)
+		return rc;
 	if (cx->prec != BACKEND_FP16 || n <= 0)
 		return DD_OK;
 	int bad = 0;
@@ -1739,15 +1772,17 @@ static int cu_upload(struct backend *be, const struct backend_upload *u, struct 
 {
 	const struct backend_layer *bl = NULL;
 	struct cuda_ctx *cx = ctx_of(be);
-	if (u->n <= 0)
-		return DD_OK;
+	int rc0 = ready(cx, bl, err);
+	if (rc0 || u->n <= 0)
+		return rc0;
 	if (u->oh > u->h || u->ow > u->w || u->c <= 0)
 		return set_err(err, DD_EINVAL, "upload: a %dx%d window of %dx%d images", u->ow, u->oh, u->w, u->h);
 	size_t img = (size_t)u->c * u->h * u->w, npx = img * u->n;
 	int rc;
 	if ((rc = up_grow(cx, (void **)&cx->up_px, &cx->up_px_bytes, npx, err)) ||
 	    (rc = up_grow(cx, (void **)&cx->up_geo, &cx->up_geo_bytes, 3 * sizeof(int32_t) * u->n, err)))
-		return rc;
+		return rc == DD_ENOMEM ? set_err(err, DD_ENOMEM, "out of GPU memory uploading a batch of %d images: "
+						 "try a smaller batch size", u->n) : rc;
 	if (u->mean && (u->mean != cx->up_mean_of || cx->up_mean_bytes < img * sizeof(float))) {
 		if ((rc = up_grow(cx, (void **)&cx->up_mean, &cx->up_mean_bytes, img * sizeof(float), err)))
 			return rc;
@@ -1834,13 +1869,17 @@ static int cu_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err
 	struct cuda_ctx *cx = ctx_of(be);
 	if (!cx->nccl)
 		return set_err(err, DD_EINVAL, "this GPU is not in a group");
-	if (n <= 0)
-		return DD_OK;
-	cudaSetDevice(cx->device);
-	size_t bytes = (size_t)n * sizeof(float);
-	int rc = up_grow(cx, (void **)&cx->ar_buf, &cx->ar_bytes, bytes, err);
-	if (rc)
+	int rc = ready(cx, bl, err);
+	if (rc || n <= 0)
 		return rc;
+	size_t bytes = (size_t)n * sizeof(float);
+	if ((rc = up_grow(cx, (void **)&cx->ar_buf, &cx->ar_bytes, bytes, err)))
+		return rc == DD_ENOMEM ? set_err(err, DD_ENOMEM, "out of GPU memory for the all-reduce of %lld "
+								 "gradients: try a smaller batch size",
+						 (long long)n)
+				       : rc;
+	if (!buf) /* only the room: taken by every GPU before any waits in a collective */
+		return DD_OK;
 	CU(cudaMemcpyAsync(cx->ar_buf, buf, bytes, cudaMemcpyDefault, cx->stream), "the gradients to all-reduce");
 	ncclResult_t r = nc.all_reduce(cx->ar_buf, cx->ar_buf, (size_t)n, ncclFloat, ncclAvg, cx->nccl, cx->stream);
 	if (r != ncclSuccess)
@@ -2057,8 +2096,20 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create_group(const stru
 			goto fail;
 		}
 	}
-	for (int i = 0; i < n; i++)
-		ctx_of(out[i])->nccl = comms[i];
+	for (int i = 0; i < n; i++) {
+		struct cuda_ctx *cx = ctx_of(out[i]);
+		cx->nccl = comms[i];
+		/* NCCL's own buffers (NVLink SHARP's among them) came out of the memory the
+		 * budget was taken from */
+		size_t free_b = 0, total_b = 0;
+		cudaSetDevice(cx->device);
+		if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+			size_t b = free_b > RESERVE ? free_b - RESERVE : free_b / 2;
+			if (b < cx->budget)
+				cx->budget = b;
+		}
+	}
+	cudaSetDevice(devices[0]);
 	return DD_OK;
 fail:
 	for (int i = 0; i < n; i++) {

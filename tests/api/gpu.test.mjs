@@ -217,6 +217,10 @@ describe('gpus on a server that pretends to have two', () => {
       await waitState(server, A, 'running', 15000);
       const held = (await server.api('GET', '/api/v1/info')).body.gpus;
       assert.deepEqual(held.map((g) => g.job), [A, A], `both GPUs held by job ${A}: ${JSON.stringify(held)}`);
+      // the job's own hardware answer lists them (the model page's GPUs row)
+      const res = await server.api('GET', `/api/v1/jobs/${A}/resources`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.deepEqual(res.body.gpus.map((g) => [g.id, g.name, g.job]), [[0, 'simulated GPU 0', A], [1, 'simulated GPU 1', A]]);
       assert.equal((await server.api('GET', `/api/v1/jobs/${B}`)).body.job.state, 'queued', 'the one-GPU job waits');
       const jj = JSON.parse(readFileSync(join(server.dataDir, 'jobs', String(A), 'job.json'), 'utf8'));
       assert.deepEqual(jj.resources.gpus, want);

@@ -29,7 +29,8 @@
  * (no upload op: the host path) and with the cpu backend plus an upload done on
  * the host (the 8-bit path: planes, windows and flips as the feed hands them).
  *
- * Several GPUs (skipped with fewer than two): LeNet on a group of two, 32 images
+ * NCCL on any GPU machine: a group of one GPU all-reduces a gradient arena and
+ * leaves it as it was.  Several GPUs (skipped with fewer than two): LeNet on a group of two, 32 images
  * each, one thread per GPU, gradients averaged with NCCL, gives one GPU's
  * gradients for the 64 together, and a solver step leaves both replicas' weights
  * bit for bit the same and the single GPU's within tolerance; and a whole
@@ -739,6 +740,55 @@ done:
 	side_free(&big);
 }
 
+/* NCCL on the one GPU every GPU machine has: a group of one loads NCCL, makes its
+ * communicator, makes room (a NULL buffer: no collective) and all-reduces a
+ * gradient arena, which the mean over one leaves as it was, bit for bit. */
+static void test_group_of_one(void)
+{
+	struct backend *grp[1] = { NULL };
+	struct dd_err err = { 0 };
+	int dev[1] = { 0 };
+	if (backend_create_cuda_group(1, dev, 0, grp, &err)) {
+		if (strstr(err.msg, "NCCL")) {
+			char why[600];
+			snprintf(why, sizeof why, "NCCL is not usable here, several GPUs could not train: %s", err.msg);
+			check_skip(why);
+			return;
+		}
+		fprintf(stderr, "  group of one: %s\n", err.msg);
+		CHECK(0);
+		return;
+	}
+	struct net_input in = { .n = 8, .c = 1, .h = 28, .w = 28, .classes = 10 };
+	struct side s = { 0 };
+	backend_bind(grp[0]);
+	int ok = side_make(&s, net_standard_text("lenet"), &in, grp[0], 5) == 0;
+	CHECK(ok);
+	if (ok) {
+		feed(&s, 10, 9);
+		float loss;
+		CHECK(pass(&s, &loss) == 0);
+		int64_t n = graph_param_count(s.gr);
+		float *before = malloc((size_t)n * sizeof(float));
+		CHECK(before != NULL);
+		if (before) {
+			memcpy(before, graph_grads(s.gr), (size_t)n * sizeof(float));
+			CHECK_EQ_INT(backend_allreduce(grp[0], NULL, n, &err), DD_OK);
+			int rc = backend_allreduce(grp[0], graph_grads(s.gr), n, &err);
+			if (rc)
+				fprintf(stderr, "  all-reduce: %s\n", err.msg);
+			CHECK_EQ_INT(rc, DD_OK);
+			backend_sync(grp[0]);
+			CHECK(memcmp(before, graph_grads(s.gr), (size_t)n * sizeof(float)) == 0);
+			printf("  NCCL group of one: %lld gradients all-reduced, unchanged\n", (long long)n);
+			free(before);
+		}
+	}
+	side_free(&s);
+	backend_free(grp[0]);
+	backend_bind(cu);
+}
+
 /* ---- LeNet and AlexNet: two training steps ---- */
 
 static void train_steps(const char *net, const struct net_input *in, int steps, double tol)
@@ -1135,6 +1185,7 @@ int main(int argc, char **argv)
 		RUN(test_feed_on_device);
 		RUN(test_feed_device_without_upload);
 		RUN(test_feed_raw_path);
+		RUN(test_group_of_one);
 		RUN(test_two_gpus);
 		RUN(test_train_replicas);
 	}

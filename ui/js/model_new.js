@@ -644,6 +644,9 @@ export function mountNewModel(root, { navigate }) {
   let lrChart = null, lrTimer = null, lrSeq = 0, lrLocal = false;
   function schedulePreview() { clearTimeout(lrTimer); lrTimer = setTimeout(drawPreview, 250); }
   for (const i of [epochsIn, lrIn, ...Object.values(polInputs)]) i.addEventListener('input', schedulePreview);
+  // an epoch's steps, and so the curve's x axis, follow the dataset, the batch and iter_size
+  for (const i of [batchIn, iterIn]) i.addEventListener('input', schedulePreview);
+  dsSel.addEventListener('change', schedulePreview);
   async function drawPreview() {
     const { errors, solver, epochs } = readSolver();
     const bad = Object.keys(errors).find((k) => k.startsWith('solver.lr_policy') || k === 'epochs' || k === 'solver.base_lr');

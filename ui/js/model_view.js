@@ -589,37 +589,24 @@ export function modelView(id, { navigate } = {}) {
 
   /* ---------- hardware ---------- */
   let hwTimer = null, hwMissing = false;
-  // The GPUs this run holds, as /info's gpus[].job says (asked once a run: they do not
-  // change while it runs), for when the resources answer has no per-GPU readings.
-  let heldGpus = null, heldFor = null;
-  async function gpusHeld() {
-    const run = job && job.started_at;
-    if (heldGpus && heldFor === run) return heldGpus;
-    try {
-      const info = await get('/info');
-      heldGpus = (Array.isArray(info.gpus) ? info.gpus : []).filter((g) => g && g.job === id)
-        .map((g) => ({ id: g.id, name: `GPU ${g.id}${g.name ? ` · ${g.name}` : ''}` }));
-      heldFor = run;
-    } catch { heldGpus = []; }
-    return heldGpus;
-  }
   async function pollHardware() {
     clearTimeout(hwTimer);
     if (!alive || !job || job.state !== 'running' || hwMissing) { hwCard.hidden = hwMissing || !job || job.state !== 'running'; return; }
     try {
       const r = await get(`/jobs/${id}/resources`);
       if (!alive) return;
-      let gpus = Array.isArray(r.gpus) ? r.gpus : [];
-      if (!gpus.length) gpus = await gpusHeld();
-      if (!alive) return;
+      // the GPUs it holds, with NVML's readings where the server has them
+      const gpus = Array.isArray(r.gpus) ? r.gpus : [];
       hwCard.hidden = false;
       setChildren(hwBody,
         h('dt', null, 'CPU'), h('dd', { class: 'num', dataset: { hw: 'cpu' } }, typeof r.cpu_pct === 'number' ? `${Math.round(r.cpu_pct)}%` : '—'),
         h('dt', null, 'Memory'), h('dd', { class: 'num', dataset: { hw: 'rss' } }, bytes(r.rss_bytes)),
         h('dt', null, 'Threads'), h('dd', { class: 'num' }, r.threads ?? '—'),
-        h('dt', null, gpus.length > 1 ? `GPUs (${gpus.length})` : 'GPUs'), h('dd', { dataset: { hw: 'gpus' } }, gpus.length ? gpus.map((g, i) => h('div', { text: typeof g === 'object' && g
-          ? `${g.name || `GPU ${g.id ?? i}`}${typeof g.util_pct === 'number' ? ` · ${Math.round(g.util_pct)}%` : ''}${typeof g.mem_used_bytes === 'number' ? ` · ${bytes(g.mem_used_bytes)}` : ''}`
-          : String(g) })) : h('span', { class: 'muted' }, 'none')));
+        h('dt', null, gpus.length > 1 ? `GPUs (${gpus.length})` : 'GPUs'), h('dd', { dataset: { hw: 'gpus' } }, gpus.length ? gpus.map((g) => h('div', { text: [
+          `GPU ${g.id}${g.name ? ` · ${g.name}` : ''}`,
+          typeof g.utilization === 'number' ? `${Math.round(g.utilization)}% busy` : null,
+          typeof g.memory_used === 'number' ? `${bytes(g.memory_used)}${typeof g.memory_total === 'number' ? ` of ${bytes(g.memory_total)}` : ''}` : null,
+        ].filter(Boolean).join(' · ') })) : h('span', { class: 'muted' }, 'none')));
     } catch (e) {
       // 404/405: this server has no resources route: stop asking.  409: not running (yet).
       if (e instanceof ApiError && (e.status === 404 || e.status === 405)) hwMissing = true;
