@@ -37,13 +37,14 @@ export function formField({ id, label, hint, input }) {
 /**
  * Show an ApiError's message under the field it names.  fields: {key: formField};
  * other: the form's own error line (a <p class="field-error">).  Clears the others.
+ * byCode: {error code: field key} for messages that name no field ("exists": "name").
  * The field that got the error takes the focus.
  */
-export function showFieldErrors(e, fields, other) {
+export function showFieldErrors(e, fields, other, byCode = {}) {
   for (const f of Object.values(fields)) f.set('');
   const msg = (e && e.message) || String(e);
   const m = /^([a-z_]+(?:\.[a-z_]+)?): /.exec(msg);
-  const f = m && (fields[m[1]] || fields[m[1].split('.')[0]]);
+  const f = (m && (fields[m[1]] || fields[m[1].split('.')[0]])) || fields[byCode[e && e.code]];
   if (f) { f.set(msg); f.input.focus(); }
   if (other) { setText(other, f ? '' : msg); other.hidden = !!f; }
 }
@@ -133,8 +134,8 @@ function profileCard(user) {
       h('table', { class: 'data-table quota-table' },
         h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Limit'), h('th', { scope: 'col', class: 'r' }, 'Used'), h('th', { scope: 'col', class: 'r' }, 'Allowed'))),
         h('tbody', null, quotaRows(q, u).map(([label, used, limit, over]) => h('tr', { class: over ? 'quota-over' : null },
-          h('th', { scope: 'row', text: label }), h('td', { class: 'r', text: used }), h('td', { class: 'r', text: limit })))))),
-    h('p', { class: 'field-hint' }, 'Minutes count per UTC day. Over a limit, new jobs are refused with the limit named; a running job is never stopped.'));
+          h('th', { scope: 'row', text: label }), h('td', { class: 'r', text: used }), h('td', { class: 'r', text: limit }))))),
+      h('p', { class: 'field-hint' }, 'Minutes count per UTC day. Over a limit, new jobs are refused with the limit named; a running job is never stopped.'));
   }
 
   async function load(me) {

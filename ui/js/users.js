@@ -85,6 +85,7 @@ export function mountUsers(root) {
       e.preventDefault();
       err.hidden = true;
       setChildren(done);
+      for (const f of Object.values(fields)) f.set('');
       const body = { name: fields.name.input.value.trim(), role: roleSel.value, password: pwIn.value };
       if (!body.name) { showFieldErrors({ message: 'name: required' }, fields, err); return; }
       if (!body.password) { showFieldErrors({ message: 'password: required, 8 characters or more (or press Generate)' }, fields, err); return; }
@@ -101,7 +102,7 @@ export function mountUsers(root) {
         toast(`User ${r.user.name} added`, 'success');
         await load();
       } catch (ex) {
-        showFieldErrors(ex, fields, err);
+        showFieldErrors(ex, fields, err, { exists: 'name' });
       } finally { btn.disabled = false; }
     });
     return form;
