@@ -23,9 +23,9 @@ import { formField, showFieldErrors, accountsOffNote, quotaRows } from './accoun
 const ROLES = ['learner', 'instructor', 'admin'];
 const GIB = 2 ** 30;
 const QUOTA_KEYS = [
-  ['jobs', 'Running jobs at once', 'jobs'],
-  ['cpu_minutes', 'CPU minutes a day', 'minutes'],
-  ['gpu_minutes', 'GPU minutes a day', 'minutes'],
+  ['jobs', 'Running jobs', 'at once'],
+  ['cpu_minutes', 'CPU minutes', 'a day'],
+  ['gpu_minutes', 'GPU minutes', 'a day'],
   ['disk_bytes', 'Disk', 'GiB'],
 ];
 const ACCOUNT_ACTIONS = new Set(['login', 'login_failed', 'logout', 'password_change', 'password_reset', 'token_create', 'token_revoke',
@@ -257,6 +257,10 @@ export function mountUsers(root) {
   function passwordForm(u, close) {
     const cancel = h('button', { type: 'button', class: 'btn btn-small btn-quiet' }, 'Close');
     cancel.addEventListener('click', close);
+    if (me && me.accounts && me.user.id === u.id) {
+      return h('div', { class: 'password-reset' },
+        h('p', null, 'Change your own password on ', h('a', { href: '/account' }, 'your account page'), ': it asks for the current one.'), cancel);
+    }
     if (!canReset) {
       return h('div', { class: 'password-reset' },
         h('p', null, 'This server\'s API has no password reset for another account. On the server, run:'),
