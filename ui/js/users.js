@@ -277,6 +277,8 @@ export function mountUsers(root) {
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       err.hidden = true;
+      fields.password.set('');
+      setChildren(out);
       save.disabled = true;
       try {
         await patch(`/users/${u.id}`, { password: pwIn.value });
