@@ -191,10 +191,14 @@ test('an admin adds a user on /users, changes role and quota, cannot demote or r
   assert.match(await visibleText(page, '#user-new-password-error'), /^password: at least 8 characters/);
   assert.equal(await page.isHidden('#user-new-name-error'), true);
 
-  await page.fill('#user-new-password', 'newbie-pass-1');
+  await page.click('[data-action=generate-password]');
+  const newbiePw = await page.inputValue('#user-new-password');
+  assert.match(newbiePw, /^[A-Za-z0-9]{16}$/);
   await page.click('[data-action=add-user]');
   await page.waitForSelector('tbody[data-user=newbie]');
   assert.match(await page.textContent('.user-created'), /newbie made as learner/);
+  assert.equal(await page.textContent('.user-created-password'), newbiePw, 'a generated password is shown once');
+  assert.equal(await page.inputValue('#user-new-password'), '', 'the form is cleared');
   const listed = async () => (await root('GET', '/api/v1/users')).body.users.find((u) => u.name === 'newbie');
   assert.equal((await listed()).role, 'learner');
 
@@ -231,18 +235,28 @@ test('an admin adds a user on /users, changes role and quota, cannot demote or r
   // newbie logs in, an instructor now
   const nb = await freshPage();
   await nb.page.goto(`${server.url}/`);
-  await logIn(nb.page, 'newbie', 'newbie-pass-1');
+  await logIn(nb.page, 'newbie', newbiePw);
   assert.equal((await nb.page.textContent('.user-name')).trim(), 'newbie');
   await nb.page.waitForSelector('#nav-classes');
   assert.equal(await nb.page.$('#nav-users'), null, 'no Users link for a non-admin');
   assert.deepEqual(nb.errors, []);
+
+  // disabled: no login until enabled again
+  await page.click('tbody[data-user=newbie] [data-action=disable]');
+  await page.click('dialog button[value=ok]');
+  await page.waitForSelector('tbody[data-user=newbie] .user-disabled-tag');
+  assert.equal((await listed()).disabled, true);
+  assert.equal((await login(server, 'newbie', newbiePw)).status, 401);
+  await page.click('tbody[data-user=newbie] [data-action=enable]');
+  await page.waitForSelector('tbody[data-user=newbie] [data-action=disable]');
+  assert.equal((await login(server, 'newbie', newbiePw)).status, 200);
 
   // removed, after a confirm
   await page.click('tbody[data-user=newbie] [data-action=remove-user]');
   await page.click('dialog button[value=ok]');
   await page.waitForSelector('tbody[data-user=newbie]', { state: 'detached' });
   assert.equal(await listed(), undefined);
-  assert.equal((await login(server, 'newbie', 'newbie-pass-1')).status, 401);
+  assert.equal((await login(server, 'newbie', newbiePw)).status, 401);
   assert.deepEqual(errors, []);
 });
 
@@ -268,6 +282,10 @@ test('without accounts, /account says they are off and how to turn them on', asy
     assert.match(note, /--accounts on/);
     assert.equal(await page.$('#pw-current'), null);
     assert.equal(await page.$('#user-box'), null);
+    // /users still works there (accounts made now are used once they are on) and says so
+    await page.goto(`${plain.url}/users`);
+    assert.match(await visibleText(page, '.accounts-off'), /accounts made here are used once they are on/);
+    await page.waitForSelector('.users-empty');
     assert.deepEqual(errors, []);
   } finally {
     await plain.stop();

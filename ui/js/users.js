@@ -308,6 +308,7 @@ export function mountUsers(root) {
     setText(count, `${users.length} account${users.length === 1 ? '' : 's'}`);
     for (const g of groups.querySelectorAll('tbody')) g.remove();
     groups.append(...users.map(userGroup));
+    if (!users.length) groups.append(h('tbody', { class: 'users-empty' }, h('tr', null, h('td', { colspan: 9, class: 'muted', text: 'No account yet: add the first one above.' }))));
   }
 
   (async () => {
