@@ -207,6 +207,11 @@ test('an admin adds a user on /users, changes role and quota, cannot demote or r
   await waitFor(async () => (await listed()).role === 'instructor', 10000, 'newbie an instructor');
   await page.waitForSelector('tbody[data-user=newbie] .role-select:not([disabled])');
   assert.equal(await page.inputValue('tbody[data-user=newbie] .role-select'), 'instructor');
+  // making an admin asks first; cancelled, nothing changes
+  await page.selectOption('tbody[data-user=newbie] .role-select', 'admin');
+  await page.click('dialog button[value=cancel]');
+  assert.equal(await page.inputValue('tbody[data-user=newbie] .role-select'), 'instructor');
+  assert.equal((await listed()).role, 'instructor');
 
   // the quota: a bad value is named before anything is sent; then jobs 3, disk 2 GiB
   await page.click('tbody[data-user=newbie] [data-action=edit-quota]');

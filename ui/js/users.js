@@ -122,6 +122,11 @@ export function mountUsers(root) {
       ROLES.map((r) => h('option', { value: r, selected: r === u.role, text: r })));
     roleSel.addEventListener('change', async () => {
       clearErr();
+      if (roleSel.value === 'admin' && !(await confirmDialog({
+        title: `Make ${u.name} an admin?`,
+        body: h('p', null, 'An admin sees and manages every job, every account and the audit log.'),
+        confirm: 'Make admin',
+      }))) { roleSel.value = u.role; roleSel.focus(); return; }
       roleSel.disabled = true;
       try {
         const r = await patch(`/users/${u.id}`, { role: roleSel.value });
@@ -134,9 +139,9 @@ export function mountUsers(root) {
     const usageCell = ([, used, limit, over]) => h('td', { class: ['r', 'usage-cell', over ? 'quota-over' : null], title: over ? 'at or over the limit' : null },
       h('span', { text: used.replace(/ running.*$/, '') }), h('span', { class: 'muted', text: ` / ${limit}` }));
 
-    const quotaBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'edit-quota' }, 'aria-expanded': 'false' }, 'Quota');
-    const pwBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'reset-password' }, 'aria-expanded': 'false' }, 'Password');
-    const disBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: u.disabled ? 'enable' : 'disable' } }, u.disabled ? 'Enable' : 'Disable');
+    const quotaBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'edit-quota' }, 'aria-expanded': 'false', 'aria-label': `Quota of ${u.name}` }, 'Quota');
+    const pwBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'reset-password' }, 'aria-expanded': 'false', 'aria-label': `Password of ${u.name}` }, 'Password');
+    const disBtn = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: u.disabled ? 'enable' : 'disable' }, 'aria-label': `${u.disabled ? 'Enable' : 'Disable'} ${u.name}` }, u.disabled ? 'Enable' : 'Disable');
     const rmBtn = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', dataset: { action: 'remove-user' }, 'aria-label': `Remove ${u.name}` }, icon('trash'), 'Remove');
 
     function openPanel(btn, build) {
@@ -150,6 +155,10 @@ export function mountUsers(root) {
       panel.querySelector('input')?.focus();
     }
     quotaBtn.addEventListener('click', () => openPanel(quotaBtn, (close) => quotaForm(u, close, replace)));
+    panel.addEventListener('keydown', (e) => {
+      const open = [quotaBtn, pwBtn].find((b) => b.getAttribute('aria-expanded') === 'true');
+      if (e.key === 'Escape' && open) { e.preventDefault(); openPanel(open); }
+    });
     pwBtn.addEventListener('click', () => openPanel(pwBtn, (close) => passwordForm(u, close)));
 
     disBtn.addEventListener('click', async () => {
