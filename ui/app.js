@@ -10,6 +10,8 @@
 //                                                                     its curves, snapshots, resume)
 //   /classes       one's classes (classes.js)             /classes/ID one class: the instructor's live
 //                                                                     dashboard, roster, presets (dashboard.js)
+//   /account       one's own account: password, API tokens (account.js)
+//   /users         the admin's accounts page (users.js)
 //
 // With accounts on, nothing starts until /api/v1/me says who is logged in: a 401
 // shows the login page instead (login.js), and a 401 later on (the session ended)
@@ -25,6 +27,8 @@ import { get, post, setCsrfToken, whenUnauthenticated } from './js/api.js';
 import { mountLogin } from './js/login.js';
 import { mountClasses } from './js/classes.js';
 import { mountClassPage } from './js/dashboard.js';
+import { mountAccount } from './js/account.js';
+import { mountUsers } from './js/users.js';
 
 const main = document.getElementById('main');
 let current = null; // {kind: 'home'|'job'|'missing'|'login', page, key}
@@ -44,6 +48,8 @@ function route(path) {
   if (/^\/classes\/?$/.test(path)) return { kind: 'classes' };
   const cl = /^\/classes\/(\d+)\/?$/.exec(path);
   if (cl) return { kind: 'class', id: Number(cl[1]) };
+  if (/^\/account\/?$/.test(path)) return { kind: 'account' };
+  if (/^\/users\/?$/.test(path)) return { kind: 'users' };
   return { kind: 'missing' };
 }
 
@@ -62,6 +68,8 @@ function render({ focus = false } = {}) {
   else if (r.kind === 'new-model') current = { kind: 'new-model', page: mountNewModel(main, { navigate }) };
   else if (r.kind === 'classes') current = { kind: 'classes', page: mountClasses(main, { navigate }) };
   else if (r.kind === 'class') current = { kind: 'class', page: mountClassPage(main, { id: r.id, navigate }) };
+  else if (r.kind === 'account') current = { kind: 'account', page: mountAccount(main, { navigate }) };
+  else if (r.kind === 'users') current = { kind: 'users', page: mountUsers(main, { navigate }) };
   else {
     document.title = 'Page not found · deepdesk';
     setChildren(main, h('div', { class: 'page' }, h('div', { class: 'empty card' }, icon('empty', 'empty-icon'),
@@ -89,7 +97,7 @@ function markNav() {
   for (const a of document.querySelectorAll('.topnav a')) {
     const href = a.getAttribute('href');
     const here = (href === '/jobs' && p.startsWith('/jobs')) || (href === '/datasets' && p.startsWith('/datasets'))
-      || (href === '/models' && p.startsWith('/models'));
+      || (href === '/models' && p.startsWith('/models')) || (href === '/users' && p.startsWith('/users'));
     if (here) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
 }
@@ -137,9 +145,17 @@ function showClassesLink(user) {
   nav.insertBefore(h('a', { href: '/classes', id: 'nav-classes' }, 'Classes'), nav.querySelector('[data-external]'));
 }
 
+/** The header's "Users" link, for admins (users.js). */
+function showUsersLink(user) {
+  document.getElementById('nav-users')?.remove();
+  if (!user || user.role !== 'admin') return;
+  nav.insertBefore(h('a', { href: '/users', id: 'nav-users' }, 'Users'), nav.querySelector('[data-external]'));
+}
+
 function showUser(me) {
   document.getElementById('user-box')?.remove();
   showClassesLink(me.accounts ? me.user : null);
+  showUsersLink(me.accounts ? me.user : null);
   if (!me.accounts) return; // the local user of a loopback server: nothing to show
   const logout = h('button', { class: 'btn', type: 'button', id: 'logout' }, 'Log out');
   logout.addEventListener('click', async () => {
@@ -148,7 +164,7 @@ function showUser(me) {
     location.assign('/');
   });
   topbar.append(h('div', { class: 'user-box', id: 'user-box', style: { display: 'flex', alignItems: 'center', gap: '8px', marginLeft: '12px' } },
-    h('span', { class: 'user-name', title: `Logged in as ${me.user.name} (${me.user.role})`, text: me.user.name }),
+    h('a', { class: 'user-name', href: '/account', title: `Logged in as ${me.user.name} (${me.user.role}): your account`, text: me.user.name }),
     logout));
 }
 
