@@ -79,6 +79,8 @@ int api_eval_results_json(struct req *r);
 int api_eval_image(struct req *r);
 /* api_users.c: the admin's users, and the queue's order */
 int api_users_list(struct req *r);
+/* Add "quota" and "usage" (today's) to an object holding a user's "id". */
+void api_users_add_quota_usage(cJSON *u);
 int api_users_create(struct req *r);
 int api_user_patch(struct req *r);
 int api_user_delete(struct req *r);

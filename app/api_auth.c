@@ -193,6 +193,15 @@ int api_me(struct req *r)
 	cJSON_AddBoolToObject(o, "accounts", r->auth->accounts);
 	if (r->auth->session_id)
 		cJSON_AddStringToObject(o, "csrf_token", r->auth->csrf);
+	/* ?usage=1: one's own limits and today's use (the account page); not on every
+	 * page load, since the disk use walks the user's job folders */
+	char usage[8] = "";
+	if (r->auth->accounts && http_query(mg_get_request_info(r->c), "usage", usage, sizeof usage) > 0 &&
+	    !strcmp(usage, "1")) {
+		cJSON_AddNumberToObject(o, "id", (double)r->auth->user.id); /* what the helper reads */
+		api_users_add_quota_usage(o);
+		cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
+	}
 	return http_json(r->c, 200, o);
 }
 

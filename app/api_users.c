@@ -30,7 +30,7 @@ static cJSON *quota_json(const struct store_quota *q)
 }
 
 /* Add "quota" and "usage" to a user object with "id". */
-static void add_quota_usage(cJSON *u)
+void api_users_add_quota_usage(cJSON *u)
 {
 	int64_t id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, "id"));
 	struct store_quota q;
@@ -72,7 +72,7 @@ static int reply_user(struct req *r, int status, int64_t id)
 	cJSON_Delete(all);
 	if (!one)
 		return http_error(r->c, 404, "not_found", "user %lld does not exist", (long long)id);
-	add_quota_usage(one);
+	api_users_add_quota_usage(one);
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddItemToObject(body, "user", one);
 	return http_json(r->c, status, body);
@@ -86,7 +86,7 @@ int api_users_list(struct req *r)
 		return http_error_dd(r->c, &err);
 	cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "users"))
-		add_quota_usage(it);
+		api_users_add_quota_usage(it);
 	return http_json(r->c, 200, o);
 }
 
@@ -186,7 +186,7 @@ out:
 
 int api_user_patch(struct req *r)
 {
-	static const char *const fields[] = { "role", "disabled", "quota", NULL };
+	static const char *const fields[] = { "role", "disabled", "quota", "password", NULL };
 	cJSON *body = NULL;
 	struct auth_user u;
 	struct dd_err err = { 0 };
@@ -201,6 +201,7 @@ int api_user_patch(struct req *r)
 	}
 	const cJSON *role_j = cJSON_GetObjectItemCaseSensitive(body, "role");
 	const cJSON *dis = cJSON_GetObjectItemCaseSensitive(body, "disabled");
+	const cJSON *pw = cJSON_GetObjectItemCaseSensitive(body, "password");
 	enum auth_role role = u.role;
 	struct store_quota q;
 	if (role_j && (!cJSON_IsString(role_j) || auth_role_parse(role_j->valuestring, &role) != 0)) {
@@ -213,6 +214,20 @@ int api_user_patch(struct req *r)
 	}
 	if ((rc = read_quota(r, cJSON_GetObjectItemCaseSensitive(body, "quota"), &q)))
 		goto out;
+	if (pw && (!cJSON_IsString(pw) || strlen(pw->valuestring) > AUTH_PASSWORD_MAX)) {
+		rc = http_error(r->c, 400, "invalid", "password: must be a string of %d to %d characters",
+				AUTH_PASSWORD_MIN, AUTH_PASSWORD_MAX);
+		goto out;
+	}
+	if (pw && auth_password_check(pw->valuestring, &err) != DD_OK) {
+		rc = http_error_dd(r->c, &err);
+		goto out;
+	}
+	/* one's own password changes at /me/password, which asks for the current one */
+	if (pw && r->auth->accounts && r->auth->user.id == u.id) {
+		rc = http_error(r->c, 409, "conflict", "password: change your own password at /api/v1/me/password");
+		goto out;
+	}
 	/* an admin cannot lock themselves out: the last way back would be the CLI */
 	if (r->auth->accounts && r->auth->user.id == u.id &&
 	    ((role_j && role != ROLE_ADMIN) || cJSON_IsTrue(dis))) {
@@ -244,6 +259,13 @@ int api_user_patch(struct req *r)
 		char t[256];
 		quota_target(u.name, &q, t, sizeof t);
 		auth_audit(&r->auth->user, "user_quota", t, r->auth->address);
+	}
+	if (pw) { /* a reset: every session of the user ends; their API tokens stay */
+		if (auth_user_set_password(u.id, pw->valuestring, 0, &err) != DD_OK) {
+			rc = http_error_dd(r->c, &err);
+			goto out;
+		}
+		auth_audit(&r->auth->user, "password_reset", u.name, r->auth->address);
 	}
 	rc = reply_user(r, 200, u.id);
 out:

@@ -175,6 +175,13 @@ describe('accounts on', () => {
     assert.equal(me.status, 200);
     assert.deepEqual(me.body, { user: s.body.user, accounts: true, csrf_token: s.csrf });
     assertSchema(DOC, 'Me', me.body);
+    // ?usage=1: one's own limits and today's use, for the account page
+    const mine = await server.api('GET', '/api/v1/me?usage=1', undefined, { cookie: s.cookie });
+    assert.equal(mine.status, 200);
+    assertSchema(DOC, 'Me', mine.body);
+    assert.deepEqual(mine.body.user, s.body.user);
+    assert.deepEqual(Object.keys(mine.body.quota).sort(), ['cpu_minutes', 'disk_bytes', 'gpu_minutes', 'jobs']);
+    assert.equal(mine.body.usage.running, 0);
   });
 
   test('a wrong password and an unknown name get the same answer', async () => {

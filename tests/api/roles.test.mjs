@@ -203,6 +203,23 @@ describe('user admin', () => {
     assert.equal((await login(server, 'dora')).status, 401, 'a disabled account cannot log in');
     assert.equal((await root('PATCH', `/api/v1/users/${id}`, { disabled: false })).body.user.disabled, false);
 
+    // a reset: the old password and every session of dora's end; the new one logs in
+    const doraS = await login(server, 'dora');
+    assert.equal(doraS.status, 200);
+    for (const [body, re] of [[{ password: 'short' }, /^password: /], [{ password: 12345678 }, /^password: must be a string/]]) {
+      const bad = await root('PATCH', `/api/v1/users/${id}`, body);
+      assert.equal(bad.status, 400, JSON.stringify(body));
+      assert.match(bad.body.error.message, re);
+    }
+    const reset = await root('PATCH', `/api/v1/users/${id}`, { password: 'a-new-pass-for-dora' });
+    assert.equal(reset.status, 200, JSON.stringify(reset.body));
+    assert.equal((await server.api('GET', '/api/v1/me', undefined, { cookie: doraS.cookie })).status, 401, 'her session ended');
+    assert.equal((await login(server, 'dora')).status, 401, 'the old password is gone');
+    assert.equal((await login(server, 'dora', 'a-new-pass-for-dora')).status, 200);
+    const ownReset = await root('PATCH', `/api/v1/users/${rootId}`, { password: 'root-by-patch-1' });
+    assert.equal(ownReset.status, 409);
+    assert.match(ownReset.body.error.message, /\/api\/v1\/me\/password/);
+
     const self = await root('PATCH', `/api/v1/users/${rootId}`, { role: 'learner' });
     assert.equal(self.status, 409);
     assert.equal((await root('DELETE', `/api/v1/users/${rootId}`)).status, 409);
@@ -212,7 +229,7 @@ describe('user admin', () => {
     assert.equal((await root('DELETE', `/api/v1/users/${id}`)).status, 404);
     const actions = (await root('GET', '/api/v1/audit')).body.audit.map((e) => `${e.action} ${e.target}`);
     for (const want of [/^user_add dora as learner$/, /^user_quota dora: jobs 1/, /^role_change dora: learner -> instructor$/,
-      /^user_disable dora$/, /^user_enable dora$/, /^user_remove dora$/]) {
+      /^user_disable dora$/, /^user_enable dora$/, /^password_reset dora$/, /^user_remove dora$/]) {
       assert.ok(actions.some((a) => want.test(a)), `${want} in ${actions.join('; ')}`);
     }
   });

@@ -256,6 +256,19 @@ test('an admin adds a user on /users, changes role and quota, cannot demote or r
   await page.waitForSelector('tbody[data-user=newbie] [data-action=disable]');
   assert.equal((await login(server, 'newbie', newbiePw)).status, 200);
 
+  // a password reset: a generated one, shown once; the old one stops working, newbie's page is signed out
+  await page.click('tbody[data-user=newbie] [data-action=reset-password]');
+  const resetIn = page.locator('tbody[data-user=newbie] .password-reset input');
+  await resetIn.fill('short');
+  await page.click('tbody[data-user=newbie] [data-action=save-password]');
+  await page.waitForFunction(() => /^password: /.test(document.querySelector('tbody[data-user=newbie] .password-reset .field-error:not([hidden])')?.textContent || ''));
+  await resetIn.fill('reset-by-the-admin-1');
+  await page.click('tbody[data-user=newbie] [data-action=save-password]');
+  await page.waitForFunction(() => /Password set/.test(document.querySelector('tbody[data-user=newbie] .password-reset .alert')?.textContent || ''));
+  assert.equal((await login(server, 'newbie', newbiePw)).status, 401, 'the old password is gone');
+  assert.equal((await login(server, 'newbie', 'reset-by-the-admin-1')).status, 200);
+  assert.equal((await nb.page.evaluate(async () => (await fetch('/api/v1/me')).status)), 401, 'newbie\'s session ended');
+
   // removed, after a confirm
   await page.click('tbody[data-user=newbie] [data-action=remove-user]');
   await page.click('dialog button[value=ok]');

@@ -97,7 +97,7 @@ export function mountAccount(root) {
 
   (async () => {
     let me;
-    try { me = await get('/me'); } catch (e) {
+    try { me = await get('/me?usage=1'); } catch (e) {
       if (alive) setChildren(page, page.firstChild, h('div', { class: 'alert alert-error', role: 'alert', text: e.message }));
       return;
     }

@@ -5,9 +5,8 @@
 //   Per user       role (PATCH {role}), quota (PATCH {quota: {jobs, cpu_minutes,
 //                  gpu_minutes, disk_bytes}}, a field left empty goes back to the role's
 //                  default: null), disable/enable (PATCH {disabled}), reset password
-//                  (PATCH {password}, offered only where the server's openapi.json lists
-//                  that field; otherwise the page names the CLI command), remove (DELETE
-//                  after a confirm).  An error shows in the user's row; the server
+//                  (PATCH {password}: a generated one, shown to the admin once; the
+//                  user's sessions end), remove (DELETE after a confirm).  An error shows in the user's row; the server
 //                  refuses an admin demoting, disabling or removing themselves and its
 //                  message is shown as is.
 //   Recent activity  the last account rows of GET /audit
@@ -49,7 +48,6 @@ export function mountUsers(root) {
   document.title = 'Users · deepdesk';
   let alive = true;
   let me = null;
-  let canReset = false; // PATCH /users/ID takes "password" (openapi.json says so)
   let lastLogin = new Map(); // name → ms
   const page = h('div', { class: 'page users-page' }, h('p', { class: 'muted', 'aria-live': 'polite' }, 'Loading…'));
   setChildren(root, page);
@@ -270,13 +268,6 @@ export function mountUsers(root) {
       return h('div', { class: 'password-reset' },
         h('p', null, 'Change your own password on ', h('a', { href: '/account' }, 'your account page'), ': it asks for the current one.'), cancel);
     }
-    if (!canReset) {
-      return h('div', { class: 'password-reset' },
-        h('p', null, 'This server\'s API has no password reset for another account. On the server, run:'),
-        h('pre', { class: 'log' }, h('code', { text: `deepdesk user passwd ${u.name} --data DIR` })),
-        h('p', { class: 'muted' }, 'Until then, Disable stops the account at once (its sessions end and its tokens stop working).'),
-        cancel);
-    }
     const pwIn = h('input', { class: 'input', type: 'text', autocomplete: 'new-password', maxlength: 1024, spellcheck: 'false', value: randomPassword() });
     const fields = { password: formField({ id: `reset-${u.id}`, label: `New password for ${u.name}`, hint: 'Generated; change it if you like. Their sessions end.', input: pwIn }) };
     const err = h('p', { class: 'field-error', role: 'alert', hidden: true });
@@ -325,8 +316,7 @@ export function mountUsers(root) {
       me = await get('/me');
       if (!alive) return;
       if (me.accounts && me.user.role !== 'admin') { adminsOnly(page); return; }
-      const spec = get('/openapi.json').then((o) => { canReset = !!o?.components?.schemas?.UserPatch?.properties?.password; }, () => {});
-      await Promise.all([spec, load()]);
+      await load();
       if (!alive) return;
       setChildren(page,
         h('div', { class: 'page-head' }, h('div', null, h('h1', { class: 'page-title' }, 'Users'),
