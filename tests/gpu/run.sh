@@ -8,6 +8,10 @@
 # $OUT/report.md where OUT is set (the device runner's folder), else
 # tests/gpu/report.md.  Made to finish in under five minutes on one H200; each
 # step has its own time limit.  Exit status: 0 when the tests passed.
+#
+# On a machine that cannot build the program (the device machines: CUDA but no
+# Debian -dev packages), run `sh tests/gpu/pack.sh` here first and carry .gpu:
+#   device run, carry [".gpu"]:  OUT=$OUT sh tests/gpu/run.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 dir=${OUT:-tests/gpu}
@@ -31,9 +35,27 @@ say() { echo "$*" | tee -a "$report"; }
 } >"$report"
 cat "$report"
 
-# 1. build: the programs, the plugin, the test
+# 1. build: the programs, the plugin, the test — or, where tests/gpu/pack.sh made a
+# bundle (.gpu/bundle.tar.xz, carried here), its programs, run with its libraries
+# and this machine's CUDA, cuDNN and NCCL (PyTorch's wheels hold them on the
+# device machines, which have no Debian -dev packages to build against)
 say "## Build"
-if timeout 300 make -j"$jobs" all build/tests/test_cuda >>"$log" 2>&1; then
+if [ -f .gpu/bundle.tar.xz ]; then
+	rm -rf .gpu/unpacked && mkdir -p .gpu/unpacked build/tests
+	tar -xJf .gpu/bundle.tar.xz -C .gpu/unpacked
+	cp .gpu/unpacked/build/deepdesk .gpu/unpacked/build/libdeepdesk-cuda.so build/
+	cp .gpu/unpacked/build/tests/test_cuda build/tests/
+	cudalibs=$(find /usr/local /opt /usr/lib /usr/lib64 /root -xdev \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' \
+		-o -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' \) 2>/dev/null |
+		xargs -r -n1 dirname | awk '!seen[$0]++' | tr '\n' ':')
+	export LD_LIBRARY_PATH="$PWD/.gpu/unpacked/lib:${cudalibs}${LD_LIBRARY_PATH:-}"
+	say "from the bundle: $(cat .gpu/unpacked/build/PACKED 2>/dev/null || echo '?')"
+	say "CUDA libraries from: ${cudalibs:-(none found: the plugin will not load)}"
+	if ldd build/tests/test_cuda build/libdeepdesk-cuda.so | grep -q 'not found'; then
+		say "**libraries not found:**"
+		{ echo '```'; ldd build/tests/test_cuda build/libdeepdesk-cuda.so | grep 'not found' | sort -u; echo '```'; } | tee -a "$report"
+	fi
+elif timeout 300 make -j"$jobs" all build/tests/test_cuda >>"$log" 2>&1; then
 	say "make all: ok ($(($(date +%s) - t0)) s); $(grep -E '^(✓|✗)' "$log" | head -1)"
 	[ -f build/libdeepdesk-cuda.so ] || say "**the plugin was not built** (see gpu-run.log)"
 else
