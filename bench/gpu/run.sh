@@ -24,6 +24,7 @@ NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 SECS=${BENCH_GPU_SECONDS:-20}
 out=${BENCH_GPU_OUT:-bench/results/gpu-latest.json}
 PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3 # (the GPU machines: another python3; flops.py needs only the standard library)
 mkdir -p "$(dirname "$out")"
 work=$(mktemp -d /tmp/deepdesk-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
