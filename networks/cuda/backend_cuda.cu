@@ -966,6 +966,24 @@ static int math_ok(const struct cuda_ctx *cx, cudnnMathType_t m, int pass)
 {
 	return cx->tf32 || cx->prec != BACKEND_FP32 || m == CUDNN_FMA_MATH || (pass > 0 && m == CUDNN_DEFAULT_MATH);
 }
+/* The first of cuDNN's n ranked algorithms (forward, backward data or backward
+ * filter: their perf structs differ only in type) that succeeded, fits WS_CAP, has
+ * an allowed math type (FMA first, then the default) and, in deterministic mode,
+ * is deterministic: 1 with *algo and *mathType set, or 0. */
+template <typename Perf, typename Algo>
+static int pick_algo(const struct cuda_ctx *cx, const Perf *p, int n, Algo *algo, cudnnMathType_t *mathType)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++)
+			if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].memory <= WS_CAP &&
+			    math_ok(cx, p[i].mathType, pass) &&
+			    (!cx->deterministic || p[i].determinism == CUDNN_DETERMINISTIC)) {
+				*algo = p[i].algo;
+				*mathType = p[i].mathType;
+				return 1;
+			}
+	return 0;
+}
 static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
 	const struct conv_desc *d = &bl->d.conv;
@@ -1000,16 +1018,7 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	DNN(cudnnGetConvolutionForwardAlgorithm_v7(cx->dnn, st->xd, st->wd, st->cd, st->yd, cnt, &n, fp),
 	    "forward algorithm");
-	int found = 0;
-	for (int pass = 0; pass < 2 && !found; pass++)
-		for (int i = 0; i < n && !found; i++)
-			if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= WS_CAP && math_ok(cx, fp[i].mathType, pass) &&
-			    (!cx->deterministic || fp[i].determinism == CUDNN_DETERMINISTIC)) {
-				st->fwd_algo = fp[i].algo;
-				st->fwd_math = fp[i].mathType;
-				found = 1;
-			}
-	if (!found)
+	if (!pick_algo(cx, fp, n, &st->fwd_algo, &st->fwd_math))
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
 			       WS_CAP >> 20);
 	DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
@@ -1021,16 +1030,7 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(cx->dnn, st->wd, st->yd, st->cd, st->xd,
 							CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp),
 	    "backward data algorithm");
-	found = 0;
-	for (int pass = 0; pass < 2 && !found; pass++)
-		for (int i = 0; i < n && !found; i++)
-			if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= WS_CAP && math_ok(cx, dp[i].mathType, pass) &&
-			    (!cx->deterministic || dp[i].determinism == CUDNN_DETERMINISTIC)) {
-				st->bwd_data_algo = dp[i].algo;
-				st->bwd_data_math = dp[i].mathType;
-				found = 1;
-			}
-	if (!found)
+	if (!pick_algo(cx, dp, n, &st->bwd_data_algo, &st->bwd_data_math))
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
 	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
@@ -1043,16 +1043,7 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cx->dnn, st->xd, st->yd, st->cd, st->wd,
 							  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp),
 	    "backward filter algorithm");
-	found = 0;
-	for (int pass = 0; pass < 2 && !found; pass++)
-		for (int i = 0; i < n && !found; i++)
-			if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= WS_CAP && math_ok(cx, wp[i].mathType, pass) &&
-			    (!cx->deterministic || wp[i].determinism == CUDNN_DETERMINISTIC)) {
-				st->bwd_filter_algo = wp[i].algo;
-				st->bwd_filter_math = wp[i].mathType;
-				found = 1;
-			}
-	if (!found)
+	if (!pick_algo(cx, wp, n, &st->bwd_filter_algo, &st->bwd_filter_math))
 		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
 	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");

@@ -18,6 +18,7 @@
 #include "../../networks/train.h"
 #include "check.h"
 #include "quadrants.h"
+#include "weights.h"
 
 static char tmp[256], dsdir[512];
 
@@ -234,30 +235,6 @@ static char *net_with_dropout(void)
 	return text;
 }
 
-/* 1 if two snapshots hold the same tensors, bit for bit. */
-static int same_weights(const char *a, const char *b)
-{
-	struct dd_err err = { 0 };
-	struct st_file *fa = NULL, *fb = NULL;
-	int same = st_open(a, &fa, &err) == DD_OK && st_open(b, &fb, &err) == DD_OK && st_count(fa) == st_count(fb);
-	if (!same)
-		fprintf(stderr, "  %s\n", err.msg);
-	for (int i = 0; same && i < st_count(fa); i++) {
-		struct st_tensor ta, tb;
-		st_get(fa, i, &ta);
-		same = st_find(fb, ta.name, &tb) == DD_OK && ta.ndim == tb.ndim;
-		int64_t n = 1;
-		for (int d = 0; same && d < ta.ndim; d++)
-			n *= ta.shape[d];
-		same = same && memcmp(ta.data, tb.data, (size_t)n * sizeof(float)) == 0;
-		if (!same)
-			fprintf(stderr, "  %s differs\n", ta.name);
-	}
-	st_close(fa);
-	st_close(fb);
-	return same;
-}
-
 static void resume_opts(struct train_opts *o, struct train_result *r, const char *out, const char *backend)
 {
 	train_opts_default(o);
@@ -401,36 +378,6 @@ static void test_finetune(void)
 	CHECK(r.first_train_loss < 0.5); /* it starts trained */
 	o.finetune = "/nonexistent.safetensors";
 	CHECK_EQ_INT(train_run(&o, NULL, &err), DD_ENOENT);
-}
-
-/* The largest |a − b| over two snapshots' tensors, relative to the largest |a|;
- * 1 when they do not hold the same tensors. */
-static double weights_diff(const char *a, const char *b)
-{
-	struct dd_err err = { 0 };
-	struct st_file *fa = NULL, *fb = NULL;
-	double dmax = 0, amax = 0;
-	int ok = st_open(a, &fa, &err) == DD_OK && st_open(b, &fb, &err) == DD_OK && st_count(fa) == st_count(fb);
-	if (!ok)
-		fprintf(stderr, "  %s\n", err.msg);
-	for (int i = 0; ok && i < st_count(fa); i++) {
-		struct st_tensor ta, tb;
-		st_get(fa, i, &ta);
-		ok = st_find(fb, ta.name, &tb) == DD_OK && ta.ndim == tb.ndim;
-		int64_t n = 1;
-		for (int d = 0; ok && d < ta.ndim; d++) {
-			ok = ta.shape[d] == tb.shape[d];
-			n *= ta.shape[d];
-		}
-		const float *x = ta.data, *y = tb.data;
-		for (int64_t k = 0; ok && k < n; k++) {
-			dmax = fmax(dmax, fabs((double)x[k] - y[k]));
-			amax = fmax(amax, fabs((double)x[k]));
-		}
-	}
-	st_close(fa);
-	st_close(fb);
-	return ok && amax > 0 ? dmax / amax : 1;
 }
 
 /* Data parallelism (train_opts.replicas): 2 copies of batch 8, their gradients
