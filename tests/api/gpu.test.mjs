@@ -14,43 +14,15 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
+import { standInPlugin, startFakeGpuServer } from '../lib/gpu.mjs';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
-  ROOT, BIN,
+  BIN,
   folderDataset, allEvents,
 } from './helpers.mjs';
-
-/** A plugin of this build's API version whose create (one GPU) and create_group
- *  (several, joined by NCCL) wait ms and then fail. */
-function standInPlugin(dir, ms) {
-  const impl = readFileSync(join(ROOT, 'networks', 'backend_impl.h'), 'utf8');
-  const version = Number(/#define BACKEND_API_VERSION (\d+)/.exec(impl)[1]);
-  const src = join(dir, 'standin.c');
-  writeFileSync(src, `#include <stdio.h>
-#include <unistd.h>
-struct dd_err { int code; char msg[480]; };
-const int deepdesk_backend_api_version = ${version};
-int deepdesk_cuda_create(const void *host, void **out, struct dd_err *err)
-{
-	*out = 0;
-	usleep(${ms * 1000});
-	if (err) { err->code = -1; snprintf(err->msg, sizeof err->msg, "stand-in plugin: no GPU answers"); }
-	return -1;
-}
-int deepdesk_cuda_create_group(const void *host, int n, const int *devices, void **out, struct dd_err *err)
-{
-	for (int i = 0; i < n; i++)
-		out[i] = 0;
-	return deepdesk_cuda_create(host, out, err);
-}
-int deepdesk_cuda_devices(void *out, int max, struct dd_err *err) { return 0; }
-`);
-  execFileSync('cc', ['-shared', '-fPIC', '-o', join(dir, 'standin.so'), src]);
-  return join(dir, 'standin.so');
-}
 
 const model = (dataset, extra = {}) => ({
   kind: 'model', name: 'gpu', params: { dataset, network: { prototxt: TINY_NET }, epochs: 1, ...extra },
@@ -128,16 +100,9 @@ describe('gpus on a server that pretends to have two', () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-gpu-'));
     writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
-    process.env.DEEPDESK_FAKE_GPUS = '2';
     plugin = standInPlugin(work, 2000);
-    process.env.DEEPDESK_CUDA_PLUGIN = plugin;
-    try {
-      // CPU slots for both jobs at once: only the GPU can hold the second back
-      server = await startServer({ args: ['--data-root', work, '--cpu-slots', '4'] });
-    } finally {
-      delete process.env.DEEPDESK_FAKE_GPUS;
-      delete process.env.DEEPDESK_CUDA_PLUGIN;
-    }
+    // CPU slots for both jobs at once: only the GPU can hold the second back
+    server = await startFakeGpuServer({ gpus: 2, plugin, args: ['--data-root', work, '--cpu-slots', '4'] });
     dsId = await folderDataset(server, join(work, 'colours'));
   });
   after(async () => {

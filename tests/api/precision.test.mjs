@@ -6,12 +6,12 @@
 // "no GPU" as a real one would on this machine.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { standInPlugin, startFakeGpuServer } from '../lib/gpu.mjs';
 import { join } from 'node:path';
 import {
-  startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET, ROOT,
+  startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET,
   folderDataset,
 } from './helpers.mjs';
 
@@ -43,39 +43,12 @@ describe('precision', () => {
   });
 });
 
-/** A plugin of this build's API version whose create fails at once. */
-function standInPlugin(dir) {
-  const impl = readFileSync(join(ROOT, 'networks', 'backend_impl.h'), 'utf8');
-  const version = Number(/#define BACKEND_API_VERSION (\d+)/.exec(impl)[1]);
-  const src = join(dir, 'standin.c');
-  writeFileSync(src, `#include <stdio.h>
-struct dd_err { int code; char msg[480]; };
-const int deepdesk_backend_api_version = ${version};
-int deepdesk_cuda_create(const void *host, void **out, struct dd_err *err)
-{
-	*out = 0;
-	if (err) { err->code = -1; snprintf(err->msg, sizeof err->msg, "stand-in plugin: no GPU answers"); }
-	return -1;
-}
-int deepdesk_cuda_devices(void *out, int max, struct dd_err *err) { return 0; }
-`);
-  execFileSync('cc', ['-shared', '-fPIC', '-o', join(dir, 'standin.so'), src]);
-  return join(dir, 'standin.so');
-}
-
 describe('precision on a server with a (pretend) GPU', () => {
   let server, work, dsId;
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-prec-'));
     writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
-    process.env.DEEPDESK_FAKE_GPUS = '1';
-    process.env.DEEPDESK_CUDA_PLUGIN = standInPlugin(work);
-    try {
-      server = await startServer({ args: ['--data-root', work] });
-    } finally {
-      delete process.env.DEEPDESK_FAKE_GPUS;
-      delete process.env.DEEPDESK_CUDA_PLUGIN;
-    }
+    server = await startFakeGpuServer({ gpus: 1, plugin: standInPlugin(work), args: ['--data-root', work] });
     dsId = await folderDataset(server, join(work, 'colours'));
   });
   after(async () => {

@@ -12,53 +12,19 @@
 //   make all && node --test --test-concurrency=1 tests/browser/gpu_form.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
-import { startServer, waitState, waitFor, ROOT } from '../lib/server.mjs';
+import { waitState, waitFor } from '../lib/server.mjs';
+import { standInPlugin, startFakeGpuServer } from '../lib/gpu.mjs';
 import { writeColourFolders, TINY_NET } from '../api/helpers.mjs';
-
-/** A plugin of this build's API version whose create and create_group wait ms, then fail. */
-function standInPlugin(dir, ms) {
-  const impl = readFileSync(join(ROOT, 'networks', 'backend_impl.h'), 'utf8');
-  const version = Number(/#define BACKEND_API_VERSION (\d+)/.exec(impl)[1]);
-  writeFileSync(join(dir, 'standin.c'), `#include <stdio.h>
-#include <unistd.h>
-struct dd_err { int code; char msg[480]; };
-const int deepdesk_backend_api_version = ${version};
-int deepdesk_cuda_create(const void *host, void **out, struct dd_err *err)
-{
-	*out = 0;
-	usleep(${ms * 1000});
-	if (err) { err->code = -1; snprintf(err->msg, sizeof err->msg, "stand-in plugin: no GPU answers"); }
-	return -1;
-}
-int deepdesk_cuda_create_group(const void *host, int n, const int *devices, void **out, struct dd_err *err)
-{
-	for (int i = 0; i < n; i++)
-		out[i] = 0;
-	return deepdesk_cuda_create(host, out, err);
-}
-int deepdesk_cuda_devices(void *out, int max, struct dd_err *err) { return 0; }
-`);
-  execFileSync('cc', ['-shared', '-fPIC', '-o', join(dir, 'standin.so'), join(dir, 'standin.c')]);
-  return join(dir, 'standin.so');
-}
 
 let server, browser, page, errors = [], work, dsId;
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'deepdesk-gpuform-'));
   writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
-  process.env.DEEPDESK_FAKE_GPUS = '2';
-  process.env.DEEPDESK_CUDA_PLUGIN = standInPlugin(work, 6000);
-  try {
-    server = await startServer({ args: ['--data-root', work, '--cpu-slots', '4'] });
-  } finally {
-    delete process.env.DEEPDESK_FAKE_GPUS;
-    delete process.env.DEEPDESK_CUDA_PLUGIN;
-  }
+  server = await startFakeGpuServer({ gpus: 2, plugin: standInPlugin(work, 6000), args: ['--data-root', work, '--cpu-slots', '4'] });
   const r = await server.api('POST', '/api/v1/datasets', {
     name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
     options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
