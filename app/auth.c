@@ -277,6 +277,25 @@ static int fail_db(sqlite3_stmt *st, const char *what, struct dd_err *err)
 	return rc;
 }
 
+/* Step a query and finalize it: *out = {key: [row(st) for each row]}.  DD_OK, or
+ * the store's error saying what it was doing (and *out NULL). */
+static int list_rows(sqlite3_stmt *st, const char *key, cJSON *(*row)(sqlite3_stmt *st), const char *what,
+		     cJSON **out, struct dd_err *err)
+{
+	cJSON *body = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(body, key);
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		cJSON_AddItemToArray(arr, row(st));
+	if (rc != SQLITE_DONE) {
+		cJSON_Delete(body);
+		return fail_db(st, what, err);
+	}
+	sqlite3_finalize(st);
+	*out = body;
+	return DD_OK;
+}
+
 /* Step a statement that returns nothing and finalize it; *changes gets the
  * number of rows changed when not NULL. */
 static int run(sqlite3_stmt *st, const char *what, int *changes, struct dd_err *err)
@@ -381,30 +400,23 @@ int auth_user_get(int64_t id, struct auth_user *u, char hash[AUTH_HASH_LEN], str
 	return user_lookup(st, what, u, hash, NULL, err);
 }
 
+static cJSON *user_row(sqlite3_stmt *st)
+{
+	struct auth_user u;
+	fill_user(st, 0, &u);
+	cJSON *o = auth_user_json(&u);
+	cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 3));
+	cJSON_AddBoolToObject(o, "disabled", sqlite3_column_int(st, 4));
+	return o;
+}
+
 int auth_user_list(cJSON **out, struct dd_err *err)
 {
 	*out = NULL;
 	sqlite3_stmt *st = prep("SELECT id,name,role,created_at,disabled FROM users ORDER BY name", err);
 	if (!st)
 		return err ? err->code : DD_EIO;
-	cJSON *body = cJSON_CreateObject();
-	cJSON *arr = cJSON_AddArrayToObject(body, "users");
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct auth_user u;
-		fill_user(st, 0, &u);
-		cJSON *o = auth_user_json(&u);
-		cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 3));
-		cJSON_AddBoolToObject(o, "disabled", sqlite3_column_int(st, 4));
-		cJSON_AddItemToArray(arr, o);
-	}
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(body);
-		return fail_db(st, "listing users", err);
-	}
-	sqlite3_finalize(st);
-	*out = body;
-	return DD_OK;
+	return list_rows(st, "users", user_row, "listing users", out, err);
 }
 
 int auth_user_count(int64_t *n, struct dd_err *err)
@@ -605,6 +617,20 @@ int auth_apitoken_create(int64_t user_id, const char *name, char secret[AUTH_TOK
 	return rc;
 }
 
+static cJSON *token_row(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
+	cJSON_AddStringToObject(o, "name", (const char *)sqlite3_column_text(st, 1));
+	cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 2));
+	if (sqlite3_column_type(st, 3) == SQLITE_NULL)
+		cJSON_AddNullToObject(o, "last_used");
+	else
+		cJSON_AddNumberToObject(o, "last_used", (double)sqlite3_column_int64(st, 3));
+	cJSON_AddBoolToObject(o, "revoked", sqlite3_column_int(st, 4));
+	return o;
+}
+
 int auth_apitoken_list(int64_t user_id, cJSON **out, struct dd_err *err)
 {
 	*out = NULL;
@@ -614,28 +640,7 @@ int auth_apitoken_list(int64_t user_id, cJSON **out, struct dd_err *err)
 	if (!st)
 		return err ? err->code : DD_EIO;
 	sqlite3_bind_int64(st, 1, user_id);
-	cJSON *body = cJSON_CreateObject();
-	cJSON *arr = cJSON_AddArrayToObject(body, "tokens");
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
-		cJSON_AddStringToObject(o, "name", (const char *)sqlite3_column_text(st, 1));
-		cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 2));
-		if (sqlite3_column_type(st, 3) == SQLITE_NULL)
-			cJSON_AddNullToObject(o, "last_used");
-		else
-			cJSON_AddNumberToObject(o, "last_used", (double)sqlite3_column_int64(st, 3));
-		cJSON_AddBoolToObject(o, "revoked", sqlite3_column_int(st, 4));
-		cJSON_AddItemToArray(arr, o);
-	}
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(body);
-		return fail_db(st, "listing API tokens", err);
-	}
-	sqlite3_finalize(st);
-	*out = body;
-	return DD_OK;
+	return list_rows(st, "tokens", token_row, "listing API tokens", out, err);
 }
 
 int auth_apitoken_revoke(int64_t user_id, int64_t id, struct dd_err *err)
@@ -738,6 +743,21 @@ void auth_audit(const struct auth_user *u, const char *action, const char *targe
 		log_warn("audit: %s (%s %s)", err.msg, action, target ? target : "");
 }
 
+static cJSON *audit_row(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "at", (double)sqlite3_column_int64(st, 0));
+	static const char *const keys[] = { NULL, "user", "action", "target", "address" };
+	for (int k = 1; k <= 4; k++) {
+		const char *s = (const char *)sqlite3_column_text(st, k);
+		if (s)
+			cJSON_AddStringToObject(o, keys[k], s);
+		else
+			cJSON_AddNullToObject(o, keys[k]);
+	}
+	return o;
+}
+
 int auth_audit_list(int limit, cJSON **out, struct dd_err *err)
 {
 	*out = NULL;
@@ -745,27 +765,5 @@ int auth_audit_list(int limit, cJSON **out, struct dd_err *err)
 	if (!st)
 		return err ? err->code : DD_EIO;
 	sqlite3_bind_int(st, 1, limit);
-	cJSON *body = cJSON_CreateObject();
-	cJSON *arr = cJSON_AddArrayToObject(body, "audit");
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddNumberToObject(o, "at", (double)sqlite3_column_int64(st, 0));
-		static const char *const keys[] = { NULL, "user", "action", "target", "address" };
-		for (int k = 1; k <= 4; k++) {
-			const char *s = (const char *)sqlite3_column_text(st, k);
-			if (s)
-				cJSON_AddStringToObject(o, keys[k], s);
-			else
-				cJSON_AddNullToObject(o, keys[k]);
-		}
-		cJSON_AddItemToArray(arr, o);
-	}
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(body);
-		return fail_db(st, "reading the audit log", err);
-	}
-	sqlite3_finalize(st);
-	*out = body;
-	return DD_OK;
+	return list_rows(st, "audit", audit_row, "reading the audit log", out, err);
 }

@@ -856,20 +856,29 @@ int store_job_count(int64_t *n, struct dd_err *err)
 	return DD_OK;
 }
 
-int store_job_owner(int64_t id, int64_t *owner_id, struct dd_err *err)
+/* The one integer sql (one parameter: id) selects into *out; DD_ENOENT "<thing> ID
+ * does not exist" when it selects no row, else the store's error saying what. */
+static int int64_of(const char *sql, int64_t id, int64_t *out, const char *thing, const char *what,
+		    struct dd_err *err)
 {
-	*owner_id = 0;
-	sqlite3_stmt *st = prep("SELECT coalesce(owner_id,0) FROM jobs WHERE id=?", err);
+	*out = 0;
+	sqlite3_stmt *st = prep(sql, err);
 	if (!st)
 		return err ? err->code : DD_EIO;
 	sqlite3_bind_int64(st, 1, id);
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
-		*owner_id = sqlite3_column_int64(st, 0);
+		*out = sqlite3_column_int64(st, 0);
 	release(st);
 	if (rc == SQLITE_DONE)
-		return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
-	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a job's owner");
+		return dd_err_set(err, DD_ENOENT, "%s %lld does not exist", thing, (long long)id);
+	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), what);
+}
+
+int store_job_owner(int64_t id, int64_t *owner_id, struct dd_err *err)
+{
+	return int64_of("SELECT coalesce(owner_id,0) FROM jobs WHERE id=?", id, owner_id, "job",
+			"reading a job's owner", err);
 }
 
 /* ---- where a job runs (cluster executors) ---- */
@@ -1225,18 +1234,8 @@ int store_class_create(const char *name, int64_t instructor_id, int64_t *id, str
 
 int store_class_instructor(int64_t id, int64_t *instructor_id, struct dd_err *err)
 {
-	*instructor_id = 0;
-	sqlite3_stmt *st = prep("SELECT coalesce(instructor_id,0) FROM classes WHERE id=?", err);
-	if (!st)
-		return err ? err->code : DD_EIO;
-	sqlite3_bind_int64(st, 1, id);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*instructor_id = sqlite3_column_int64(st, 0);
-	release(st);
-	if (rc == SQLITE_DONE)
-		return dd_err_set(err, DD_ENOENT, "class %lld does not exist", (long long)id);
-	return rc == SQLITE_ROW ? DD_OK : db_fail(err, store_conn(NULL), "reading a class");
+	return int64_of("SELECT coalesce(instructor_id,0) FROM classes WHERE id=?", id, instructor_id, "class",
+			"reading a class", err);
 }
 
 /* Run a statement binding (a, b) that changes at most one row; DD_ENOENT with
@@ -1372,6 +1371,28 @@ int store_class_list(int64_t user_id, cJSON **out, struct dd_err *err)
 	return DD_OK;
 }
 
+/* o[key] = [{id, name, third}] from sql (id, name, third columns; one parameter,
+ * id).  0, or -1 (err set where the statement did not prepare). */
+static int id_name_rows(cJSON *o, const char *key, const char *third, const char *sql, int64_t id,
+			struct dd_err *err)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, key);
+	sqlite3_stmt *st = prep(sql, err);
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *m = cJSON_CreateObject();
+		cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
+		add_text_or_null(m, "name", st, 1);
+		add_text_or_null(m, third, st, 2);
+		cJSON_AddItemToArray(arr, m);
+	}
+	release(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 int store_class_json(int64_t id, cJSON **out, struct dd_err *err)
 {
 	*out = NULL;
@@ -1386,39 +1407,14 @@ int store_class_json(int64_t id, cJSON **out, struct dd_err *err)
 		return dd_err_set(err, DD_ENOENT, "class %lld does not exist", (long long)id);
 	if (!o)
 		return db_fail(err, store_conn(NULL), "reading a class");
-	cJSON *members = cJSON_AddArrayToObject(o, "members");
-	st = prep("SELECT u.id,u.name,u.role FROM class_members m JOIN users u ON u.id=m.user_id"
-		  " WHERE m.class_id=? ORDER BY u.name",
-		  err);
-	if (!st)
-		goto fail;
-	sqlite3_bind_int64(st, 1, id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *m = cJSON_CreateObject();
-		cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
-		add_text_or_null(m, "name", st, 1);
-		add_text_or_null(m, "role", st, 2);
-		cJSON_AddItemToArray(members, m);
-	}
-	release(st);
-	if (rc != SQLITE_DONE)
-		goto fail;
-	cJSON *datasets = cJSON_AddArrayToObject(o, "datasets");
-	st = prep("SELECT j.id,j.name,j.state FROM class_datasets d JOIN jobs j ON j.id=d.job_id"
-		  " WHERE d.class_id=? ORDER BY j.id",
-		  err);
-	if (!st)
-		goto fail;
-	sqlite3_bind_int64(st, 1, id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *d = cJSON_CreateObject();
-		cJSON_AddNumberToObject(d, "id", (double)sqlite3_column_int64(st, 0));
-		add_text_or_null(d, "name", st, 1);
-		add_text_or_null(d, "state", st, 2);
-		cJSON_AddItemToArray(datasets, d);
-	}
-	release(st);
-	if (rc != SQLITE_DONE)
+	if (id_name_rows(o, "members", "role",
+			 "SELECT u.id,u.name,u.role FROM class_members m JOIN users u ON u.id=m.user_id"
+			 " WHERE m.class_id=? ORDER BY u.name",
+			 id, err) ||
+	    id_name_rows(o, "datasets", "state",
+			 "SELECT j.id,j.name,j.state FROM class_datasets d JOIN jobs j ON j.id=d.job_id"
+			 " WHERE d.class_id=? ORDER BY j.id",
+			 id, err))
 		goto fail;
 	*out = o;
 	return DD_OK;
