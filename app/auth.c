@@ -553,23 +553,33 @@ int auth_session_refresh(struct auth_state *as)
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -1 : 0;
 }
 
-/* The session whose token is token, into st; 0 when none is live. */
-static int session_lookup(const char *token, struct auth_state *as)
+/* sql (one parameter: a token's digest) stepped to the row of secret, or NULL
+ * when there is none; the caller finalizes it. */
+static sqlite3_stmt *row_of_token(const char *sql, const char *secret)
 {
 	char digest[65];
-	auth_token_digest(token, digest);
-	int64_t now = fs_now_ms();
-	sqlite3_stmt *st = prep("SELECT u.id,u.name,u.role,s.id,s.expires_at,s.last_seen,s.csrf"
-				" FROM sessions s JOIN users u ON u.id=s.user_id"
-				" WHERE s.token_hash=? AND u.disabled=0",
-				NULL);
+	auth_token_digest(secret, digest);
+	sqlite3_stmt *st = prep(sql, NULL);
 	if (!st)
-		return 0;
+		return NULL;
 	sqlite3_bind_text(st, 1, digest, -1, SQLITE_TRANSIENT);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
-		return 0;
+		return NULL;
 	}
+	return st;
+}
+
+/* The session whose token is token, into st; 0 when none is live. */
+static int session_lookup(const char *token, struct auth_state *as)
+{
+	int64_t now = fs_now_ms();
+	sqlite3_stmt *st = row_of_token("SELECT u.id,u.name,u.role,s.id,s.expires_at,s.last_seen,s.csrf"
+					" FROM sessions s JOIN users u ON u.id=s.user_id"
+					" WHERE s.token_hash=? AND u.disabled=0",
+					token);
+	if (!st)
+		return 0;
 	int64_t sid = sqlite3_column_int64(st, 3), expires = sqlite3_column_int64(st, 4),
 		last = sqlite3_column_int64(st, 5);
 	if (now >= expires || now - last >= cfg.idle_ms) {
@@ -660,19 +670,12 @@ int auth_apitoken_revoke(int64_t user_id, int64_t id, struct dd_err *err)
 
 static int apitoken_lookup(const char *secret, struct auth_state *as)
 {
-	char digest[65];
-	auth_token_digest(secret, digest);
-	sqlite3_stmt *st = prep("SELECT u.id,u.name,u.role,t.id,coalesce(t.last_used,0) FROM api_tokens t"
-				" JOIN users u ON u.id=t.user_id"
-				" WHERE t.token_hash=? AND t.revoked_at IS NULL AND u.disabled=0",
-				NULL);
+	sqlite3_stmt *st = row_of_token("SELECT u.id,u.name,u.role,t.id,coalesce(t.last_used,0) FROM api_tokens t"
+					" JOIN users u ON u.id=t.user_id"
+					" WHERE t.token_hash=? AND t.revoked_at IS NULL AND u.disabled=0",
+					secret);
 	if (!st)
 		return 0;
-	sqlite3_bind_text(st, 1, digest, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
-		return 0;
-	}
 	fill_user(st, 0, &as->user);
 	int64_t tid = sqlite3_column_int64(st, 3), last = sqlite3_column_int64(st, 4);
 	sqlite3_finalize(st);
