@@ -233,3 +233,20 @@ int archive_unpack(const char *path, const char *shown, const char *dest,
 	}
 	return rc;
 }
+
+void archive_kept_path(const char *dir, const char *file, char *out, size_t len)
+{
+	const char *ext = strstr(file, ".tar.gz") ? ".tar.gz" : strrchr(file, '.') ? strrchr(file, '.') : "";
+	snprintf(out, len, "%s/archive%s", dir, ext);
+}
+
+int archive_kept_find(const char *dir, char *out, size_t len)
+{
+	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
+	for (int i = 0; exts[i]; i++) {
+		snprintf(out, len, "%s/archive%s", dir, exts[i]);
+		if (access(out, R_OK) == 0)
+			return 1;
+	}
+	return 0;
+}

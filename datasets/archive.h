@@ -32,4 +32,11 @@ int archive_unpack(const char *path, const char *shown, const char *dest,
 /* Is this file name one of the archive types we unpack (.zip .tar .tar.gz .tgz)? */
 int archive_is_archive_name(const char *name);
 
+/* A job keeps the upload it unpacked as DIR/archive.EXT (an upload is used once),
+ * so that a clone can unpack it again.  archive_kept_path: that path for the
+ * uploaded file (its extension, .tar.gz whole).  archive_kept_find: the one DIR
+ * holds into out, 1; 0 when there is none. */
+void archive_kept_path(const char *dir, const char *file, char *out, size_t len);
+int archive_kept_find(const char *dir, char *out, size_t len);
+
 #endif

@@ -124,8 +124,7 @@ static int run(struct worker *w, struct dd_err *err)
 		char kept[PATH_MAX];
 		/* The upload becomes the job's own archive (a rename inside the data
 		 * folder), so a clone of this job can unpack it again. */
-		const char *ext = strstr(file, ".tar.gz") ? ".tar.gz" : strrchr(file, '.') ? strrchr(file, '.') : "";
-		snprintf(kept, sizeof kept, "%s/archive%s", w->dir, ext);
+		archive_kept_path(w->dir, file, kept, sizeof kept);
 		if (strstr(file, "/uploads/") && rename(file, kept) == 0)
 			file = kept;
 		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
@@ -227,15 +226,11 @@ static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
 	const char *type = str(src, "type");
 	if (!type || strcmp(type, "upload") != 0)
 		return DD_OK;
-	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
-	for (int i = 0; exts[i]; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof p, "%s/archive%s", orig_dir, exts[i]);
-		if (access(p, R_OK) == 0) {
-			cJSON_DeleteItemFromObjectCaseSensitive(src, "file");
-			cJSON_AddStringToObject(src, "file", p);
-			return DD_OK;
-		}
+	char p[PATH_MAX];
+	if (archive_kept_find(orig_dir, p, sizeof p)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(src, "file");
+		cJSON_AddStringToObject(src, "file", p);
+		return DD_OK;
 	}
 	return dd_err_set(err, DD_ECONFLICT, "the archive this dataset was made from is gone; upload it again to make a new dataset");
 }

@@ -629,8 +629,7 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 			*s = 0;
 	}
 	strncat(uploads, "/uploads", sizeof uploads - strlen(uploads) - 1);
-	const char *ext = strstr(file, ".tar.gz") ? ".tar.gz" : strrchr(file, '.') ? strrchr(file, '.') : "";
-	snprintf(kept, sizeof kept, "%s/archive%s", w->dir, ext);
+	archive_kept_path(w->dir, file, kept, sizeof kept);
 	char jobs[PATH_MAX];
 	snprintf(jobs, sizeof jobs, "%s", w->dir);
 	*strrchr(jobs, '/') = 0;
@@ -958,14 +957,10 @@ static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
 	cJSON *src = get(params, "source");
 	if (!get(src, "file"))
 		return DD_OK;
-	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
-	for (int i = 0; exts[i]; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof p, "%s/archive%s", orig_dir, exts[i]);
-		if (access(p, R_OK) == 0) {
-			cJSON_ReplaceItemInObjectCaseSensitive(src, "file", cJSON_CreateString(p));
-			return DD_OK;
-		}
+	char p[PATH_MAX];
+	if (archive_kept_find(orig_dir, p, sizeof p)) {
+		cJSON_ReplaceItemInObjectCaseSensitive(src, "file", cJSON_CreateString(p));
+		return DD_OK;
 	}
 	return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
 }
