@@ -116,7 +116,7 @@ static const struct net_node *data_node(const struct net_graph *g)
 }
 
 /* A copy of the train network for data parallelism (train_opts.replicas): copy 0
- * is the run's own (be, tr, sol, tdata, tlabel, borrowed); the others own theirs
+ * is the run's own (its be, tr and sol, borrowed); the others own theirs
  * and are driven each by a thread of its own (struct crew). */
 struct replica {
 	struct run *run;
@@ -162,12 +162,12 @@ struct run {
 	struct graph *tr, *va;
 	struct solver *sol;
 	struct feed *ftr, *fva;
-	float *tdata, *tlabel, *vdata, *vlabel, *scratch_labels;
+	float *vdata, *vlabel, *scratch_labels;
 	const char *acc1, *acc5;
 	int tb, vb, iter_size;
 	int fc, fh, fw;
 	int64_t ipe, total, vit;  /* iterations per epoch, in all; val batches */
-	/* the copies of the train graph: rep[0] is (be, tr, sol, tdata, tlabel); more
+	/* the copies of the train graph: rep[0] is (be, tr, sol) and the data blobs; more
 	 * than one with train_opts.replicas (data parallelism) */
 	int nrep;
 	struct replica rep[TRAIN_MAX_REPLICAS];
@@ -520,9 +520,10 @@ static int crew_run(struct run *r, enum crew_cmd cmd, const struct feed_batch *b
 	for (int i = 0; i < r->nrep; i++)
 		if (r->rep[i].rc) {
 			*err = r->rep[i].err;
-			if (r->nrep > 1)
-				dd_err_prefix(err, !strcmp(backend_name(r->be), "cuda") ? "GPU %d" : "copy %d",
-					      !strcmp(backend_name(r->be), "cuda") ? r->o->gpus[i] : i);
+			if (r->nrep > 1) {
+				int gpu = !strcmp(backend_name(r->be), "cuda");
+				dd_err_prefix(err, gpu ? "GPU %d" : "copy %d", gpu ? r->o->gpus[i] : i);
+			}
 			return r->rep[i].rc;
 		}
 	return DD_OK;
@@ -643,12 +644,11 @@ static int setup(struct run *r, struct dd_err *err)
 		return rc;
 
 	struct net_shape ds;
-	r->tdata = graph_blob(r->tr, "data", &ds);
-	r->tlabel = graph_blob(r->tr, "label", NULL);
-	r->rep[0] = (struct replica){ .run = r, .i = 0, .be = r->be, .tr = r->tr, .data = r->tdata, .label = r->tlabel };
+	r->rep[0] = (struct replica){ .run = r, .i = 0, .be = r->be, .tr = r->tr,
+				      .data = graph_blob(r->tr, "data", &ds), .label = graph_blob(r->tr, "label", NULL) };
 	r->vdata = graph_blob(r->va, "data", NULL);
 	r->vlabel = graph_blob(r->va, "label", NULL);
-	if (!r->tdata || !r->vdata)
+	if (!r->rep[0].data || !r->vdata)
 		return dd_err_set(err, DD_EINVAL, "%s has no \"data\" blob", r->netname);
 	feed_shape(r->ftr, &r->fc, &r->fh, &r->fw);
 	if (ds.ndim != 4 || ds.dim[1] != r->fc || ds.dim[2] != r->fh || ds.dim[3] != r->fw)
