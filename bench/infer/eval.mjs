@@ -7,14 +7,12 @@
 // 10% first (what it learnt does not change the speed).
 //
 //   make all && node bench/infer/eval.mjs
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { startServer, waitState } from '../../tests/lib/server.mjs';
-import { barsPng as png } from '../../tests/lib/png.mjs';
+import { join } from 'node:path';
+import { waitState } from '../../tests/lib/server.mjs';
+import { lenetOnBars, writeResult } from '../lib/lenet.mjs';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
 const N = Number(process.env.BENCH_EVAL_N || 10000);
 
 async function main() {
@@ -22,26 +20,13 @@ async function main() {
   let server;
   const out = { bench: 'infer-many', ok: false, rows: [], raw: {} };
   try {
-    for (let k = 0; k < 10; k++) {
-      mkdirSync(join(work, 'bars', `c${k}`), { recursive: true });
-      for (let i = 0; i < N / 10; i++) writeFileSync(join(work, 'bars', `c${k}`, `${i}.png`), png(k, i + 1));
-    }
-    server = await startServer({ args: ['--data-root', work] });
-    const ds = await server.api('POST', '/api/v1/datasets', {
-      name: 'bars', source: { type: 'folder', train: join(work, 'bars') },
-      options: { width: 28, height: 28, channels: 1, val_pct: 90, seed: 1 },
-    });
-    if (ds.status !== 202) throw new Error(JSON.stringify(ds.body));
-    await waitState(server, ds.body.job.id, ['done'], 600000);
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'lenet', dataset: ds.body.job.id, network: { standard: 'lenet' }, epochs: 1,
-    });
-    if (m.status !== 202) throw new Error(JSON.stringify(m.body));
-    await waitState(server, m.body.job.id, ['done'], 600000);
+    let datasetId, modelId;
+    ({ server, datasetId, modelId } = await lenetOnBars(work, { perClass: N / 10, valPct: 90, timeout: 600000 })
+      .catch((e) => { server = e.server; throw e; }));
     for (const batch of [64, 1]) {
       const t0 = Date.now();
       const e = await server.api('POST', '/api/v1/evaluations', {
-        model: m.body.job.id, source: { dataset: ds.body.job.id, split: 'val' }, batch_size: batch,
+        model: modelId, source: { dataset: datasetId, split: 'val' }, batch_size: batch,
       });
       if (e.status !== 202) throw new Error(JSON.stringify(e.body));
       const st = await waitState(server, e.body.job.id, ['done', 'error'], 600000);
@@ -60,9 +45,7 @@ async function main() {
     await server?.stop();
     server?.cleanup?.();
     rmSync(work, { recursive: true, force: true });
-    mkdirSync(join(HERE, '..', 'results'), { recursive: true });
-    writeFileSync(join(HERE, '..', 'results', 'infer-eval-latest.json'), JSON.stringify(out, null, 1));
-    for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+    writeResult('infer-eval-latest', out);
   }
   if (!out.ok) process.exit(1);
 }

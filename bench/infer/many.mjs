@@ -16,13 +16,12 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'nod
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { tmpdir, cpus } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { startServer, waitState, ROOT } from '../../tests/lib/server.mjs';
+import { join } from 'node:path';
+import { ROOT } from '../../tests/lib/server.mjs';
+import { lenetOnBars, writeResult } from '../lib/lenet.mjs';
 import { barsPng as bars } from '../../tests/lib/png.mjs';
 
 const run = promisify(execFile);
-const HERE = dirname(fileURLToPath(import.meta.url));
 const N = Number(process.env.BENCH_MANY_N || 2000);
 const RUNS = Number(process.env.BENCH_MANY_RUNS || 3);
 const THREADS = Number(process.env.BENCH_THREADS || cpus().length);
@@ -45,23 +44,9 @@ async function main() {
   let server;
   const out = { bench: 'infer-many', ok: false, rows: [], n: N, threads: THREADS };
   try {
-    for (let k = 0; k < 10; k++) {
-      mkdirSync(join(work, 'train', `c${k}`), { recursive: true });
-      for (let i = 0; i < 20; i++) writeFileSync(join(work, 'train', `c${k}`, `${i}.png`), bars(k, i + 1));
-    }
-    server = await startServer({ args: ['--data-root', work] });
-    const ds = await server.api('POST', '/api/v1/datasets', {
-      name: 'bars', source: { type: 'folder', train: join(work, 'train') },
-      options: { width: 28, height: 28, channels: 1, val_pct: 20, seed: 1 },
-    });
-    if (ds.status !== 202) throw new Error(JSON.stringify(ds.body));
-    await waitState(server, ds.body.job.id, ['done'], 60000);
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'lenet', dataset: ds.body.job.id, network: { standard: 'lenet' }, epochs: 1,
-    });
-    if (m.status !== 202) throw new Error(JSON.stringify(m.body));
-    await waitState(server, m.body.job.id, ['done'], 180000);
-    const res = await fetch(`${server.url}/api/v1/models/${m.body.job.id}/bundle`);
+    let modelId;
+    ({ server, modelId } = await lenetOnBars(work).catch((e) => { server = e.server; throw e; }));
+    const res = await fetch(`${server.url}/api/v1/models/${modelId}/bundle`);
     if (res.status !== 200) throw new Error(`bundle: ${res.status}`);
     const tgz = join(work, 'lenet.tar.gz');
     writeFileSync(tgz, Buffer.from(await res.arrayBuffer()));
@@ -115,9 +100,7 @@ async function main() {
     await server?.stop();
     server?.cleanup?.();
     rmSync(work, { recursive: true, force: true });
-    mkdirSync(join(HERE, '..', 'results'), { recursive: true });
-    writeFileSync(join(HERE, '..', 'results', 'infer-many-latest.json'), JSON.stringify(out, null, 1));
-    for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+    writeResult('infer-many-latest', out);
   }
   if (!out.ok) process.exit(1);
 }

@@ -9,14 +9,12 @@
 // The server passes each image to its inference service over a Unix socket
 // (app/infer_service.c), so every figure includes that hop.
 // Issue 6's goal: p50 under 5 ms with one client.
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { startServer, waitState } from '../../tests/lib/server.mjs';
+import { join } from 'node:path';
+import { lenetOnBars, writeResult } from '../lib/lenet.mjs';
 import { barsPng as png } from '../../tests/lib/png.mjs';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
 const N = Number(process.env.BENCH_INFER_N || 200);
 
 const pct = (v, p) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
@@ -26,23 +24,8 @@ async function main() {
   let server;
   const out = { bench: 'infer', ok: false, rows: [] };
   try {
-    for (let k = 0; k < 10; k++) {
-      mkdirSync(join(work, 'digits', `c${k}`), { recursive: true });
-      for (let i = 0; i < 20; i++) writeFileSync(join(work, 'digits', `c${k}`, `${i}.png`), png(k, i + 1));
-    }
-    server = await startServer({ args: ['--data-root', work] });
-    const ds = await server.api('POST', '/api/v1/datasets', {
-      name: 'bars', source: { type: 'folder', train: join(work, 'digits') },
-      options: { width: 28, height: 28, channels: 1, val_pct: 20, seed: 1 },
-    });
-    if (ds.status !== 202) throw new Error(JSON.stringify(ds.body));
-    await waitState(server, ds.body.job.id, ['done'], 60000);
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'lenet', dataset: ds.body.job.id, network: { standard: 'lenet' }, epochs: 1,
-    });
-    if (m.status !== 202) throw new Error(JSON.stringify(m.body));
-    const id = m.body.job.id;
-    await waitState(server, id, ['done'], 120000);
+    let id;
+    ({ server, modelId: id } = await lenetOnBars(work).catch((e) => { server = e.server; throw e; }));
     const img = png(3, 999);
     const url = `${server.url}/api/v1/models/${id}/classify`;
     const once = async (query = '') => {
@@ -82,9 +65,7 @@ async function main() {
     await server?.stop();
     server?.cleanup?.();
     rmSync(work, { recursive: true, force: true });
-    mkdirSync(join(HERE, '..', 'results'), { recursive: true });
-    writeFileSync(join(HERE, '..', 'results', 'infer-latest.json'), JSON.stringify(out, null, 1));
-    for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+    writeResult('infer-latest', out);
   }
   if (!out.ok) process.exit(1);
 }
