@@ -309,17 +309,19 @@ static int form_found(const char *key, const char *filename, char *path, size_t 
 	return MG_FORM_FIELD_STORAGE_ABORT;
 }
 
-static void append(char **dst, const char *v, size_t len)
+/* Add a chunk of a text field to *dst; -1 once the field passes 64 KiB. */
+static int append(char **dst, const char *v, size_t len)
 {
 	size_t have = *dst ? strlen(*dst) : 0;
 	if (have + len > 65536)
-		return;
+		return -1;
 	char *g = realloc(*dst, have + len + 1);
 	if (!g)
-		return;
+		return -1;
 	memcpy(g + have, v, len);
 	g[have + len] = 0;
 	*dst = g;
+	return 0;
 }
 
 static int form_get(const char *key, const char *value, size_t len, void *ud)
@@ -329,11 +331,13 @@ static int form_get(const char *key, const char *value, size_t len, void *ud)
 		snprintf(f->name + strlen(f->name), sizeof f->name - strlen(f->name), "%.*s", (int)len, value);
 	else if (!strcmp(key, "group"))
 		snprintf(f->group + strlen(f->group), sizeof f->group - strlen(f->group), "%.*s", (int)len, value);
-	else if (!strcmp(key, "options"))
-		append(&f->options, value, len);
-	else if (!strcmp(key, "source"))
-		append(&f->source, value, len);
-	return MG_FORM_FIELD_HANDLE_NEXT;
+	else if ((!strcmp(key, "options") && append(&f->options, value, len)) ||
+		 (!strcmp(key, "source") && append(&f->source, value, len))) {
+		f->bad = 1;
+		snprintf(f->why, sizeof f->why, "%s: over 64 KiB of JSON", key);
+		return MG_FORM_FIELD_HANDLE_ABORT;
+	}
+	return MG_FORM_FIELD_HANDLE_GET;
 }
 
 static int form_store(const char *path, long long size, void *ud)

@@ -109,7 +109,7 @@ static int form_get(const char *key, const char *value, size_t len, void *ud)
 	struct form *f = ud;
 	if (!strcmp(key, "name"))
 		snprintf(f->name + strlen(f->name), sizeof f->name - strlen(f->name), "%.*s", (int)len, value);
-	return MG_FORM_FIELD_HANDLE_NEXT;
+	return MG_FORM_FIELD_HANDLE_GET;
 }
 
 static int form_store(const char *path, long long size, void *ud)

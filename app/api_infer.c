@@ -160,7 +160,7 @@ static int up_get(const char *key, const char *value, size_t len, void *ud)
 		}
 		memcpy(dst + have, value, len);
 		dst[have + len] = 0;
-		return MG_FORM_FIELD_HANDLE_NEXT;
+		return MG_FORM_FIELD_HANDLE_GET;
 	}
 	size_t limit = strcmp(u->file_field, "image_list") ? IMAGE_UPLOAD_CAP : LIST_CAP;
 	if (u->len + len > limit) {
@@ -176,7 +176,7 @@ static int up_get(const char *key, const char *value, size_t len, void *ud)
 	u->data = g;
 	u->len += len;
 	u->data[u->len] = 0;
-	return MG_FORM_FIELD_HANDLE_NEXT;
+	return MG_FORM_FIELD_HANDLE_GET;
 }
 
 static int up_store(const char *path, long long size, void *ud)
