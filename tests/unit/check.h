@@ -5,8 +5,19 @@
  *
  * Each RUN counts as one test, failed if any CHECK in it failed.  The program
  * prints "N passed, N failed" last and exits non-zero when anything failed.
- * A test that cannot run here (no GPU) calls check_skip("why"): a visible
- * "SKIP: why" line, and ", N skipped" in the summary, which tests/run.sh adds up. */
+ *
+ * A test that cannot run here calls one of two, inside a RUN or in main, and returns:
+ *   check_skip("why")        something no machine of this suite's can be made to
+ *                            have (no GPU, one GPU): a visible "SKIP: why" line
+ *                            and ", N skipped" in the summary, never a pass;
+ *   check_need("what", "why") a dependency `make test` installs itself (Makefile
+ *                            TEST_PKGS: python3-torch, python3-lmdb/-protobuf,
+ *                            dataset-fashion-mnist, ...) is missing: a skip as
+ *                            above, except where the environment has CI set (CI
+ *                            runs .ci/run with CI=true), where it is a failure —
+ *                            there its absence is a broken install, not a machine
+ *                            that lacks something.
+ * tests/run.sh adds the skips up and lists their reasons. */
 #ifndef DD_CHECK_H
 #define DD_CHECK_H
 
@@ -15,6 +26,7 @@
 #include <string.h>
 
 static int check_passed, check_failed, check_current_failed, check_skipped;
+static int check_in_run, check_current_skipped; /* inside a RUN; it called check_skip */
 
 #define CHECK(cond)                                                                   \
 	do {                                                                          \
@@ -54,13 +66,21 @@ static int check_passed, check_failed, check_current_failed, check_skipped;
 		}                                                                     \
 	} while (0)
 
+/* A test that failed any CHECK is failed (whether or not it also skipped part);
+ * one that called check_skip and failed nothing is a skip, not a pass. */
 #define RUN(fn)                                                                       \
 	do {                                                                          \
 		check_current_failed = 0;                                             \
+		check_current_skipped = 0;                                            \
+		check_in_run = 1;                                                     \
 		fn();                                                                 \
+		check_in_run = 0;                                                     \
 		if (check_current_failed) {                                           \
 			check_failed++;                                               \
+			check_skipped -= check_current_skipped;                       \
 			printf("FAIL %s\n", #fn);                                     \
+		} else if (check_current_skipped) {                                   \
+			printf("skip %s\n", #fn);                                     \
 		} else {                                                              \
 			check_passed++;                                               \
 			printf("ok   %s\n", #fn);                                     \
@@ -68,11 +88,39 @@ static int check_passed, check_failed, check_current_failed, check_skipped;
 		fflush(stdout);                                                       \
 	} while (0)
 
+/* One skip, counted once however often a test calls it. */
 static inline void check_skip(const char *reason)
 {
 	printf("SKIP: %s\n", reason);
 	fflush(stdout);
-	check_skipped++;
+	if (!check_in_run || !check_current_skipped)
+		check_skipped++;
+	check_current_skipped = check_in_run;
+}
+
+/* Whether this is CI (.ci/run under CI=true): CI set to anything but "", "0" or "false". */
+static inline int check_ci(void)
+{
+	const char *ci = getenv("CI");
+	return ci && *ci && strcmp(ci, "0") != 0 && strcmp(ci, "false") != 0;
+}
+
+/* what cannot be tested because why (a dependency `make test` installs is missing):
+ * in CI a failure of the current RUN (or, in main, of the program), else a skip. */
+static inline void check_need(const char *what, const char *why)
+{
+	char line[1024];
+	snprintf(line, sizeof line, "%s, not tested: %s", what, why);
+	if (!check_ci()) {
+		check_skip(line);
+		return;
+	}
+	printf("FAIL: %s (CI is set, and `make test` installs this: Makefile TEST_PKGS)\n", line);
+	fflush(stdout);
+	if (check_in_run)
+		check_current_failed = 1;
+	else
+		check_failed++;
 }
 
 static inline int check_summary(void)

@@ -10,8 +10,8 @@
  *
  * (ggml's test-backend-ops measure).  Which PyTorch call stands for which Caffe layer,
  * and where the two differ, is written at the top of layers.py.  Without torch in
- * /usr/bin/python3 (Debian's python3-torch) the whole test prints one SKIP line and
- * counts as passed. */
+ * /usr/bin/python3 (Debian's python3-torch, which `make test` installs) the whole
+ * test is one counted skip, or a failure where CI is set (check_need). */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -121,6 +121,15 @@ static float *load(const cJSON *cs, const char *name, int64_t *count)
 	return v;
 }
 
+/* R_out of case cs has n values where the layer's output has want: a failure. */
+static void bad_size(const cJSON *cs, int64_t n, int64_t want)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(cs, "name");
+	fprintf(stderr, "  %s: R_out has %lld values, the output %lld\n", cJSON_IsString(name) ? name->valuestring : "?",
+		(long long)n, (long long)want);
+	check_current_failed = 1;
+}
+
 static float *must_load(const cJSON *cs, const char *name, int64_t *count)
 {
 	float *v = load(cs, name, count);
@@ -190,8 +199,10 @@ static void run_conv(const cJSON *cs)
 	float *w = must_load(cs, "w", &n_w);                        /* (C_out, C_in/group, kh, kw) */
 	float *b = d.bias ? must_load(cs, "b", NULL) : NULL;        /* (C_out) */
 	float *r = must_load(cs, "R_out", &n_out);                  /* (N, C_out, H_out, W_out) */
-	if (n_out != (int64_t)d.n * d.c_out * d.h_out * d.w_out)
+	if (n_out != (int64_t)d.n * d.c_out * d.h_out * d.w_out) { /* the manifest and the layer disagree */
+		bad_size(cs, n_out, (int64_t)d.n * d.c_out * d.h_out * d.w_out);
 		return;
+	}
 	float *out = fvec(n_out), *din = fvec(n_in), *dw = fvec(n_w), *db = fvec(d.c_out);
 	conv_forward(out, in, w, b, &d);
 	compare(cs, "out", out, n_out);
@@ -210,8 +221,10 @@ static void run_ip(const cJSON *cs)
 	float *w = must_load(cs, "w", &n_w);                 /* (M, K) */
 	float *b = d.bias ? must_load(cs, "b", NULL) : NULL; /* (M) */
 	float *r = must_load(cs, "R_out", &n_out);           /* (N, M) */
-	if (n_out != (int64_t)d.n * d.m)
+	if (n_out != (int64_t)d.n * d.m) { /* the manifest and the layer disagree */
+		bad_size(cs, n_out, (int64_t)d.n * d.m);
 		return;
+	}
 	float *out = fvec(n_out), *din = fvec(n_in), *dw = fvec(n_w), *db = fvec(d.m);
 	ip_forward(out, in, w, b, &d);
 	compare(cs, "out", out, n_out);
@@ -234,8 +247,10 @@ static void run_pool(const cJSON *cs)
 	int64_t n_in, n_out;
 	float *in = must_load(cs, "in", &n_in);    /* (N, C, H, W) */
 	float *r = must_load(cs, "R_out", &n_out); /* (N, C, H_out, W_out) */
-	if (n_out != (int64_t)d.n * d.c * d.h_out * d.w_out)
+	if (n_out != (int64_t)d.n * d.c * d.h_out * d.w_out) { /* the manifest and the layer disagree */
+		bad_size(cs, n_out, (int64_t)d.n * d.c * d.h_out * d.w_out);
 		return;
+	}
 	float *out = fvec(n_out), *din = fvec(n_in);
 	int32_t *mask = talloc((size_t)n_out * sizeof(int32_t));
 	pool_forward(out, mask, in, &d);
@@ -542,9 +557,9 @@ int main(void)
 	int code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 	if (code == 77 || code == 127) {
 		rmdir(parity_dir);
-		printf("SKIP test_parity: /usr/bin/python3 %s (Debian's python3-torch provides it)\n",
-		       code == 77 ? "has no torch" : "is missing");
-		check_passed++;
+		check_need("the reference layers against PyTorch",
+			   code == 77 ? "/usr/bin/python3 has no torch (Debian's python3-torch)"
+				      : "/usr/bin/python3 is missing (Debian's python3-torch)");
 		return check_summary();
 	}
 	char mpath[128];

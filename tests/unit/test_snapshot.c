@@ -180,7 +180,7 @@ static void test_python_reads(void)
 	const char *path = tmp_path("py.safetensors");
 	CHECK_EQ_INT(st_write(path, t, 2, meta, NULL), DD_OK);
 	if (access("/usr/bin/python3", X_OK) != 0) {
-		printf("       SKIP: no /usr/bin/python3\n");
+		check_need("safetensors read by Python", "no /usr/bin/python3 (Debian's python3)");
 		return;
 	}
 	char cmd[1536];
