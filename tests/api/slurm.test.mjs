@@ -6,7 +6,9 @@
 // snapshot; `scancel --signal=KILL` ends `error` saying Slurm cancelled it; a
 // restarted server finds its Slurm job again; `scontrol requeue` of a training
 // starts the worker again, which resumes from its snapshot with its curves going
-// on.  Where Slurm cannot run (not root, not installed), every test says SKIP and why.
+// on.  Where Slurm cannot run (not root, not installed), every test says SKIP and
+// why, or fails where CI is set (need()); a Slurm that is there but does not start
+// fails them all, with its daemons' logs.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
@@ -17,6 +19,7 @@ import {
   startServer, waitState, waitFor, allEvents, assertSchema, assertError, loadOpenApi, writeColourFolders, TINY_NET, BIN,
 } from './helpers.mjs';
 import { startSlurm, slurmMissing } from '../lib/slurm.mjs';
+import { need } from '../lib/need.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 const SLOW = 90000; // a loaded 2-core machine; squeue is polled every few seconds
@@ -107,13 +110,7 @@ describe('slurm executor', () => {
 
   before(async () => {
     if (skip) return;
-    try {
-      cluster = await startSlurm();
-    } catch (e) {
-      skip = `Slurm did not start here: ${e.message}`;
-      return;
-    }
-    if (cluster.skip) { skip = cluster.skip; return; }
+    cluster = await startSlurm(); // throws, failing every test below, with the daemons' logs
     Object.assign(process.env, cluster.env); // the server's sbatch/squeue find this cluster
     doc = loadOpenApi();
     work = mkdtempSync(join(tmpdir(), 'deepdesk-slurm-work-'));
@@ -132,7 +129,7 @@ describe('slurm executor', () => {
   });
 
   test('info shows the executor and the Slurm defaults', async (t) => {
-    if (skip) return t.skip(skip);
+    if (need(t, skip)) return;
     const i = await server.api('GET', '/api/v1/info');
     assertSchema(doc, 'Info', i.body);
     assert.equal(i.body.executor.default, 'slurm');
@@ -152,7 +149,7 @@ describe('slurm executor', () => {
   });
 
   test('a dataset job runs as a Slurm batch job and makes the dataset a local run makes', async (t) => {
-    if (skip) return t.skip(skip);
+    if (need(t, skip)) return;
     const [rs, rl] = [await dataset(server, join(work, 'colours')), await dataset(local, join(work, 'colours'))];
     assert.equal(rs.status, 202, JSON.stringify(rs.body));
     dsSlurm = rs.body.job.id;
@@ -185,7 +182,8 @@ describe('slurm executor', () => {
   });
 
   test('a short training on Slurm ends done with the metrics and snapshot of a local one', async (t) => {
-    if (skip || !dsSlurm) return t.skip(skip || 'no dataset');
+    if (need(t, skip)) return;
+    assert.ok(dsSlurm, 'the dataset test above made no dataset');
     const rs = await server.api('POST', '/api/v1/models', model(dsSlurm));
     const rl = await local.api('POST', '/api/v1/models', model(dsLocal));
     assert.equal(rs.status, 202, JSON.stringify(rs.body));
@@ -209,7 +207,8 @@ describe('slurm executor', () => {
   });
 
   test('a cuda training asks the cluster for its GPUs: --gres=gpu:N, resources.gpu_count; ids are refused', async (t) => {
-    if (skip || !dsSlurm) return t.skip(skip || 'no dataset');
+    if (need(t, skip)) return;
+    assert.ok(dsSlurm, 'the dataset test above made no dataset');
     // this server has no GPU, its cluster does (or says why not)
     assertError(await server.api('POST', '/api/v1/models', model(dsSlurm, { backend: 'cuda', gpus: [0, 1] })), 400, 'invalid',
       /^gpus: a job on the cluster asks for a count of GPUs \(1 to 16\) or "any"; Slurm chooses which/);
@@ -229,7 +228,8 @@ describe('slurm executor', () => {
   });
 
   test('a job that waits shows Slurm\'s pending reason and its place; abort while pending, then abort running: aborted with a snapshot', async (t) => {
-    if (skip || !bigId) return t.skip(skip || 'no dataset');
+    if (need(t, skip)) return;
+    assert.ok(bigId, 'the training test above made no big dataset');
     const a = (await server.api('POST', '/api/v1/models', long())).body.job.id;
     await waitFor(async () => (await job(server, a)).executor?.state === 'RUNNING', SLOW, 'the first job running');
     await waitFor(async () => (await allEvents(server, a)).some((e) => e.type === 'metric' && e.iteration > 0), SLOW, 'a train metric');
@@ -256,7 +256,8 @@ describe('slurm executor', () => {
   });
 
   test('scancel --signal=KILL ends the job error, saying Slurm cancelled it', async (t) => {
-    if (skip || !bigId) return t.skip(skip || 'no dataset');
+    if (need(t, skip)) return;
+    assert.ok(bigId, 'the training test above made no big dataset');
     const id = (await server.api('POST', '/api/v1/models', long())).body.job.id;
     await waitFor(async () => (await allEvents(server, id)).some((e) => e.type === 'metric' && e.iteration > 0), SLOW, 'a train metric');
     const sid = (await job(server, id)).executor.job_id;
@@ -268,7 +269,8 @@ describe('slurm executor', () => {
   });
 
   test('a restarted server finds its Slurm job again and goes on tailing it', async (t) => {
-    if (skip || !bigId) return t.skip(skip || 'no dataset');
+    if (need(t, skip)) return;
+    assert.ok(bigId, 'the training test above made no big dataset');
     const id = (await server.api('POST', '/api/v1/models', long())).body.job.id;
     await waitFor(async () => (await allEvents(server, id)).some((e) => e.type === 'metric' && e.iteration > 0), SLOW, 'a train metric');
     const sid = (await job(server, id)).executor.job_id;
@@ -284,7 +286,8 @@ describe('slurm executor', () => {
   });
 
   test('scontrol requeue: the worker starts again and resumes from its snapshot, its curve going on', async (t) => {
-    if (skip || !bigId) return t.skip(skip || 'no dataset');
+    if (need(t, skip)) return;
+    assert.ok(bigId, 'the training test above made no big dataset');
     const id = (await server.api('POST', '/api/v1/models', long())).body.job.id;
     await waitFor(async () => (await allEvents(server, id)).filter((e) => e.type === 'metric' && e.iteration > 0).length > 2, SLOW, 'train metrics');
     const sid = (await job(server, id)).executor.job_id;

@@ -6,8 +6,13 @@
 // end of a job comes from squeue, which keeps finished jobs for MinJobAge, and from
 // the job's own event log).  Nothing is read from or written to /etc/slurm or
 // /etc/munge.  It returns {dir, conf, env, cpus, run(cmd, args), stop()}; stop()
-// cancels every job and ends the daemons by their pids.  When Slurm cannot start
-// here (not root, a binary missing) it returns {skip: 'why'} instead.
+// cancels every job and ends the daemons by their pids.
+//
+// slurmMissing() says why Slurm cannot run here (not root, a binary missing), which
+// a test hands to need() (tests/lib/need.mjs): a skip, or a failure in CI.  Slurm that
+// is there but does not start is always a failure: startSlurm() throws, with the tail
+// of munged's, slurmctld's and slurmd's logs.  It waits up to SLURM_START_MS (120 s,
+// a loaded 2-core machine) for the node to become idle.
 import { spawnSync, execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync, mkdirSync, chmodSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -16,6 +21,22 @@ import { cpus as osCpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const SLURM_START_MS = 120000;
+
+/** How a spawnSync of a daemon went wrong, with what it printed. */
+function failed(name, r) {
+  const how = r.error ? `did not start or finish (${r.error.message})` : r.status !== null ? `exited ${r.status}` : `was killed (${r.signal})`;
+  const said = String(r.stderr || r.stdout || '').trim();
+  return `${name} ${how}${said ? `: ${said}` : ''}`;
+}
+
+/** The last lines of a daemon's log, for an error that says why it did not start. */
+function logTail(file, lines = 15) {
+  let text;
+  try { text = readFileSync(file, 'utf8'); } catch (e) { return `\n--- ${file}: ${e.code || e.message}`; }
+  const tail = text.trimEnd().split('\n').slice(-lines).join('\n');
+  return `\n--- the last lines of ${file}:\n${tail || '(empty)'}`;
+}
 
 const SBIN = ['/usr/sbin', '/usr/bin', '/sbin', '/bin'];
 function which(name) {
@@ -63,9 +84,10 @@ export function slurmMissing() {
   return null;
 }
 
+/** Start a test Slurm (see the top of this file); throws, saying why, when it does not. */
 export async function startSlurm() {
   const why = slurmMissing();
-  if (why) return { skip: why };
+  if (why) throw new Error(`Slurm cannot run here: ${why}`);
   const dir = mkdtempSync(join(process.env.DEEPDESK_TEST_TMP || tmpdir(), 'deepdesk-slurm-'));
   chmodSync(dir, 0o755); // munged wants every folder above its socket searchable
   const mungeDir = join(dir, 'munge');
@@ -101,11 +123,13 @@ export async function startSlurm() {
       return execFileSync(which(cmd), args, { env: { ...process.env, ...cluster.env }, encoding: 'utf8', timeout: 20000 });
     },
   };
+  const logs = () => logTail(join(mungeDir, 'munged.log'), 5) + logTail(join(dir, 'slurmctld.log')) +
+    logTail(join(dir, 'slurmd.log'));
   try {
     const m = spawnSync(which('munged'), [`--key-file=${key}`, `--socket=${sock}`,
       `--pid-file=${join(mungeDir, 'munged.pid')}`, `--log-file=${join(mungeDir, 'munged.log')}`,
       `--seed-file=${join(mungeDir, 'munged.seed')}`, '--force'], { encoding: 'utf8', timeout: 20000 });
-    if (m.status !== 0) throw new Error(`munged: ${m.stderr || m.stdout}`);
+    if (m.status !== 0) throw new Error(failed('munged', m) + logs());
     pids.munged = pidOf(join(mungeDir, 'munged.pid'));
     const [ctldPort, dPort] = [await freePort(), await freePort()];
     const cpus = osCpus().length;
@@ -148,22 +172,21 @@ export async function startSlurm() {
     ].join('\n'));
     cluster.env = { SLURM_CONF: cluster.conf };
     const env = { ...process.env, ...cluster.env };
-    const c = spawnSync(which('slurmctld'), ['-f', cluster.conf, '-i'], { env, encoding: 'utf8', timeout: 30000 });
-    if (c.status !== 0) throw new Error(`slurmctld: ${c.stderr || c.stdout}`);
-    const d = spawnSync(which('slurmd'), ['-f', cluster.conf, '-N', 'localhost'], { env, encoding: 'utf8', timeout: 30000 });
-    if (d.status !== 0) throw new Error(`slurmd: ${d.stderr || d.stdout}`);
+    const c = spawnSync(which('slurmctld'), ['-f', cluster.conf, '-i'], { env, encoding: 'utf8', timeout: 60000 });
+    if (c.status !== 0) throw new Error(failed('slurmctld', c) + logs());
+    const d = spawnSync(which('slurmd'), ['-f', cluster.conf, '-N', 'localhost'], { env, encoding: 'utf8', timeout: 60000 });
+    if (d.status !== 0) throw new Error(failed('slurmd', d) + logs());
     // ready when the node is idle
+    const t0 = Date.now();
     let state = '';
-    for (let i = 0; i < 200; i++) {
+    while (Date.now() - t0 < SLURM_START_MS) {
       const s = spawnSync(which('sinfo'), ['-h', '-N', '-o', '%T'], { env, encoding: 'utf8', timeout: 10000 });
-      state = String(s.stdout).trim();
+      state = `${String(s.stdout).trim()}${s.status === 0 ? '' : ` (sinfo exited ${s.status ?? s.signal}: ${String(s.stderr).trim()})`}`;
       if (s.status === 0 && /^idle/.test(state)) break;
-      await sleep(100);
+      await sleep(200);
     }
     if (!/^idle/.test(state)) {
-      let log = '';
-      try { log = readFileSync(join(dir, 'slurmctld.log'), 'utf8').slice(-1500); } catch { /* none */ }
-      throw new Error(`the test node did not become idle (sinfo: "${state}"); slurmctld.log: ${log}`);
+      throw new Error(`the test node did not become idle in ${SLURM_START_MS / 1000} s (sinfo: "${state}")${logs()}`);
     }
     pids.slurmctld = pidOf(join(dir, 'slurmctld.pid'));
     pids.slurmd = pidOf(join(dir, 'slurmd.pid'));
