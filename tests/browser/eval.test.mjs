@@ -41,6 +41,26 @@ before(async () => {
   ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
 });
 
+/** The server answers: GET /api/v1/info is 200.  node's pooled connection may have
+ *  sat idle (through a test's browser part) past the server's 5 s keep-alive, and a
+ *  request on one the server has closed fails at the socket with no answer, which
+ *  says nothing of the server: such a failure is retried on another connection.  A
+ *  refused connection (the server gone) or any answer but 200 fails the test. */
+async function serverAnswers() {
+  let r;
+  for (let attempt = 1; !r; attempt++) {
+    try {
+      r = await server.api('GET', '/api/v1/info');
+    } catch (e) {
+      const code = e.cause?.code;
+      if (attempt >= 3 || !['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'].includes(code)) {
+        throw new Error(`the server does not answer (its exit: ${server.proc.exitCode ?? server.proc.signalCode ?? 'none, it runs'}): ${e.message}${code ? ` (${code})` : ''}`, { cause: e });
+      }
+    }
+  }
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+}
+
 after(async () => {
   if (browser) await browser.close();
   killTrackedPids();
@@ -100,7 +120,7 @@ test('Evaluate from the model page: progress, accuracy, per-class table, confusi
 test('Evaluate a folder of images uploaded from the dialog: labels from its folders, its images shown', async () => {
   const dir = join(work, 'pick');
   writeColourFolders(join(dir, 'mine'), { blue: COLOURS.blue, green: COLOURS.green, unsorted: COLOURS.green }, 2);
-  await server.api('GET', '/api/v1/info').catch(() => {}); // a stale keep-alive connection takes the fall
+  await serverAnswers(); // the last test's results.csv did not take the server down
   await page.goto(`${server.url}/models/${modelId}`);
   await page.locator('[data-action="evaluate"]').click();
   const dlg = page.locator('dialog[aria-label="Evaluate"]');
@@ -127,9 +147,7 @@ test('a 1,000-class confusion matrix: only the cells in view are built, the name
   const colours = {};
   for (let k = 0; k < 1000; k++) colours[`class${String(k).padStart(4, '0')}`] = [k % 10 * 25, Math.floor(k / 10) % 10 * 25, Math.floor(k / 100) * 25];
   writeColourFolders(join(work, 'many'), colours, 2, 4);
-  // node's pooled connection sat idle through the browser's part of the last test,
-  // maybe past the server's 5 s keep-alive: one request to take the fall
-  await server.api('GET', '/api/v1/info').catch(() => {});
+  await serverAnswers();
   const d = await server.api('POST', '/api/v1/datasets', {
     name: 'many', source: { type: 'folder', train: join(work, 'many') },
     options: { width: 4, height: 4, channels: 3, val_pct: 50, seed: 1 },
