@@ -9,6 +9,7 @@ import {
   BIN, SHIPPED_BIN, OPENAPI_FILE, loadOpenApi, startServer, waitState, createJob,
   allEvents, assertSchema, schemaErrors, wsConnect, killTrackedPids, trackPid, getJob,
 } from './helpers.mjs';
+import { need } from '../lib/need.mjs';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
@@ -183,26 +184,10 @@ describe('openapi', () => {
     assert.equal(aborted.status, 202);
     assertSchema(doc, 'JobResponse', aborted.body);
 
-    // dataset routes: the list, a dataset before it is done (queued: checked, not built), the preview
+    // dataset routes: the list and the preview (a dataset before it is built: the next test)
     const dl = await server.api('GET', '/api/v1/datasets');
     assert.equal(dl.status, 200);
     assertSchema(doc, 'DatasetList', dl.body);
-    const ds = await server.api('POST', '/api/v1/datasets',
-      { name: 'schema check', source: { type: 'example', name: 'fashion-mnist' }, options: { width: 28, height: 28, channels: 1 } });
-    if (ds.status === 202) { // only where Debian's dataset-fashion-mnist is installed
-      assertSchema(doc, 'JobResponse', ds.body);
-      assert.equal(ds.body.job.state, 'queued');
-      const one = await server.api('GET', `/api/v1/datasets/${ds.body.job.id}`);
-      assert.equal(one.status, 200);
-      assertSchema(doc, 'DatasetResponse', one.body);
-      assert.equal(one.body.dataset.summary, null);
-      const listed = await server.api('GET', '/api/v1/datasets');
-      assertSchema(doc, 'DatasetList', listed.body);
-      assert.equal((await server.api('POST', `/api/v1/jobs/${ds.body.job.id}/abort`)).status, 202);
-      assert.equal((await getJob(server, ds.body.job.id)).state, 'aborted');
-    } else {
-      assertSchema(doc, 'Error', ds.body);
-    }
     assert.equal((await server.api('POST', `/api/v1/jobs/${blocker.id}/abort`)).status, 202);
     await waitState(server, blocker.id, 'aborted');
     const pv = await fetch(server.url + '/api/v1/datasets/preview?width=16&height=16&encoding=none');
@@ -213,6 +198,37 @@ describe('openapi', () => {
 
     // an undocumented field is caught by the checker itself
     assert.notDeepEqual(schemaErrors(doc, { $ref: '#/components/schemas/Job' }, { ...list.body.jobs[0], extra: 1 }), []);
+  });
+
+  test('a dataset before it is built (queued: checked, not built) matches the schemas', async (t) => {
+    const info = await server.api('GET', '/api/v1/info');
+    // a test job holding every CPU slot keeps the dataset queued
+    const blocker = await createJob(server, { steps: 1000, step_ms: 20 }, { resources: { cpu_slots: info.body.jobs.cpu_slots } });
+    trackPid((await waitState(server, blocker.id, 'running')).pid);
+    try {
+      const ds = await server.api('POST', '/api/v1/datasets',
+        { name: 'schema check', source: { type: 'example', name: 'fashion-mnist' }, options: { width: 28, height: 28, channels: 1 } });
+      if (ds.status !== 202) {
+        // the one refusal that is this machine's, not the server's: Debian's
+        // dataset-fashion-mnist (which `make test` installs) is not here
+        assertSchema(doc, 'Error', ds.body);
+        assert.match(ds.body.error.message, /Fashion-MNIST is not installed/, JSON.stringify(ds.body));
+        if (need(t, `the example dataset: ${ds.body.error.message}`)) return;
+      }
+      assertSchema(doc, 'JobResponse', ds.body);
+      assert.equal(ds.body.job.state, 'queued');
+      const one = await server.api('GET', `/api/v1/datasets/${ds.body.job.id}`);
+      assert.equal(one.status, 200);
+      assertSchema(doc, 'DatasetResponse', one.body);
+      assert.equal(one.body.dataset.summary, null);
+      const listed = await server.api('GET', '/api/v1/datasets');
+      assertSchema(doc, 'DatasetList', listed.body);
+      assert.equal((await server.api('POST', `/api/v1/jobs/${ds.body.job.id}/abort`)).status, 202);
+      assert.equal((await getJob(server, ds.body.job.id)).state, 'aborted');
+    } finally {
+      await server.api('POST', `/api/v1/jobs/${blocker.id}/abort`);
+      await waitState(server, blocker.id, 'aborted');
+    }
   });
 
   test('every status seen is documented for its operation', async () => {
