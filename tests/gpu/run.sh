@@ -7,7 +7,15 @@
 # benchmark bench/gpu/run.sh (FP32, TF32, FP16, BF16), and writes a short report:
 # $OUT/report.md where OUT is set (the device runner's folder), else
 # tests/gpu/report.md.  Made to finish in under five minutes on one H200; each
-# step has its own time limit.  Exit status: 0 when the tests passed.
+# step has its own time limit.
+#
+# A test that says SKIP is a failure here, with one exception: on a machine with one
+# GPU, test_two_gpus and test_train_replicas (which need two) are reported "not run
+# (one GPU)".  Without a GPU (nvidia-smi lists none) test_cuda runs its dry run, the
+# comparisons with the ref backend in cuda's place, and nothing is tested on a GPU.
+# Exit status: 0 when every test ran on a GPU and passed (but those two, with one
+# GPU); 1 when something failed or skipped; 2 without a GPU, when the dry run passed.
+# The report's last section, "Verdict", says which, and why.
 #
 # On a machine that cannot build the program (the device machines: CUDA but no
 # Debian -dev packages), run `sh tests/gpu/pack.sh` here first and carry .gpu:
@@ -77,10 +85,44 @@ rc=$?
 	echo "exit $rc, $(($(date +%s) - t1)) s"
 	echo
 } | tee -a "$report"
-tests_rc=$rc
-if grep -q '^SKIP' "$dir/test_cuda.log" && nvidia-smi -L >/dev/null 2>&1; then
-	say "**test_cuda skipped although nvidia-smi lists a GPU**: the plugin or the driver is the problem"
+# What was not run, and whether that is allowed here.  test_cuda prints each skip's
+# reason ("SKIP: why") and, for one inside a test, "skip NAME" after it; a reason
+# with no name is the program's own (no CUDA backend: the GPU tests as a whole).
+# GPUs: nvidia-smi's, or test_cuda's own count where it found more ("  GPU 0: …").
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+seen=$(grep -cE '^  GPU [0-9]+: ' "$dir/test_cuda.log")
+[ "$seen" -gt "$ngpu" ] && ngpu=$seen
+dry=""
+grep -q 'a dry run of the harness' "$dir/test_cuda.log" && [ "$ngpu" -eq 0 ] && dry=dry
+verdict="" not_run="" bad_skips=""
+grep -E '^(SKIP: |skip |ok |FAIL )' "$dir/test_cuda.log" | awk '
+	/^SKIP: / { if (r != "") print "(test_cuda as a whole)\t" r; r = substr($0, 7); next }
+	/^skip /  { print $2 "\t" r; r = ""; next }
+	          { if (r != "") print "(test_cuda as a whole)\t" r; r = "" }
+	END       { if (r != "") print "(test_cuda as a whole)\t" r }' >"$dir/test_cuda.skips"
+while IFS="$(printf '\t')" read -r name why; do
+	case "${dry:-$ngpu}:$name:$why" in
+	1:test_two_gpus:"fewer than two GPUs"* | 1:test_train_replicas:"fewer than two GPUs"*)
+		not_run="$not_run $name" ;;
+	dry:*:*) ;; # the dry run: no GPU, every GPU test is one not run
+	*) bad_skips="$bad_skips
+- $name: $why" ;;
+	esac
+done <"$dir/test_cuda.skips"
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$dir/test_cuda.log" | tail -1)
+tests_rc=0
+if [ "$rc" -ne 0 ] || [ -z "$summary" ]; then
 	tests_rc=1
+	verdict="**failed**: test_cuda exited $rc (${summary:-no summary line}); see test_cuda.log"
+elif [ -n "$bad_skips" ]; then
+	tests_rc=1
+	verdict="**failed**: with $ngpu GPU(s) listed by nvidia-smi, test_cuda skipped what it must run here (the plugin, the driver, NCCL or the libraries are the problem):$bad_skips"
+elif [ -n "$dry" ]; then
+	tests_rc=2
+	verdict="**no GPU here** (nvidia-smi lists none): a dry run, the comparisons with the ref backend in cuda's place; nothing was tested on a GPU ($summary)"
+else
+	verdict="**passed** on $ngpu GPU(s): $summary"
+	[ -n "$not_run" ] && verdict="$verdict; not run (one GPU):$(echo "$not_run" | sed 's/ /, /g; s/^,//')"
 fi
 
 # mixed precision against FP32, from the test's own lines
@@ -98,6 +140,7 @@ say "## Several GPUs (test_cuda)"
 	echo '```'
 	grep -E '^  (loss: one GPU|cuda: 2 copies of batch|NCCL group of one)|fewer than two GPUs|NCCL is not usable|train_run, 2 copies|GPU [0-9]+: ' "$dir/test_cuda.log" ||
 		echo "(no several-GPU lines: see test_cuda.log)"
+	[ -n "$not_run" ] && echo "not run (one GPU):$(echo "$not_run" | sed 's/ /, /g; s/^,//')"
 	echo '```'
 	echo
 } | tee -a "$report"
@@ -114,5 +157,11 @@ brc=$?
 	echo "exit $brc, $(($(date +%s) - t2)) s; raw figures in gpu-bench.json"
 	echo
 	echo "Total $(($(date +%s) - t0)) s."
+	echo
+	echo "## Verdict"
+	echo
+	echo "$verdict"
+	echo
+	echo "exit $tests_rc"
 } | tee -a "$report"
 exit $tests_rc
