@@ -48,7 +48,8 @@ static void sha_hex(crypto_hash_sha256_state *s, char out[65])
 
 /* --- helpers ------------------------------------------------------------------ */
 
-static int python_has(const char *modules, char *why, size_t cap)
+/* Whether PYTHON imports modules; if not, why says so, naming Debian's packages. */
+static int python_has(const char *modules, const char *packages, char *why, size_t cap)
 {
 	char cmd[256];
 	if (access(PYTHON, X_OK) != 0) {
@@ -57,7 +58,7 @@ static int python_has(const char *modules, char *why, size_t cap)
 	}
 	snprintf(cmd, sizeof cmd, PYTHON " -c 'import %s' >/dev/null 2>&1", modules);
 	if (system(cmd) != 0) {
-		snprintf(why, cap, "%s cannot import %s", PYTHON, modules);
+		snprintf(why, cap, "%s cannot import %s (Debian's %s)", PYTHON, modules, packages);
 		return 0;
 	}
 	return 1;
@@ -139,7 +140,7 @@ static void c_record(int i, uint8_t *px, struct datum *d, float *fl)
 static void test_c_writes_python_reads(void)
 {
 	char why[256], dir[128], mean_path[160], cmd[PATH_MAX + 400];
-	if (!python_has("lmdb, google.protobuf", why, sizeof why)) {
+	if (!python_has("lmdb, google.protobuf", "python3-lmdb, python3-protobuf", why, sizeof why)) {
 		check_need("C writes, Python reads (LMDB and protobuf against py-lmdb and google.protobuf)", why);
 		return;
 	}
@@ -307,7 +308,8 @@ static int check_py_record(int i, const struct datum *d, char *why, size_t cap)
 static void test_python_writes_c_reads(void)
 {
 	char why[256], dir[128], cmd[PATH_MAX + 400], mean_path[200];
-	if (!python_has("lmdb, google.protobuf, numpy, PIL", why, sizeof why)) {
+	if (!python_has("lmdb, google.protobuf, numpy, PIL",
+			"python3-lmdb, python3-protobuf, python3-numpy, python3-pil", why, sizeof why)) {
 		check_need("Python writes, C reads (LMDB and protobuf against py-lmdb and google.protobuf)", why);
 		return;
 	}
