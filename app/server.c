@@ -715,9 +715,7 @@ static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, c
 		goto out;
 	}
 	int n = snprintf(both, total, "%s\n%s", key, cert);
-	mode_t mask = umask(077); /* one thread yet: nothing else creates files now */
-	int wrc = fs_write_file_atomic(pem, both, (size_t)n, &err);
-	umask(mask);
+	int wrc = fs_write_file_atomic(pem, both, (size_t)n, &err); /* 0600: server_run's umask */
 	sodium_memzero(both, total);
 	free(both);
 	if (wrc != DD_OK) {
@@ -876,6 +874,11 @@ int server_run(const struct server_opts *opts)
 {
 	struct dd_err err = { 0 };
 	S.opts = *opts;
+	/* The data folder holds password and token hashes and every learner's data: what
+	 * the server and its workers create is theirs alone (workers inherit the mask;
+	 * Slurm runs them as the server's user), and the folder itself is closed to
+	 * others, which also closes what an older version left 0644 inside it. */
+	umask(077);
 	if (fs_mkdir_p(opts->data_dir, &err) != DD_OK) {
 		log_error("%s", err.msg);
 		return 1;
@@ -884,6 +887,9 @@ int server_run(const struct server_opts *opts)
 		log_error("cannot resolve the data folder %s: %s", opts->data_dir, strerror(errno));
 		return 1;
 	}
+	struct stat dst;
+	if (stat(S.data_dir, &dst) == 0 && (dst.st_mode & 077) && chmod(S.data_dir, 0700) != 0)
+		log_warn("cannot make the data folder %s private (chmod 0700): %s", S.data_dir, strerror(errno));
 	if (opts->ui_dir && !realpath(opts->ui_dir, S.ui_dir)) {
 		log_error("cannot resolve --ui-dir %s: %s", opts->ui_dir, strerror(errno));
 		return 1;
