@@ -969,6 +969,10 @@ int server_run(const struct server_opts *opts)
 		"keep_alive_timeout_ms", "5000",
 		"tcp_nodelay", "1",
 		pem[0] ? "ssl_certificate" : NULL, pem,
+		/* TLS 1.2 and 1.3 only; 1.2 with forward-secret key exchange and AEAD ciphers
+		 * alone (no RSA key exchange, no CBC-SHA1); 1.3's suites are all AEAD */
+		"ssl_protocol_version", "4",
+		"ssl_cipher_list", "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL",
 		NULL,
 	};
 	struct mg_callbacks cb = { 0 };
