@@ -207,7 +207,7 @@ int api_me(struct req *r)
 
 int api_me_password(struct req *r)
 {
-	static const char *const fields[] = { "current", "new", NULL };
+	static const char *const fields[] = { "current", "new", "revoke_tokens", NULL };
 	if (!r->auth->accounts)
 		return accounts_off(r);
 	pthread_once(&limiters_once, limiters_init);
@@ -220,6 +220,11 @@ int api_me_password(struct req *r)
 	    (rc = string_field(r, body, "current", AUTH_PASSWORD_MAX, &cur)) ||
 	    (rc = string_field(r, body, "new", AUTH_PASSWORD_MAX, &pw)))
 		goto out;
+	const cJSON *revoke = cJSON_GetObjectItemCaseSensitive(body, "revoke_tokens");
+	if (revoke && !cJSON_IsBool(revoke)) {
+		rc = http_error(r->c, 400, "invalid", "revoke_tokens: must be true or false");
+		goto out;
+	}
 	struct dd_err err = { 0 };
 	if (auth_password_check(pw, &err) != DD_OK) {
 		rc = http_error(r->c, 400, "invalid", "new: %s", err.msg + strlen("password: "));
@@ -246,7 +251,7 @@ int api_me_password(struct req *r)
 		rc = http_error(r->c, 403, "forbidden", "current: that is not your current password");
 		goto out;
 	}
-	if (auth_user_set_password(u.id, pw, r->auth->session_id, &err) != DD_OK) {
+	if (auth_user_set_password(u.id, pw, r->auth->session_id, cJSON_IsTrue(revoke), &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}
