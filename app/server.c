@@ -471,8 +471,8 @@ int api_info(struct req *r)
 	cJSON_AddNumberToObject(cpu, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
 	cJSON_AddItemToObject(o, "gpus", sched_gpus_json()); /* those the scheduler hands out */
 	cJSON *d = cJSON_AddObjectToObject(o, "data");
-	if (!r->auth || !r->auth->accounts || r->auth->user.role == ROLE_ADMIN)
-		cJSON_AddStringToObject(d, "path", S.data_dir); /* a server path: for admins only */
+	if (perm_sees_server_paths(r))
+		cJSON_AddStringToObject(d, "path", S.data_dir);
 	cJSON_AddNumberToObject(d, "used_bytes", (double)used_now);
 	struct statvfs vfs;
 	if (statvfs(S.data_dir, &vfs) == 0) {
