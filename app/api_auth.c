@@ -47,10 +47,8 @@ static int reply(struct mg_connection *c, int status, const char *extra, cJSON *
 	char *text = body ? cJSON_PrintUnformatted(body) : NULL;
 	cJSON_Delete(body);
 	size_t len = text ? strlen(text) : 0;
-	mg_printf(c,
-		  "HTTP/1.1 %d %s\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  status, mg_get_response_code_text(NULL, status), extra ? extra : "", len);
+	http_send_head(c, &(struct http_head){ .status = status, .type = "application/json", .len = (long long)len,
+					       .extra = extra });
 	if (len)
 		mg_write(c, text, len);
 	free(text);
@@ -182,7 +180,7 @@ int api_logout(struct req *r)
 	}
 	char cookie[256];
 	session_cookie(cookie, sizeof cookie, "", 0);
-	mg_printf(r->c, "HTTP/1.1 204 No Content\r\n%sContent-Length: 0\r\nCache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n", cookie);
+	http_send_head(r->c, &(struct http_head){ .status = 204, .extra = cookie });
 	return 204;
 }
 

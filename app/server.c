@@ -294,10 +294,10 @@ static int api_dispatch(struct mg_connection *c, void *data)
 		int n = snprintf(body, sizeof body,
 				 "{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"%s is not allowed here; use %s\"}}",
 				 ri->request_method, allow);
-		mg_printf(c,
-			  "HTTP/1.1 405 Method Not Allowed\r\nAllow: %s\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %d\r\n" HTTP_SECURITY_HEADERS "\r\n%s",
-			  allow, n, body);
+		char extra[96];
+		snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+		http_send_head(c, &(struct http_head){ .status = 405, .type = "application/json", .len = n, .extra = extra });
+		mg_write(c, body, (size_t)n);
 		return 405;
 	}
 	return http_error(c, 404, "not_found", "no such API route: %s %s", ri->request_method,
@@ -349,10 +349,8 @@ static const char *mime_for(const char *path)
 static void send_bytes(struct mg_connection *c, const char *path, const void *data, size_t len,
 		       int cache)
 {
-	mg_printf(c,
-		  "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: %s\r\n"
-		  HTTP_SECURITY_HEADERS "\r\n",
-		  mime_for(path), len, cache ? "public, max-age=3600" : "no-cache");
+	http_send_head(c, &(struct http_head){ .status = 200, .type = mime_for(path), .len = (long long)len,
+					       .cache = cache ? "public, max-age=3600" : "no-cache" });
 	if (strcmp(mg_get_request_info(c)->request_method, "HEAD") != 0)
 		mg_write(c, data, len);
 }
@@ -412,8 +410,8 @@ extern const char openapi_json[]; /* build/openapi.c, from app/openapi.json */
 int api_openapi(struct req *r)
 {
 	size_t len = strlen(openapi_json);
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  len);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = "application/json", .len = (long long)len,
+						  .cache = "no-cache" });
 	mg_write(r->c, openapi_json, len);
 	return 200;
 }
@@ -919,6 +917,7 @@ int server_run(const struct server_opts *opts)
 	}
 	if (opts->tls_cert && tls_setup(opts, pem, sizeof pem, listen, sizeof listen))
 		return 1;
+	http_set_https(pem[0] != 0);
 	sweep_uploads();
 	if (metrics_configure(opts->metrics_token, &err) != DD_OK) {
 		log_error("%s", err.msg);
@@ -968,9 +967,12 @@ int server_run(const struct server_opts *opts)
 		"enable_keep_alive", "yes",
 		"keep_alive_timeout_ms", "5000",
 		"tcp_nodelay", "1",
+		/* the only files CivetWeb sends itself are snapshots: a user's data */
+		"static_file_cache_control", HTTP_CACHE_USER_DATA,
 		pem[0] ? "ssl_certificate" : NULL, pem,
 		/* TLS 1.2 and 1.3 only; 1.2 with forward-secret key exchange and AEAD ciphers
 		 * alone (no RSA key exchange, no CBC-SHA1); 1.3's suites are all AEAD */
+		"strict_transport_security_max_age", "31536000",
 		"ssl_protocol_version", "4",
 		"ssl_cipher_list", "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL",
 		NULL,

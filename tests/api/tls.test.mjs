@@ -151,6 +151,14 @@ describe('HTTPS', () => {
     assert.equal(server.proc.exitCode, null, 'the server is still running');
   });
 
+  test('every answer over HTTPS carries Strict-Transport-Security: JSON, the UI, an error', async () => {
+    for (const [method, path] of [['GET', '/api/v1/info'], ['GET', '/'], ['GET', '/app.js'], ['GET', '/api/v1/jobs/999999']]) {
+      const r = await request(server.port, good.pem, method, path, { headers: { cookie } });
+      assert.equal(r.headers['strict-transport-security'], 'max-age=31536000; includeSubDomains', `${method} ${path} (${r.status})`);
+      assert.equal(r.headers['x-content-type-options'], 'nosniff');
+    }
+  });
+
   test('TLS 1.2 offers forward-secret AEAD suites only: RSA key exchange and CBC-SHA1 are refused', async () => {
     /** Whether a TLS 1.2 handshake offering only `ciphers` succeeds; the suite agreed on. */
     const hello = (ciphers) => new Promise((resolve) => {
