@@ -47,10 +47,8 @@ static int reply(struct mg_connection *c, int status, const char *extra, cJSON *
 	char *text = body ? cJSON_PrintUnformatted(body) : NULL;
 	cJSON_Delete(body);
 	size_t len = text ? strlen(text) : 0;
-	mg_printf(c,
-		  "HTTP/1.1 %d %s\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  status, mg_get_response_code_text(NULL, status), extra ? extra : "", len);
+	http_send_head(c, &(struct http_head){ .status = status, .type = "application/json", .len = (long long)len,
+					       .extra = extra });
 	if (len)
 		mg_write(c, text, len);
 	free(text);
@@ -182,7 +180,7 @@ int api_logout(struct req *r)
 	}
 	char cookie[256];
 	session_cookie(cookie, sizeof cookie, "", 0);
-	mg_printf(r->c, "HTTP/1.1 204 No Content\r\n%sContent-Length: 0\r\nCache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n", cookie);
+	http_send_head(r->c, &(struct http_head){ .status = 204, .extra = cookie });
 	return 204;
 }
 
@@ -207,7 +205,7 @@ int api_me(struct req *r)
 
 int api_me_password(struct req *r)
 {
-	static const char *const fields[] = { "current", "new", NULL };
+	static const char *const fields[] = { "current", "new", "revoke_tokens", NULL };
 	if (!r->auth->accounts)
 		return accounts_off(r);
 	pthread_once(&limiters_once, limiters_init);
@@ -220,6 +218,11 @@ int api_me_password(struct req *r)
 	    (rc = string_field(r, body, "current", AUTH_PASSWORD_MAX, &cur)) ||
 	    (rc = string_field(r, body, "new", AUTH_PASSWORD_MAX, &pw)))
 		goto out;
+	const cJSON *revoke = cJSON_GetObjectItemCaseSensitive(body, "revoke_tokens");
+	if (revoke && !cJSON_IsBool(revoke)) {
+		rc = http_error(r->c, 400, "invalid", "revoke_tokens: must be true or false");
+		goto out;
+	}
 	struct dd_err err = { 0 };
 	if (auth_password_check(pw, &err) != DD_OK) {
 		rc = http_error(r->c, 400, "invalid", "new: %s", err.msg + strlen("password: "));
@@ -246,7 +249,7 @@ int api_me_password(struct req *r)
 		rc = http_error(r->c, 403, "forbidden", "current: that is not your current password");
 		goto out;
 	}
-	if (auth_user_set_password(u.id, pw, r->auth->session_id, &err) != DD_OK) {
+	if (auth_user_set_password(u.id, pw, r->auth->session_id, cJSON_IsTrue(revoke), &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}

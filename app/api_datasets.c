@@ -616,8 +616,8 @@ int api_dataset_images(struct req *r)
 
 static void send_blob(struct mg_connection *c, const char *type, const void *data, size_t len)
 {
-	mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: private, max-age=86400\r\n"
-		     HTTP_SECURITY_HEADERS "\r\n", type, len);
+	http_send_head(c, &(struct http_head){ .status = 200, .type = type, .len = (long long)len,
+					       .cache = HTTP_CACHE_USER_IMAGE });
 	mg_write(c, data, len);
 }
 
@@ -753,9 +753,10 @@ out:
 		free(data);
 		return http_error_dd(r->c, &err);
 	}
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Encoded-Bytes: %zu\r\n"
-			"Cache-Control: no-store\r\nAccess-Control-Expose-Headers: X-Encoded-Bytes\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  o.encoding == DS_ENC_JPG ? "image/jpeg" : "image/png", len, encoded);
+	char extra[96];
+	snprintf(extra, sizeof extra, "X-Encoded-Bytes: %zu\r\nAccess-Control-Expose-Headers: X-Encoded-Bytes\r\n", encoded);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = o.encoding == DS_ENC_JPG ? "image/jpeg" : "image/png",
+						  .len = (long long)len, .extra = extra });
 	mg_write(r->c, data, len);
 	free(data);
 	return 200;

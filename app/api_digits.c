@@ -2,15 +2,15 @@
  * shapes (docs/API.md of DIGITS 6; shared/reference/digits.md §3), so that the
  * scripts written against a DIGITS server keep working:
  *
- *   GET /index.json          {"version", "jobs_dir", "datasets": [job…], "models":
+ *   GET /index.json          {"version", "jobs_dir" (admins), "datasets": [job…], "models":
  *                            [job…]}: running (queued or running) first, then the
  *                            others, each newest first
- *   GET /datasets/{id}.json  {id, name, status, directory, "ParseFolderTasks":
+ *   GET /datasets/{id}.json  {id, name, status, directory (admins), "ParseFolderTasks":
  *                            [{name, label_count, train_count, val_count,
  *                            test_count}], "CreateDbTasks": [{name, entries,
  *                            image_width, image_height, image_channels, backend,
  *                            encoding, compression}]}
- *   GET /models/{id}.json    {id, name, status, dataset_id, directory, "job id",
+ *   GET /models/{id}.json    {id, name, status, dataset_id, directory (admins), "job id",
  *                            "creation time", "username", "framework", "image
  *                            dimensions": [H, W, C], "image resize mode", "labels
  *                            file", "mean file", "mean subtraction", "snapshot
@@ -92,8 +92,10 @@ static cJSON *job_base(const cJSON *job)
 	return d;
 }
 
-/* What ImageModelJob.json_dict adds: DIGITS' model fields from the job's folder. */
-static void model_fields(cJSON *d, const cJSON *job, int verbose)
+/* What ImageModelJob.json_dict adds: DIGITS' model fields from the job's folder;
+ * verbose adds the snapshots, and the folder too when paths (for whoever may see
+ * server paths: perm_sees_server_paths). */
+static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 {
 	int64_t id = (int64_t)get(job, "id")->valuedouble;
 	char dir[PATH_MAX];
@@ -146,7 +148,8 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose)
 	cJSON_AddStringToObject(d, "caffe version", DD_VERSION);
 	cJSON_AddStringToObject(d, "digits version", "deepdesk " DD_VERSION);
 	if (verbose) {
-		cJSON_AddStringToObject(d, "directory", dir);
+		if (paths)
+			cJSON_AddStringToObject(d, "directory", dir);
 		cJSON *arr = cJSON_AddArrayToObject(d, "snapshots");
 		for (int i = 0; i < n; i++)
 			cJSON_AddItemToArray(arr, cJSON_CreateNumber(snaps[i].epoch));
@@ -175,7 +178,7 @@ static int list_kind(const struct req *r, const char *kind, cJSON *arr, struct d
 				continue;
 			cJSON *d = job_base(job);
 			if (!strcmp(kind, "model"))
-				model_fields(d, job, 0);
+				model_fields(d, job, 0, 0);
 			cJSON_AddItemToArray(arr, d);
 		}
 	}
@@ -190,7 +193,8 @@ int api_digits_index(struct req *r)
 	char jobs[PATH_MAX];
 	snprintf(jobs, sizeof jobs, "%s/jobs", server_data_dir());
 	cJSON_AddStringToObject(body, "version", DD_VERSION);
-	cJSON_AddStringToObject(body, "jobs_dir", jobs);
+	if (perm_sees_server_paths(r))
+		cJSON_AddStringToObject(body, "jobs_dir", jobs);
 	if (list_kind(r, "dataset", cJSON_AddArrayToObject(body, "datasets"), &err) ||
 	    list_kind(r, "model", cJSON_AddArrayToObject(body, "models"), &err)) {
 		cJSON_Delete(body);
@@ -225,7 +229,8 @@ int api_digits_dataset(struct req *r)
 	cJSON *d = job_base(job);
 	char dir[PATH_MAX];
 	sched_job_dir(r->id, dir, sizeof dir);
-	cJSON_AddStringToObject(d, "directory", dir);
+	if (perm_sees_server_paths(r))
+		cJSON_AddStringToObject(d, "directory", dir);
 	cJSON *parse = cJSON_AddArrayToObject(d, "ParseFolderTasks"), *dbs = cJSON_AddArrayToObject(d, "CreateDbTasks");
 	cJSON *sum = read_json(dir, "dataset.json"); /* written when the dataset is done */
 	if (sum) {
@@ -276,7 +281,7 @@ int api_digits_model(struct req *r)
 	if (rc)
 		return rc;
 	cJSON *d = job_base(job);
-	model_fields(d, job, 1);
+	model_fields(d, job, 1, perm_sees_server_paths(r));
 	cJSON_Delete(job);
 	return http_json(r->c, 200, d);
 }

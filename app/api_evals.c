@@ -269,10 +269,11 @@ int api_eval_confusion(struct req *r)
 		cJSON_AddItemToObject(body, "matrix", conf);
 		return http_json(r->c, 200, body);
 	}
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: text/csv; charset=utf-8\r\n"
-			"Content-Disposition: attachment; filename=\"evaluation%lld_confusion.csv\"\r\n"
-			"Transfer-Encoding: chunked\r\n\r\n",
-		  (long long)r->id);
+	char disposition[96];
+	snprintf(disposition, sizeof disposition,
+		 "Content-Disposition: attachment; filename=\"evaluation%lld_confusion.csv\"\r\n", (long long)r->id);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = "text/csv; charset=utf-8", .len = HTTP_CHUNKED,
+						  .cache = HTTP_CACHE_USER_DATA, .extra = disposition });
 	/* chunked: a 1,000-class matrix is megabytes; one row at a time */
 	char *q = NULL;
 	size_t ql = 0;
@@ -436,9 +437,11 @@ static int stream_lines(struct req *r, const char *file, int as_array, long tail
 	fseeko(f, start, SEEK_SET);
 	off_t left = len - start;
 	long long total = as_array ? (left ? (long long)left + 1 : 2) : (long long)left;
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
-			"Content-Disposition: attachment; filename=\"evaluation%lld_%s\"\r\nCache-Control: no-store\r\n\r\n",
-		  type, total, (long long)r->id, download);
+	char disposition[128];
+	snprintf(disposition, sizeof disposition, "Content-Disposition: attachment; filename=\"evaluation%lld_%s\"\r\n",
+		 (long long)r->id, download);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = type, .len = total, .cache = HTTP_CACHE_USER_DATA,
+						  .extra = disposition });
 	if (as_array)
 		mg_write(r->c, "[", 1);
 	int empty = left == 0;
@@ -527,9 +530,8 @@ static int serve_image(struct req *r, char *dir, char *path, char *rel, char *fu
 		}
 		image_free(&im);
 	}
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: private, max-age=86400\r\n"
-			"X-Content-Type-Options: nosniff\r\n\r\n",
-		  type, len);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = type, .len = (long long)len,
+						  .cache = HTTP_CACHE_USER_IMAGE });
 	mg_write(r->c, data, len);
 	free(data);
 	return 200;

@@ -660,11 +660,11 @@ int api_model_bundle(struct req *r)
 		return http_error(r->c, 500, "internal", "out of memory");
 	}
 
-	mg_printf(r->c,
-		  "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nTransfer-Encoding: chunked\r\n"
-		  "Content-Disposition: attachment; filename=\"model%lld_epoch%s.tar.gz\"\r\n"
-		  HTTP_SECURITY_HEADERS "\r\n",
-		  (long long)r->id, p.label);
+	char disposition[128];
+	snprintf(disposition, sizeof disposition, "Content-Disposition: attachment; filename=\"model%lld_epoch%s.tar.gz\"\r\n",
+		 (long long)r->id, p.label);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = "application/gzip", .len = HTTP_CHUNKED,
+						  .cache = HTTP_CACHE_USER_DATA, .extra = disposition });
 	struct archive *a = archive_write_new();
 	int bad = !a || archive_write_add_filter_gzip(a) != ARCHIVE_OK ||
 		  archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||

@@ -591,10 +591,12 @@ int api_model_snapshot(struct req *r)
 	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)r->id,
 				  r->name);
-	char headers[256];
+	/* CivetWeb writes this answer (ranges, HEAD): its Cache-Control is server.c's
+	 * static_file_cache_control, private and never stored */
+	char headers[1024];
 	snprintf(headers, sizeof headers,
-		 "Content-Disposition: attachment; filename=\"model%lld_epoch%s.safetensors\"\r\n",
-		 (long long)r->id, r->name);
+		 "Content-Disposition: attachment; filename=\"model%lld_epoch%s.safetensors\"\r\n%s",
+		 (long long)r->id, r->name, http_security_lines());
 	mg_send_mime_file2(r->c, path, "application/octet-stream", headers);
 	return 200;
 }

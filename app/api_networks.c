@@ -698,11 +698,8 @@ int api_networks_visualize(struct req *r)
 		goto out;
 	}
 	/* the user's names are in it (escaped); no script runs in it even opened on its own */
-	mg_printf(r->c,
-		  "HTTP/1.1 200 OK\r\nContent-Type: image/svg+xml\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-		  "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n\r\n",
-		  len);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = "image/svg+xml", .len = (long long)len,
+						  .csp = "default-src 'none'; style-src 'unsafe-inline'" });
 	mg_write(r->c, svg, len);
 	rc = 200;
 out:

@@ -261,7 +261,7 @@ int api_user_patch(struct req *r)
 		auth_audit(&r->auth->user, "user_quota", t, r->auth->address);
 	}
 	if (pw) { /* a reset: every session of the user ends; their API tokens stay */
-		if (auth_user_set_password(u.id, pw->valuestring, 0, &err) != DD_OK) {
+		if (auth_user_set_password(u.id, pw->valuestring, 0, 1, &err) != DD_OK) {
 			rc = http_error_dd(r->c, &err);
 			goto out;
 		}

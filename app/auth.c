@@ -438,7 +438,8 @@ static int one_user_changed(int rc, int changes, int64_t id, struct dd_err *err)
 	return rc;
 }
 
-int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, struct dd_err *err)
+int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, int revoke_tokens,
+			   struct dd_err *err)
 {
 	int rc, changes = 0;
 	char hash[AUTH_HASH_LEN];
@@ -459,7 +460,14 @@ int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, str
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_bind_int64(st, 2, keep_session);
 	}
-	return run(st, "ending the other sessions", NULL, err);
+	if ((rc = run(st, "ending the other sessions", NULL, err)) || !revoke_tokens)
+		return rc;
+	st = prep("UPDATE api_tokens SET revoked_at=? WHERE user_id=? AND revoked_at IS NULL", err);
+	if (st) {
+		sqlite3_bind_int64(st, 1, fs_now_ms());
+		sqlite3_bind_int64(st, 2, id);
+	}
+	return run(st, "revoking the API tokens", NULL, err);
 }
 
 int auth_user_set_role(int64_t id, enum auth_role role, struct dd_err *err)

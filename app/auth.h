@@ -106,8 +106,11 @@ int auth_user_get(int64_t id, struct auth_user *u, char hash[AUTH_HASH_LEN], str
 int auth_user_list(cJSON **out, struct dd_err *err);
 int auth_user_count(int64_t *n, struct dd_err *err);
 /* New password for user id, ending all of its sessions except keep_session
- * (0: all). */
-int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, struct dd_err *err);
+ * (0: all), and revoking all of its API tokens when revoke_tokens (a reset by an
+ * admin or from the CLI always does: whoever had the old password may have made
+ * one). */
+int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, int revoke_tokens,
+			   struct dd_err *err);
 int auth_user_set_role(int64_t id, enum auth_role role, struct dd_err *err);
 /* Remove the account; its jobs stay (owned by nobody: admins and instructors
  * see them), its sessions and tokens go. */

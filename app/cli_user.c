@@ -272,12 +272,12 @@ int cli_user(int argc, char **argv)
 	} else if (strcmp(sub, "passwd") == 0) {
 		if (find(args[0], &u) || get_password(pwfile, args[0], pw, sizeof pw))
 			goto out;
-		if (auth_user_set_password(u.id, pw, 0, &err) != DD_OK) {
+		if (auth_user_set_password(u.id, pw, 0, 1, &err) != DD_OK) {
 			fprintf(stderr, "deepdesk user: %s\n", err.msg);
 			goto out;
 		}
 		auth_audit(NULL, "password_change", u.name, "cli");
-		printf("changed the password of %s; their sessions have ended\n", u.name);
+		printf("changed the password of %s; their sessions have ended and their API tokens are revoked\n", u.name);
 		rc = 0;
 	} else if (strcmp(sub, "role") == 0) {
 		if (find(args[0], &u))

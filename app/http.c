@@ -15,13 +15,39 @@ static const char *reason(int status)
 	return r ? r : "";
 }
 
+static int https_on;
+
+void http_set_https(int on) { https_on = on; }
+
+#define SECURITY_TAIL "X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\nReferrer-Policy: no-referrer\r\n"
+#define HSTS "Strict-Transport-Security: max-age=31536000; includeSubDomains\r\n"
+
+const char *http_security_lines(void)
+{
+	static const char plain[] = "Content-Security-Policy: " HTTP_CSP "\r\n" SECURITY_TAIL;
+	static const char tls[] = "Content-Security-Policy: " HTTP_CSP "\r\n" SECURITY_TAIL HSTS;
+	return https_on ? tls : plain;
+}
+
+void http_send_head(struct mg_connection *c, const struct http_head *h)
+{
+	char length[64];
+	if (h->len == HTTP_CHUNKED)
+		snprintf(length, sizeof length, "Transfer-Encoding: chunked\r\n");
+	else
+		snprintf(length, sizeof length, "Content-Length: %lld\r\n", h->len);
+	mg_printf(c,
+		  "HTTP/1.1 %d %s\r\n%s%s%s%sCache-Control: %s\r\n%s"
+		  "Content-Security-Policy: %s\r\n" SECURITY_TAIL "%s\r\n",
+		  h->status, reason(h->status), h->type ? "Content-Type: " : "", h->type ? h->type : "",
+		  h->type ? "\r\n" : "", length, h->cache ? h->cache : HTTP_CACHE_NONE, h->extra ? h->extra : "",
+		  h->csp ? h->csp : HTTP_CSP, https_on ? HSTS : "");
+}
+
 static int send_text(struct mg_connection *c, int status, const char *type, const char *body,
 		     size_t len)
 {
-	mg_printf(c,
-		  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  status, reason(status), type, len);
+	http_send_head(c, &(struct http_head){ .status = status, .type = type, .len = (long long)len });
 	if (len)
 		mg_write(c, body, len);
 	return status;
@@ -80,7 +106,7 @@ int http_error_dd(struct mg_connection *c, const struct dd_err *err)
 
 int http_no_content(struct mg_connection *c)
 {
-	mg_printf(c, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nCache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n");
+	http_send_head(c, &(struct http_head){ .status = 204 });
 	return 204;
 }
 

@@ -24,9 +24,37 @@ struct auth_state;
 	"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "        \
 	"connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; "             \
 	"form-action 'self'; frame-ancestors 'none'"
-#define HTTP_SECURITY_HEADERS                                                                      \
-	"Content-Security-Policy: " HTTP_CSP "\r\n"                                                     \
-	"X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\nReferrer-Policy: no-referrer\r\n"
+
+/* Cache-Control values.  A user's data (results, CSVs, snapshots, bundles) is
+ * private and never stored; a dataset's or an evaluation's images, which the
+ * explore views load by the hundred and which never change, may stay in that
+ * browser's own cache; the UI's files may be cached anywhere. */
+#define HTTP_CACHE_NONE "no-store"
+#define HTTP_CACHE_USER_DATA "private, no-store"
+#define HTTP_CACHE_USER_IMAGE "private, max-age=86400"
+
+#define HTTP_CHUNKED (-1LL) /* http_head.len: Transfer-Encoding: chunked */
+
+/* The head of an answer a handler writes itself. */
+struct http_head {
+	int status;
+	const char *type;  /* Content-Type, or NULL for none */
+	long long len;     /* Content-Length, or HTTP_CHUNKED */
+	const char *cache; /* Cache-Control; NULL: HTTP_CACHE_NONE */
+	const char *extra; /* more header lines, each ending in CRLF, or NULL */
+	const char *csp;   /* Content-Security-Policy; NULL: HTTP_CSP */
+};
+
+/* Write h: the status line, its headers, the security headers every answer carries
+ * (CSP, nosniff, no framing, no referrer) and, when the server speaks HTTPS,
+ * Strict-Transport-Security; then the blank line.  Every answer goes through here
+ * (the JSON replies below too), so none can lack them. */
+void http_send_head(struct mg_connection *c, const struct http_head *h);
+/* The security header lines of http_send_head (HTTP_CSP's), for an answer
+ * CivetWeb writes itself (mg_send_mime_file2's extra headers). */
+const char *http_security_lines(void);
+/* Whether the server speaks HTTPS (set once at start, before any request). */
+void http_set_https(int on);
 
 struct req {
 	struct mg_connection *c;

@@ -182,10 +182,8 @@ int metrics_handler(struct mg_connection *c, void *data)
 		free(text);
 		return http_error(c, 500, "internal", "out of memory");
 	}
-	mg_printf(c,
-		  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: %zu\r\n"
-		  "Cache-Control: no-store\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  len);
+	http_send_head(c, &(struct http_head){ .status = 200, .type = "text/plain; version=0.0.4; charset=utf-8",
+					       .len = (long long)len });
 	mg_write(c, text, len);
 	free(text);
 	return 200;

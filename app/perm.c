@@ -245,6 +245,11 @@ int perm_check(struct req *r, enum perm_action a, int64_t job_id)
 	}
 }
 
+int perm_sees_server_paths(const struct req *r)
+{
+	return !r->auth || !r->auth->accounts || r->auth->user.role == ROLE_ADMIN;
+}
+
 void perm_audit_job(const struct req *r, const char *action, int64_t id)
 {
 	char target[32];

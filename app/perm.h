@@ -66,6 +66,11 @@ int perm_job_visible(const struct req *r, int64_t id);
 int perm_class_readable(const struct req *r, int64_t id);
 int perm_class_writable(const struct req *r, int64_t id);
 
+/* May r see the server's own paths (the data folder, a job's folder)?  Admins,
+ * and the one local user when accounts are off; a learner's answers name no
+ * server path. */
+int perm_sees_server_paths(const struct req *r);
+
 /* An audit row for action on job id by r's user ("job_delete"). */
 void perm_audit_job(const struct req *r, const char *action, int64_t id);
 

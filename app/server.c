@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -61,6 +62,7 @@ static struct {
 	char data_dir[PATH_MAX];
 	char ui_dir[PATH_MAX];
 	atomic_int stopping;
+	int accounts; /* accounts on: every request is someone's, by session or token */
 } S;
 
 const char *server_user(const struct req *r)
@@ -92,95 +94,102 @@ void server_archive_limits(long long *max_files, long long *max_bytes)
 
 typedef int (*handler_fn)(struct req *r);
 
+/* What a state-changing route's body may be (a body-less request is fine for all):
+ * JSON only, or also files (multipart forms and raw bytes).  Never the form types
+ * a cross-site page can send without asking (text/plain, urlencoded) on a JSON
+ * route — api_dispatch checks it for every route. */
+enum route_body { BODY_JSON, BODY_FILES };
+
 struct route {
 	const char *method;
 	const char *pattern;
 	handler_fn fn;
+	enum route_body body;
 };
 
 static const struct route routes[] = {
-	{ "GET", "/api/v1/info", api_info },
-	{ "GET", "/api/v1/openapi.json", api_openapi },
-	{ "GET", "/api/v1/jobs", api_jobs_list },
-	{ "POST", "/api/v1/jobs", api_jobs_create },
-	{ "GET", "/api/v1/jobs/{id}", api_job_get },
-	{ "PATCH", "/api/v1/jobs/{id}", api_job_patch },
-	{ "DELETE", "/api/v1/jobs/{id}", api_job_delete },
-	{ "POST", "/api/v1/jobs/{id}/abort", api_job_abort },
-	{ "POST", "/api/v1/jobs/{id}/clone", api_job_clone },
-	{ "GET", "/api/v1/jobs/{id}/events", api_job_events },
-	{ "GET", "/api/v1/jobs/{id}/resources", api_job_resources },
-	{ "GET", "/api/v1/ws", api_ws_plain },
-	{ "POST", "/api/v1/uploads", api_uploads_create },
-	{ "GET", "/api/v1/datasets", api_datasets_list },
-	{ "POST", "/api/v1/datasets", api_datasets_create },
-	{ "GET", "/api/v1/datasets/preview", api_datasets_preview },
-	{ "GET", "/api/v1/datasets/{id}", api_dataset_get },
-	{ "GET", "/api/v1/datasets/{id}/images", api_dataset_images },
-	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", api_dataset_image },
-	{ "GET", "/api/v1/datasets/{id}/files/{name}", api_dataset_file },
-	{ "GET", "/api/v1/models", api_models_list },
-	{ "POST", "/api/v1/models", api_models_create },
-	{ "GET", "/api/v1/models/{id}", api_model_get },
-	{ "POST", "/api/v1/models/{id}/resume", api_model_resume },
-	{ "GET", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot },
-	{ "DELETE", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot_delete },
-	{ "POST", "/api/v1/models/{id}/snapshots/prune", api_model_snapshots_prune },
-	{ "GET", "/api/v1/networks", api_networks_list },
-	{ "POST", "/api/v1/networks/check", api_networks_check },
-	{ "POST", "/api/v1/networks/visualize", api_networks_visualize },
-	{ "POST", "/api/v1/lr-preview", api_lr_preview },
-	{ "POST", "/api/v1/models/{id}/classify", api_model_classify },
-	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle },
-	{ "POST", "/api/v1/models/import", api_models_import },
-	{ "POST", "/api/v1/login", api_login },
-	{ "POST", "/api/v1/logout", api_logout },
-	{ "GET", "/api/v1/me", api_me },
-	{ "POST", "/api/v1/me/password", api_me_password },
-	{ "GET", "/api/v1/me/tokens", api_me_tokens_list },
-	{ "POST", "/api/v1/me/tokens", api_me_tokens_create },
-	{ "DELETE", "/api/v1/me/tokens/{id}", api_me_token_revoke },
-	{ "GET", "/api/v1/classes", api_classes_list },
-	{ "POST", "/api/v1/classes", api_classes_create },
-	{ "GET", "/api/v1/classes/{id}", api_class_get },
-	{ "DELETE", "/api/v1/classes/{id}", api_class_delete },
-	{ "POST", "/api/v1/classes/{id}/members", api_class_member_add },
-	{ "DELETE", "/api/v1/classes/{id}/members/{n}", api_class_member_remove },
-	{ "POST", "/api/v1/classes/{id}/roster", api_class_roster },
-	{ "POST", "/api/v1/classes/{id}/datasets", api_class_dataset_add },
-	{ "DELETE", "/api/v1/classes/{id}/datasets/{n}", api_class_dataset_remove },
-	{ "GET", "/api/v1/classes/{id}/presets", api_class_presets_list },
-	{ "POST", "/api/v1/classes/{id}/presets", api_class_preset_create },
-	{ "DELETE", "/api/v1/classes/{id}/presets/{n}", api_class_preset_delete },
-	{ "GET", "/api/v1/classes/{id}/dashboard", api_class_dashboard },
-	{ "GET", "/api/v1/presets", api_presets_list },
-	{ "GET", "/api/v1/audit", api_audit_list },
-	{ "POST", "/api/v1/evaluations", api_evals_create },
-	{ "GET", "/api/v1/evaluations/{id}", api_eval_get },
-	{ "GET", "/api/v1/evaluations/{id}/confusion", api_eval_confusion },
-	{ "GET", "/api/v1/evaluations/{id}/misclassified", api_eval_misclassified },
-	{ "GET", "/api/v1/evaluations/{id}/top", api_eval_top },
-	{ "GET", "/api/v1/evaluations/{id}/results.csv", api_eval_results_csv },
-	{ "GET", "/api/v1/evaluations/{id}/results.json", api_eval_results_json },
-	{ "GET", "/api/v1/evaluations/{id}/images/{n}", api_eval_image },
-	{ "GET", "/api/v1/users", api_users_list },
-	{ "POST", "/api/v1/users", api_users_create },
-	{ "PATCH", "/api/v1/users/{id}", api_user_patch },
-	{ "DELETE", "/api/v1/users/{id}", api_user_delete },
-	{ "POST", "/api/v1/jobs/{id}/priority", api_job_priority },
-	{ NULL, NULL, NULL },
+	{ "GET", "/api/v1/info", api_info, BODY_JSON },
+	{ "GET", "/api/v1/openapi.json", api_openapi, BODY_JSON },
+	{ "GET", "/api/v1/jobs", api_jobs_list, BODY_JSON },
+	{ "POST", "/api/v1/jobs", api_jobs_create, BODY_JSON },
+	{ "GET", "/api/v1/jobs/{id}", api_job_get, BODY_JSON },
+	{ "PATCH", "/api/v1/jobs/{id}", api_job_patch, BODY_JSON },
+	{ "DELETE", "/api/v1/jobs/{id}", api_job_delete, BODY_JSON },
+	{ "POST", "/api/v1/jobs/{id}/abort", api_job_abort, BODY_JSON },
+	{ "POST", "/api/v1/jobs/{id}/clone", api_job_clone, BODY_JSON },
+	{ "GET", "/api/v1/jobs/{id}/events", api_job_events, BODY_JSON },
+	{ "GET", "/api/v1/jobs/{id}/resources", api_job_resources, BODY_JSON },
+	{ "GET", "/api/v1/ws", api_ws_plain, BODY_JSON },
+	{ "POST", "/api/v1/uploads", api_uploads_create, BODY_FILES },
+	{ "GET", "/api/v1/datasets", api_datasets_list, BODY_JSON },
+	{ "POST", "/api/v1/datasets", api_datasets_create, BODY_FILES },
+	{ "GET", "/api/v1/datasets/preview", api_datasets_preview, BODY_JSON },
+	{ "GET", "/api/v1/datasets/{id}", api_dataset_get, BODY_JSON },
+	{ "GET", "/api/v1/datasets/{id}/images", api_dataset_images, BODY_JSON },
+	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", api_dataset_image, BODY_JSON },
+	{ "GET", "/api/v1/datasets/{id}/files/{name}", api_dataset_file, BODY_JSON },
+	{ "GET", "/api/v1/models", api_models_list, BODY_JSON },
+	{ "POST", "/api/v1/models", api_models_create, BODY_JSON },
+	{ "GET", "/api/v1/models/{id}", api_model_get, BODY_JSON },
+	{ "POST", "/api/v1/models/{id}/resume", api_model_resume, BODY_JSON },
+	{ "GET", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot, BODY_JSON },
+	{ "DELETE", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot_delete, BODY_JSON },
+	{ "POST", "/api/v1/models/{id}/snapshots/prune", api_model_snapshots_prune, BODY_JSON },
+	{ "GET", "/api/v1/networks", api_networks_list, BODY_JSON },
+	{ "POST", "/api/v1/networks/check", api_networks_check, BODY_JSON },
+	{ "POST", "/api/v1/networks/visualize", api_networks_visualize, BODY_JSON },
+	{ "POST", "/api/v1/lr-preview", api_lr_preview, BODY_JSON },
+	{ "POST", "/api/v1/models/{id}/classify", api_model_classify, BODY_FILES },
+	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle, BODY_JSON },
+	{ "POST", "/api/v1/models/import", api_models_import, BODY_FILES },
+	{ "POST", "/api/v1/login", api_login, BODY_JSON },
+	{ "POST", "/api/v1/logout", api_logout, BODY_JSON },
+	{ "GET", "/api/v1/me", api_me, BODY_JSON },
+	{ "POST", "/api/v1/me/password", api_me_password, BODY_JSON },
+	{ "GET", "/api/v1/me/tokens", api_me_tokens_list, BODY_JSON },
+	{ "POST", "/api/v1/me/tokens", api_me_tokens_create, BODY_JSON },
+	{ "DELETE", "/api/v1/me/tokens/{id}", api_me_token_revoke, BODY_JSON },
+	{ "GET", "/api/v1/classes", api_classes_list, BODY_JSON },
+	{ "POST", "/api/v1/classes", api_classes_create, BODY_JSON },
+	{ "GET", "/api/v1/classes/{id}", api_class_get, BODY_JSON },
+	{ "DELETE", "/api/v1/classes/{id}", api_class_delete, BODY_JSON },
+	{ "POST", "/api/v1/classes/{id}/members", api_class_member_add, BODY_JSON },
+	{ "DELETE", "/api/v1/classes/{id}/members/{n}", api_class_member_remove, BODY_JSON },
+	{ "POST", "/api/v1/classes/{id}/roster", api_class_roster, BODY_JSON },
+	{ "POST", "/api/v1/classes/{id}/datasets", api_class_dataset_add, BODY_JSON },
+	{ "DELETE", "/api/v1/classes/{id}/datasets/{n}", api_class_dataset_remove, BODY_JSON },
+	{ "GET", "/api/v1/classes/{id}/presets", api_class_presets_list, BODY_JSON },
+	{ "POST", "/api/v1/classes/{id}/presets", api_class_preset_create, BODY_JSON },
+	{ "DELETE", "/api/v1/classes/{id}/presets/{n}", api_class_preset_delete, BODY_JSON },
+	{ "GET", "/api/v1/classes/{id}/dashboard", api_class_dashboard, BODY_JSON },
+	{ "GET", "/api/v1/presets", api_presets_list, BODY_JSON },
+	{ "GET", "/api/v1/audit", api_audit_list, BODY_JSON },
+	{ "POST", "/api/v1/evaluations", api_evals_create, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}", api_eval_get, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}/confusion", api_eval_confusion, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}/misclassified", api_eval_misclassified, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}/top", api_eval_top, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}/results.csv", api_eval_results_csv, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}/results.json", api_eval_results_json, BODY_JSON },
+	{ "GET", "/api/v1/evaluations/{id}/images/{n}", api_eval_image, BODY_JSON },
+	{ "GET", "/api/v1/users", api_users_list, BODY_JSON },
+	{ "POST", "/api/v1/users", api_users_create, BODY_JSON },
+	{ "PATCH", "/api/v1/users/{id}", api_user_patch, BODY_JSON },
+	{ "DELETE", "/api/v1/users/{id}", api_user_delete, BODY_JSON },
+	{ "POST", "/api/v1/jobs/{id}/priority", api_job_priority, BODY_JSON },
+	{ NULL, NULL, NULL, BODY_JSON },
 };
 
 /* DIGITS' JSON routes that client scripts use, at DIGITS' own paths: the same
  * dispatch, a table of their own (app/openapi.json describes /api/v1 only; these
  * are in docs/api.md). */
 static const struct route digits_routes[] = {
-	{ "POST", "/models/images/classification/classify_one.json", api_digits_classify_one },
-	{ "POST", "/models/images/classification/classify_many.json", api_digits_classify_many },
-	{ "GET", "/index.json", api_digits_index },
-	{ "GET", "/datasets/{id}.json", api_digits_dataset },
-	{ "GET", "/models/{id}.json", api_digits_model },
-	{ NULL, NULL, NULL },
+	{ "POST", "/models/images/classification/classify_one.json", api_digits_classify_one, BODY_FILES },
+	{ "POST", "/models/images/classification/classify_many.json", api_digits_classify_many, BODY_FILES },
+	{ "GET", "/index.json", api_digits_index, BODY_JSON },
+	{ "GET", "/datasets/{id}.json", api_digits_dataset, BODY_JSON },
+	{ "GET", "/models/{id}.json", api_digits_model, BODY_JSON },
+	{ NULL, NULL, NULL, BODY_JSON },
 };
 
 const struct route_info *server_routes(void)
@@ -254,6 +263,33 @@ static int match(const char *pattern, const char *uri, struct req *r)
 	return !*p && !*u;
 }
 
+/* Whether ct (a Content-Type header, parameters allowed) is the media type t. */
+static int media_is(const char *ct, const char *t)
+{
+	size_t n = strlen(t);
+	return ct && strncasecmp(ct, t, n) == 0 && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* A state-changing request with a body must say it is JSON (or, on a route that
+ * takes files, anything but the types any web page may send cross-site without a
+ * preflight: text/plain and urlencoded forms).  0, or the status of the 415 sent. */
+static int body_type_ok(struct mg_connection *c, const struct mg_request_info *ri, enum route_body body)
+{
+	if (!strcmp(ri->request_method, "GET") || !strcmp(ri->request_method, "HEAD"))
+		return 0;
+	const char *te = mg_get_header(c, "Transfer-Encoding");
+	if (ri->content_length <= 0 && !te)
+		return 0;
+	const char *ct = mg_get_header(c, "Content-Type");
+	if (media_is(ct, "application/json"))
+		return 0;
+	if (body == BODY_FILES && !media_is(ct, "text/plain") && !media_is(ct, "application/x-www-form-urlencoded"))
+		return 0;
+	return http_error(c, 415, "unsupported_media_type", "%s %s: send the body as Content-Type: application/json%s",
+			  ri->request_method, ri->local_uri,
+			  body == BODY_FILES ? " (or a multipart form, or the file's bytes)" : "");
+}
+
 /* CivetWeb's handler for a route table (data): say who asks, match, check the
  * method, check the permission (perm.c: every route, before its handler), call.
  * With accounts on, nobody logged in learns nothing of the routes: 401 for any
@@ -281,7 +317,7 @@ static int api_dispatch(struct mg_connection *c, void *data)
 			continue;
 		}
 		int rc = perm_check(&m, perm_route_action(rt->method, rt->pattern), m.id);
-		if (rc)
+		if (rc || (rc = body_type_ok(c, ri, rt->body)))
 			return rc;
 		if (m.id < 0)
 			return http_error(c, 404, "not_found", "%s: not a valid id", ri->local_uri);
@@ -294,10 +330,10 @@ static int api_dispatch(struct mg_connection *c, void *data)
 		int n = snprintf(body, sizeof body,
 				 "{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"%s is not allowed here; use %s\"}}",
 				 ri->request_method, allow);
-		mg_printf(c,
-			  "HTTP/1.1 405 Method Not Allowed\r\nAllow: %s\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %d\r\n" HTTP_SECURITY_HEADERS "\r\n%s",
-			  allow, n, body);
+		char extra[96];
+		snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+		http_send_head(c, &(struct http_head){ .status = 405, .type = "application/json", .len = n, .extra = extra });
+		mg_write(c, body, (size_t)n);
 		return 405;
 	}
 	return http_error(c, 404, "not_found", "no such API route: %s %s", ri->request_method,
@@ -349,10 +385,8 @@ static const char *mime_for(const char *path)
 static void send_bytes(struct mg_connection *c, const char *path, const void *data, size_t len,
 		       int cache)
 {
-	mg_printf(c,
-		  "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: %s\r\n"
-		  HTTP_SECURITY_HEADERS "\r\n",
-		  mime_for(path), len, cache ? "public, max-age=3600" : "no-cache");
+	http_send_head(c, &(struct http_head){ .status = 200, .type = mime_for(path), .len = (long long)len,
+					       .cache = cache ? "public, max-age=3600" : "no-cache" });
 	if (strcmp(mg_get_request_info(c)->request_method, "HEAD") != 0)
 		mg_write(c, data, len);
 }
@@ -412,8 +446,8 @@ extern const char openapi_json[]; /* build/openapi.c, from app/openapi.json */
 int api_openapi(struct req *r)
 {
 	size_t len = strlen(openapi_json);
-	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n" HTTP_SECURITY_HEADERS "\r\n",
-		  len);
+	http_send_head(r->c, &(struct http_head){ .status = 200, .type = "application/json", .len = (long long)len,
+						  .cache = "no-cache" });
 	mg_write(r->c, openapi_json, len);
 	return 200;
 }
@@ -471,8 +505,8 @@ int api_info(struct req *r)
 	cJSON_AddNumberToObject(cpu, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
 	cJSON_AddItemToObject(o, "gpus", sched_gpus_json()); /* those the scheduler hands out */
 	cJSON *d = cJSON_AddObjectToObject(o, "data");
-	if (!r->auth || !r->auth->accounts || r->auth->user.role == ROLE_ADMIN)
-		cJSON_AddStringToObject(d, "path", S.data_dir); /* a server path: for admins only */
+	if (perm_sees_server_paths(r))
+		cJSON_AddStringToObject(d, "path", S.data_dir);
 	cJSON_AddNumberToObject(d, "used_bytes", (double)used_now);
 	struct statvfs vfs;
 	if (statvfs(S.data_dir, &vfs) == 0) {
@@ -542,6 +576,61 @@ int server_listen_is_loopback(const char *listen)
 	return 1;
 }
 
+/* Whether host (a Host header's name, its port cut off) is this machine's
+ * loopback: localhost, 127.x.y.z or ::1. */
+static int host_is_loopback(const char *host, size_t len)
+{
+	char h[64];
+	if (len == 0 || len >= sizeof h)
+		return 0;
+	memcpy(h, host, len);
+	h[len] = 0;
+	if (!strcasecmp(h, "localhost") || !strcmp(h, "[::1]"))
+		return 1;
+	struct in_addr a;
+	return inet_pton(AF_INET, h, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* The name part of a Host header value ("127.0.0.1:5010", "[::1]:5010",
+ * "localhost"): its length. */
+static size_t host_name_len(const char *v)
+{
+	if (v[0] == '[') {
+		const char *e = strchr(v, ']');
+		return e ? (size_t)(e - v + 1) : strlen(v);
+	}
+	return strcspn(v, ":");
+}
+
+/* CivetWeb's begin_request, for every request (the UI, the API, WebSocket
+ * upgrades).  With accounts off everything is the local user's, which holds only
+ * for requests that come from the local user: a Host that is not a loopback name
+ * (a DNS-rebound attacker's name) or an Origin that is not this server's own (a
+ * page elsewhere, even on another local port) is refused.  With accounts on, the
+ * session cookie (SameSite=Strict, with its CSRF token) or an API token decides. */
+static int on_begin_request(struct mg_connection *c)
+{
+	if (S.accounts)
+		return 0;
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	const char *host = mg_get_header(c, "Host"), *origin = mg_get_header(c, "Origin");
+	if (host && !host_is_loopback(host, host_name_len(host))) {
+		http_error(c, 403, "forbidden", "Host %.64s: this server answers to its loopback names only "
+			   "(localhost, 127.0.0.1, [::1]); accounts are off", host);
+		return 1;
+	}
+	if (origin) {
+		const char *scheme = ri->is_ssl ? "https://" : "http://";
+		size_t sl = strlen(scheme);
+		if (!host || strncasecmp(origin, scheme, sl) != 0 || strcasecmp(origin + sl, host) != 0) {
+			http_error(c, 403, "forbidden", "Origin %.64s: requests from another site are refused; accounts are off",
+				   origin);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Decide whether accounts are on, and refuse what would leave the server open
  * to anyone who can reach it.  0, or 1 after logging why. */
 static int accounts_setup(const struct server_opts *opts)
@@ -579,6 +668,7 @@ static int accounts_setup(const struct server_opts *opts)
 		.max_ms = (int64_t)opts->session_max_s * 1000,
 	};
 	auth_configure(&ac);
+	S.accounts = on;
 	if (on)
 		auth_sessions_sweep(NULL);
 	log_info("accounts are %s%s", on ? "on" : "off", on ? "" : " (loopback only: everything is the local user's)");
@@ -715,9 +805,7 @@ static int tls_setup(const struct server_opts *opts, char *pem, size_t pemlen, c
 		goto out;
 	}
 	int n = snprintf(both, total, "%s\n%s", key, cert);
-	mode_t mask = umask(077); /* one thread yet: nothing else creates files now */
-	int wrc = fs_write_file_atomic(pem, both, (size_t)n, &err);
-	umask(mask);
+	int wrc = fs_write_file_atomic(pem, both, (size_t)n, &err); /* 0600: server_run's umask */
 	sodium_memzero(both, total);
 	free(both);
 	if (wrc != DD_OK) {
@@ -876,6 +964,11 @@ int server_run(const struct server_opts *opts)
 {
 	struct dd_err err = { 0 };
 	S.opts = *opts;
+	/* The data folder holds password and token hashes and every learner's data: what
+	 * the server and its workers create is theirs alone (workers inherit the mask;
+	 * Slurm runs them as the server's user), and the folder itself is closed to
+	 * others, which also closes what an older version left 0644 inside it. */
+	umask(077);
 	if (fs_mkdir_p(opts->data_dir, &err) != DD_OK) {
 		log_error("%s", err.msg);
 		return 1;
@@ -884,6 +977,9 @@ int server_run(const struct server_opts *opts)
 		log_error("cannot resolve the data folder %s: %s", opts->data_dir, strerror(errno));
 		return 1;
 	}
+	struct stat dst;
+	if (stat(S.data_dir, &dst) == 0 && (dst.st_mode & 077) && chmod(S.data_dir, 0700) != 0)
+		log_warn("cannot make the data folder %s private (chmod 0700): %s", S.data_dir, strerror(errno));
 	if (opts->ui_dir && !realpath(opts->ui_dir, S.ui_dir)) {
 		log_error("cannot resolve --ui-dir %s: %s", opts->ui_dir, strerror(errno));
 		return 1;
@@ -913,6 +1009,7 @@ int server_run(const struct server_opts *opts)
 	}
 	if (opts->tls_cert && tls_setup(opts, pem, sizeof pem, listen, sizeof listen))
 		return 1;
+	http_set_https(pem[0] != 0);
 	sweep_uploads();
 	if (metrics_configure(opts->metrics_token, &err) != DD_OK) {
 		log_error("%s", err.msg);
@@ -962,11 +1059,19 @@ int server_run(const struct server_opts *opts)
 		"enable_keep_alive", "yes",
 		"keep_alive_timeout_ms", "5000",
 		"tcp_nodelay", "1",
+		/* the only files CivetWeb sends itself are snapshots: a user's data */
+		"static_file_cache_control", HTTP_CACHE_USER_DATA,
 		pem[0] ? "ssl_certificate" : NULL, pem,
+		/* TLS 1.2 and 1.3 only; 1.2 with forward-secret key exchange and AEAD ciphers
+		 * alone (no RSA key exchange, no CBC-SHA1); 1.3's suites are all AEAD */
+		"strict_transport_security_max_age", "31536000",
+		"ssl_protocol_version", "4",
+		"ssl_cipher_list", "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL",
 		NULL,
 	};
 	struct mg_callbacks cb = { 0 };
 	cb.exit_thread = on_thread_exit;
+	cb.begin_request = on_begin_request;
 	cb.log_message = log_message;
 	mg_init_library(MG_FEATURES_WEBSOCKET | (pem[0] ? MG_FEATURES_TLS : 0));
 

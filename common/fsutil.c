@@ -189,13 +189,29 @@ int64_t fs_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Whether s is a whole number in C's syntax ("-3", "+1.5e-3"), which a spreadsheet
+ * reads as a number, not a formula. */
+static int csv_is_number(const char *s)
+{
+	char *end;
+	errno = 0;
+	(void)strtod(s, &end);
+	return end != s && *end == 0 && errno == 0;
+}
+
 void fs_csv_field(FILE *f, const char *s)
 {
-	if (!strpbrk(s, ",\"\r\n")) {
+	/* A cell a spreadsheet would run as a formula (=, +, -, @, or a tab or CR first)
+	 * gets a leading apostrophe, which shows the text as it is (OWASP's advice for
+	 * CSV injection); a plain number such as -3 stays a number. */
+	int formula = strchr("=+-@\t\r", s[0]) && s[0] && !csv_is_number(s);
+	if (!formula && !strpbrk(s, ",\"\r\n")) {
 		fputs(s, f);
 		return;
 	}
 	fputc('"', f);
+	if (formula)
+		fputc('\'', f);
 	for (; *s; s++) {
 		if (*s == '"')
 			fputc('"', f);

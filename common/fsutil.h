@@ -33,7 +33,9 @@ int fs_path_under(const char *path, const char *root, char *resolved);
 
 /* Milliseconds since the Unix epoch, and a monotonic clock in milliseconds. */
 /* Write s to f as one CSV field (RFC 4180): as it is, or quoted with its quotes
- * doubled when it holds a comma, a quote or a line break. */
+ * doubled when it holds a comma, a quote or a line break.  A field a spreadsheet
+ * would take for a formula (=, +, -, @, tab or CR first, and not a number) is
+ * written '-prefixed and quoted, so a class name from an archive cannot run. */
 void fs_csv_field(FILE *f, const char *s);
 
 int64_t fs_now_ms(void);

@@ -551,11 +551,11 @@ static int gather_lists(struct build *b, struct dd_err *err)
 					snprintf(full, sizeof full, "%s", line);
 				else
 					snprintf(full, sizeof full, "%s/%s", b->src->list_base, line);
-				/* a list names files below its folder, never anywhere else */
-				if (access(full, F_OK) != 0)
-					skip(b, where, "no such file");
-				else if (!fs_path_under(full, b->src->list_base, real))
-					skip(b, where, "the path leads outside the list's folder");
+				/* a list names files below its folder, never anywhere else; a missing
+				 * file and one outside get the same answer, so that a list cannot
+				 * probe which files the server has */
+				if (!fs_path_under(full, b->src->list_base, real))
+					skip(b, where, "no such file inside the list's folder");
 				else
 					vec_push(&b->split[s], strdup(full), (int)label);
 			}

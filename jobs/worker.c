@@ -3,6 +3,7 @@
 #include "worker.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -183,6 +184,7 @@ int worker_main(const char *dir)
 	char *text = NULL;
 	int code = WORKER_EXIT_ERROR;
 
+	umask(077); /* as the server's: a job's files are its user's alone (app/server.c) */
 	struct sigaction sa = { .sa_handler = on_term };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);

@@ -183,11 +183,11 @@ describe('errors', () => {
         assertError(await post(big), 413, 'too_large', /1048576/);
         // only the header: the server answers without waiting for the body
         const r = await rawRequest(server.port,
-          `POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${CAP + 1}\r\n\r\n{"kind":"test"`);
+          `POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${CAP + 1}\r\n\r\n{"kind":"test"`);
         assertError({ status: r.status, body: r.body, headers: new Headers({ 'content-type': r.headers['content-type'] }) },
           413, 'too_large', new RegExp(`${CAP + 1} bytes`));
         const huge = await rawRequest(server.port,
-          `POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n`);
+          `POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n`);
         assert.equal(huge.status, 413);
         assertError(await server.api('PATCH', `/api/v1/jobs/${done1.id}`, JSON.stringify({ notes: 'x'.repeat(CAP) })), 413, 'too_large');
       });
@@ -232,7 +232,8 @@ describe('errors', () => {
       const stream = new ReadableStream({
         pull(c) { if (parts.length) c.enqueue(new TextEncoder().encode(parts.shift())); else c.close(); },
       });
-      const res = await fetch(server.url + '/api/v1/jobs', { method: 'POST', body: stream, duplex: 'half' });
+      const res = await fetch(server.url + '/api/v1/jobs', { method: 'POST', body: stream, duplex: 'half',
+        headers: { 'content-type': 'application/json' } });
       const body = await res.json();
       assert.equal(res.status, 202, JSON.stringify(body));
       assert.equal(body.job.name, 'chunked');
@@ -388,14 +389,14 @@ describe('server races', () => {
     let closed = false;
     sock.on('data', (d) => { data += d; });
     sock.on('end', () => { closed = true; });
-    sock.write('GET /api/v1/info HTTP/1.1\r\nHost: x\r\n\r\n');
+    sock.write('GET /api/v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await waitFor(() => data.includes('"kinds"'), 3000, 'first answer');
     const keepAlive = /keep-alive:\s*timeout=(\d+)/i.exec(data);
     await sleep(4200);
     const closedEarly = closed;
     if (!closed) {
       data = '';
-      sock.write('GET /api/v1/info HTTP/1.1\r\nHost: x\r\n\r\n');
+      sock.write('GET /api/v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
       await waitFor(() => data.includes('"kinds"'), 3000, 'second answer on the same connection');
     }
     sock.destroy();

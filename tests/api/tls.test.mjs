@@ -151,6 +151,40 @@ describe('HTTPS', () => {
     assert.equal(server.proc.exitCode, null, 'the server is still running');
   });
 
+  test('every answer over HTTPS carries Strict-Transport-Security: JSON, the UI, an error', async () => {
+    for (const [method, path] of [['GET', '/api/v1/info'], ['GET', '/'], ['GET', '/app.js'], ['GET', '/api/v1/jobs/999999']]) {
+      const r = await request(server.port, good.pem, method, path, { headers: { cookie } });
+      assert.equal(r.headers['strict-transport-security'], 'max-age=31536000; includeSubDomains', `${method} ${path} (${r.status})`);
+      assert.equal(r.headers['x-content-type-options'], 'nosniff');
+    }
+  });
+
+  test('TLS 1.2 offers forward-secret AEAD suites only: RSA key exchange and CBC-SHA1 are refused', async () => {
+    /** Whether a TLS 1.2 handshake offering only `ciphers` succeeds; the suite agreed on. */
+    const hello = (ciphers) => new Promise((resolve) => {
+      const req = https.request({ host: '127.0.0.1', port: server.port, path: '/api/v1/info', ca: good.pem, agent: false,
+        ciphers, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2' }, (res) => {
+        const suite = res.socket.getCipher().name;
+        res.resume();
+        res.on('end', () => resolve({ ok: true, suite }));
+      });
+      req.on('error', (e) => resolve({ ok: false, why: e.message }));
+      req.end();
+    });
+    for (const suite of ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305']) {
+      const r = await hello(suite);
+      assert.deepEqual(r, { ok: true, suite }, suite);
+    }
+    for (const suite of ['AES128-SHA', 'AES256-GCM-SHA384', 'AES128-GCM-SHA256', 'ECDHE-RSA-AES128-SHA', 'ECDHE-RSA-AES256-SHA384']) {
+      const r = await hello(suite);
+      assert.equal(r.ok, false, `${suite} was accepted (${r.suite})`);
+    }
+    // TLS 1.3 still works, and a refused hello cost nothing
+    const r = await request(server.port, good.pem, 'GET', '/api/v1/info', { headers: { cookie } });
+    assert.equal(r.status, 200);
+    assert.equal(r.socket.getProtocol(), 'TLSv1.3');
+  });
+
   test('plain HTTP to the HTTPS port gets no answer, and HTTPS goes on working', async () => {
     const outcome = await new Promise((resolve) => {
       const req = http.request({ host: '127.0.0.1', port: server.port, path: '/api/v1/info', agent: false },

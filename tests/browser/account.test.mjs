@@ -22,7 +22,7 @@ let server, acc, browser;
 const contexts = [];
 
 before(async () => {
-  acc = makeAccounts({ root: 'admin', ann: 'learner', ben: 'learner', cy: 'learner' });
+  acc = makeAccounts({ root: 'admin', ann: 'learner', ben: 'learner', cy: 'learner', dee: 'learner' });
   server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on'] });
   const o = await openPage();
   browser = o.browser;
@@ -161,6 +161,27 @@ test('an API token: made with a hostile name, its secret shown once, used as Bea
   await page.waitForSelector('.tokens-table tr.token-revoked');
   assert.equal(await page.$('[data-action=revoke-token]'), null);
   assert.equal((await server.api('GET', '/api/v1/me', undefined, bearer)).status, 401, 'a revoked token is refused');
+  assert.deepEqual(errors, []);
+});
+
+test('a password change that also revokes the API tokens: the box, the message, the list redrawn, the token refused', async () => {
+  const { page, errors } = await freshPage();
+  const dee = asUser(server, await login(server, 'dee'));
+  const made = await dee('POST', '/api/v1/me/tokens', { name: 'old laptop' });
+  assert.equal(made.status, 201);
+  const bearer = { authorization: `Bearer ${made.body.token.secret}` };
+  await page.goto(`${server.url}/account`);
+  await logIn(page, 'dee');
+  await page.waitForSelector('.tokens-table tr[data-token]:not(.token-revoked)');
+  await page.fill('#pw-current', PASSWORD);
+  await page.fill('#pw-new', 'dee-new-pass-1');
+  await page.fill('#pw-repeat', 'dee-new-pass-1');
+  await page.check('#pw-revoke-tokens');
+  await page.click('[data-action=change-password]');
+  assert.match(await visibleText(page, '#pw-ok'), /API tokens are revoked/);
+  await page.waitForSelector('.tokens-table tr.token-revoked');
+  assert.equal(await page.isChecked('#pw-revoke-tokens'), false, 'the form is reset');
+  assert.equal((await server.api('GET', '/api/v1/me', undefined, bearer)).status, 401);
   assert.deepEqual(errors, []);
 });
 

@@ -297,9 +297,12 @@ static void test_list_files(void)
 	snprintf(train, sizeof train, "%s/train.txt", src);
 	snprintf(labels, sizeof labels, "%s/labels.txt", src);
 	const char *lines = "banana/1.png 0\nbanana/2.png 0\ncherry/1.png 1\n"
-			    "cherry/2.png 1\nno label here\ncherry/4.png 7\n/etc/passwd 0\n";
+			    "cherry/2.png 1\nno label here\ncherry/4.png 7\n/etc/passwd 0\n"
+			    "/etc/no-such-file-here 0\n../outside.png 0\nbanana/9.png 0\n";
 	fs_write_file_atomic(train, lines, strlen(lines), NULL);
 	fs_write_file_atomic(labels, "yellow\nred\n", 11, NULL);
+	snprintf(p, sizeof p, "%s/outside.png", dir);
+	write_png(p, 4, 4, 1, 9);
 	struct ds_options o;
 	ds_options_default(&o);
 	o.width = 4, o.height = 4;
@@ -309,8 +312,13 @@ static void test_list_files(void)
 	CHECK_EQ_INT(ds_create(&s, &o, out, NULL, &sum, &err), DD_OK);
 	cJSON *tr = cJSON_GetObjectItem(cJSON_GetObjectItem(sum, "splits"), "train");
 	CHECK_EQ_INT(cJSON_GetObjectItem(tr, "images")->valueint, 4);
-	/* bad line, label out of range, and a path outside the base are skipped */
-	CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(sum, "skipped")), 3);
+	/* bad line, label out of range, and paths outside the base or missing are
+	 * skipped; outside and missing get one answer, so a list probes nothing */
+	cJSON *skipped = cJSON_GetObjectItem(sum, "skipped");
+	CHECK_EQ_INT(cJSON_GetArraySize(skipped), 6);
+	for (int i = 2; i < 6; i++)
+		CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(skipped, i), "reason")),
+			  "no such file inside the list's folder");
 	snprintf(p, sizeof p, "%s/labels.txt", out);
 	char *l = read_all(p);
 	CHECK_STR(l, "yellow\nred\n");

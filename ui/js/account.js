@@ -163,12 +163,15 @@ function passwordCard() {
     new: formField({ id: 'pw-new', label: 'New password', hint: '8 characters or more.', input: pw('new-password') }),
     repeat: formField({ id: 'pw-repeat', label: 'New password again', input: pw('new-password') }),
   };
+  const revoke = h('input', { type: 'checkbox', class: 'check', id: 'pw-revoke-tokens' });
+  const revokeRow = h('label', { class: 'pw-revoke', for: 'pw-revoke-tokens' }, revoke,
+    ' Also revoke all my API tokens (do this if the old password may be known)');
   const err = h('p', { class: 'field-error', id: 'pw-error', role: 'alert', hidden: true });
   const ok = h('div', { class: 'alert alert-info pw-ok', id: 'pw-ok', role: 'status', hidden: true });
   const btn = h('button', { type: 'submit', class: 'btn btn-primary', dataset: { action: 'change-password' } }, 'Change password');
   const form = h('form', { class: 'card account-password', 'aria-labelledby': 'pw-title', novalidate: true },
     h('div', { class: 'card-head' }, h('h2', { class: 'card-title', id: 'pw-title' }, 'Change your password')),
-    h('div', { class: 'card-body' }, fields.current.el, fields.new.el, fields.repeat.el, err, ok,
+    h('div', { class: 'card-body' }, fields.current.el, fields.new.el, fields.repeat.el, revokeRow, err, ok,
       h('div', { class: 'form-actions' }, btn)));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
@@ -181,10 +184,13 @@ function passwordCard() {
     if (pw1 !== pw2) { fields.repeat.set('The two new passwords differ: type the same one twice.'); fields.repeat.input.focus(); return; }
     btn.disabled = true;
     try {
-      await post('/me/password', { current: cur, new: pw1 });
+      const revoked = revoke.checked;
+      await post('/me/password', { current: cur, new: pw1, revoke_tokens: revoked });
       form.reset();
       setChildren(ok, h('strong', null, 'Password changed. '),
-        'Your other sessions have ended; this one stays logged in. Your API tokens keep working: revoke them below if they may be known.');
+        revoked ? 'Your other sessions have ended and all your API tokens are revoked; this one stays logged in.'
+          : 'Your other sessions have ended; this one stays logged in. Your API tokens keep working: revoke them below if they may be known.');
+      if (revoked) window.dispatchEvent(new Event('dd-tokens-changed'));
       ok.hidden = false;
       announce('Password changed');
     } catch (ex) {
@@ -216,6 +222,10 @@ function tokensCard(isAlive) {
         h('code', null, 'curl -H \'Authorization: Bearer ddt_…\' ', location.origin, '/api/v1/jobs'),
         '. Tokens do not expire: revoke one you no longer use.'),
       created, table, empty, listErr, form));
+
+  // a password change that revoked every token (passwordCard) redraws the list
+  const onRevokedAll = () => { if (isAlive()) load(); else window.removeEventListener('dd-tokens-changed', onRevokedAll); };
+  window.addEventListener('dd-tokens-changed', onRevokedAll);
 
   async function load() {
     try {
