@@ -106,9 +106,5 @@ int api_finished_dataset(struct req *r, int64_t id, const char *field, const cha
 /* The stored archive of upload id (POST /api/v1/uploads) into path; 1 when there
  * is one (api_datasets.c). */
 int api_upload_find(const char *id, char *path, size_t len);
-/* A job's source {"upload": ID, …}: the upload's archive into "file", and the
- * server's caps on unpacking into "limits" (users cannot set them).  0, or the
- * status of the 400 sent for an unknown id (api_datasets.c). */
-int api_upload_source(struct req *r, cJSON *src);
 
 #endif

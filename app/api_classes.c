@@ -418,7 +418,7 @@ int api_class_preset_create(struct req *r)
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
 	}
-	if (job_kind_find("model")->validate(check, &err) != DD_OK) {
+	if (job_kind_find("model")->validate(check, NULL, NULL, &err) != DD_OK) {
 		dd_err_prefix(&err, "settings");
 		rc = http_error_dd(r->c, &err);
 		goto out;
