@@ -120,6 +120,9 @@ int perm_sees_owner(const struct auth_state *a, int64_t owner_id)
 		return 1;
 	if (owner_id != 0 && owner_id == a->user.id)
 		return 1;
+	/* an instructor's classes give rights over their learners' work only: an
+	 * admin or an instructor enrolled (store_class_instructs asks the role) gives
+	 * none, however they came to be enrolled */
 	return a->user.role == ROLE_INSTRUCTOR && owner_id != 0 && store_class_instructs(a->user.id, owner_id);
 }
 
