@@ -94,7 +94,8 @@ int api_digits_model(struct req *r);
 
 /* Helpers the handlers share.  Each returns 0, or the status of the error it sent. */
 struct job_row;
-/* Job id's row, which must be of kind; the error names field ("dataset",
+/* Job id's row, which must be of kind and one r may use (kind_use_job, the rule
+ * the kinds' validate uses); the error names field ("dataset",
  * "network.previous"): 400 for no such job or another kind (api_jobs.c). */
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row);
 /* Job id as the image-classification dataset something is made from: a finished

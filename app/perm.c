@@ -35,7 +35,7 @@ static const struct rule rules[] = {
 	{ "DELETE", "/api/v1/users/{id}", PERM_ADMIN },
 	{ "POST", "/api/v1/jobs/{id}/priority", PERM_JOB_WRITE }, /* and not a learner: its handler */
 	{ "GET", "/api/v1/jobs", PERM_USER },
-	{ "POST", "/api/v1/jobs", PERM_USER },
+	{ "POST", "/api/v1/jobs", PERM_USER }, /* what the job may use: sched_validate, with the caller */
 	{ "GET", "/api/v1/jobs/{id}", PERM_JOB_READ },
 	{ "PATCH", "/api/v1/jobs/{id}", PERM_JOB_WRITE },
 	{ "DELETE", "/api/v1/jobs/{id}", PERM_JOB_WRITE },

@@ -14,7 +14,14 @@
  * not see is answered 404, as a job that does not exist, so that ids do not
  * tell what exists.  Classes ({id} a class id) have actions of their own: its
  * members and instructor read it, its instructor (and admins) change it.  With
- * accounts off every check passes: everything belongs to the local user. */
+ * accounts off every check passes: everything belongs to the local user.
+ * Class membership reaches learners only: an admin or an instructor who is a
+ * member of a class gives its instructor no rights over their work.
+ *
+ * What a job may use (other jobs named in its params, server folders, uploads)
+ * is not a route's question: perm_caller hands the scheduler the caller, and
+ * each kind's validate answers it (jobs/job.h, sched_validate), the same for
+ * every route that makes a job. */
 #ifndef DD_PERM_H
 #define DD_PERM_H
 

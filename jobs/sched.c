@@ -515,7 +515,8 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 }
 
 /* Give queued job row the GPUs its params ask for, if free: 1 with gpus/ngpus
- * filled (ngpus 0 for a CPU job) and job.json telling the worker which; 0 when
+ * filled (ngpus 0 for a CPU job) and job.json telling the worker which, with
+ * this server's guard (add_guard) whatever wrote job.json before; 0 when
  * they are busy (it waits); -1 when it can never run here (it ends in error).
  * A cluster job (cluster 1) holds none of this server's: job.json gets
  * resources.gpu_count (Slurm's --gres, and the worker's count of copies), and

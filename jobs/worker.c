@@ -130,22 +130,22 @@ void worker_archive_limits(const struct worker *w, struct archive_limits *l)
 			    cJSON_IsNumber(b) ? (long long)b->valuedouble : 0, l);
 }
 
-/* See worker.h.  The archive to unpack, into file: the job's own kept copy (a second run), the
- * upload it names (moved into the job folder: uploads are used once), or for a
- * clone the original's kept copy (read, never moved).  A path that old params
- * name ("file") is taken only when it is an upload in DATA/uploads itself. */
+/* See worker.h.  The upload's path is built here from its id (kind_upload_path),
+ * never taken from the params, so the one rename a worker makes outside its
+ * folder is DATA/uploads/<id>.<ext> -> JOB/archive.<ext>. */
 int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, struct dd_err *err)
 {
 	char data[PATH_MAX], path[PATH_MAX], kept[PATH_MAX];
 	worker_data_dir(w, data, sizeof data);
 	if (archive_kept_find(w->dir, file, len))
 		return DD_OK;
-	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload")), *old = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "file"));
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload"));
+	const char *old = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "file"));
 	const cJSON *of = cJSON_GetObjectItemCaseSensitive(src, "archive_of");
 	if (id) {
 		if (!kind_upload_path(data, id, path, sizeof path))
 			return dd_err_set(err, DD_ENOENT, "source.upload: no upload has this id (uploads are used once)");
-	} else if ((cJSON_IsNumber(of) && of->valuedouble >= 1)) {
+	} else if (cJSON_IsNumber(of) && of->valuedouble >= 1) {
 		char dir[PATH_MAX + 32];
 		snprintf(dir, sizeof dir, "%s/jobs/%lld", data, (long long)of->valuedouble);
 		if (!archive_kept_find(dir, file, len))
