@@ -1296,6 +1296,9 @@ int sched_delete(int64_t id, struct dd_err *err)
 		return dd_err_set(err, DD_ECONFLICT, "job %lld is running: abort it first", (long long)id);
 	if ((rc = store_job_delete(id, err)))
 		return rc;
+	/* only the job's own folder, DATA/jobs/<id>: fs_rm_rf never follows a
+	 * symbolic link (it removes the link), and a worker moves nothing into the
+	 * folder from outside but its upload (worker_archive), so nothing else goes */
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
 	struct dd_err rm = { 0 };
