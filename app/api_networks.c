@@ -759,7 +759,7 @@ int api_lr_preview(struct req *r)
 	cJSON_AddItemToObject(params, "solver", solver ? cJSON_Duplicate(solver, 1) : cJSON_CreateObject());
 	struct dd_err err = { 0 };
 	const struct job_kind *kind = job_kind_find("model");
-	if (!kind || (kind->validate && kind->validate(params, &err) != DD_OK)) {
+	if (!kind || (kind->validate && kind->validate(params, NULL, NULL, &err) != DD_OK)) {
 		rc = kind ? http_error_dd(r->c, &err) : http_error(r->c, 500, "internal", "no model job kind");
 		goto out;
 	}

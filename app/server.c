@@ -46,6 +46,7 @@
 #include "../common/log.h"
 #include "../common/version.h"
 #include "../datasets/example.h"
+#include "../jobs/kind_check.h"
 #include "../jobs/sched.h"
 #include "api.h"
 #include "infer_service.h"
@@ -76,10 +77,7 @@ const char *server_data_dir(void) { return S.data_dir; }
 
 int server_path_allowed(const char *path, char *resolved)
 {
-	for (int i = 0; i < S.opts.nroots; i++)
-		if (fs_path_under(path, S.opts.data_roots[i], resolved))
-			return 1;
-	return 0;
+	return kind_path_allowed(sched_server(), path, resolved); /* the jobs' rule, one place */
 }
 
 long long server_max_upload(void) { return S.opts.max_upload > 0 ? S.opts.max_upload : 16ll << 30; }
@@ -1041,6 +1039,10 @@ int server_run(const struct server_opts *opts)
 		.poll_ms = 20,
 		.executor = &exec_local,
 		.executor_for = executor_for,
+		.data_roots = opts->data_roots,
+		.nroots = opts->nroots,
+		.archive_max_files = opts->archive_max_files,
+		.archive_max_bytes = opts->archive_max_bytes,
 	};
 
 	char threads[16];
