@@ -38,6 +38,7 @@
 
 #include <graphviz/gvc.h>
 
+#include "../common/json.h"
 #include "../common/fsutil.h"
 #include "../jobs/executor.h"
 #include "../jobs/job.h"
@@ -116,12 +117,11 @@ struct net_req {
  * "classes"), as the default shape for checking its network without a dataset. */
 static void model_input(const char *dir, struct net_req *q)
 {
-	char path[PATH_MAX + 32], *text = NULL;
+	char path[PATH_MAX + 32];
 	snprintf(path, sizeof path, "%s/settings.json", dir);
-	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) != DD_OK)
+	cJSON *j = NULL;
+	if (json_read_file(path, 8u << 20, &j, NULL) != DD_OK)
 		return;
-	cJSON *j = cJSON_Parse(text);
-	free(text);
 	const cJSON *in = get(j, "input"), *cl = get(j, "classes");
 	if (cJSON_IsArray(in) && cJSON_GetArraySize(in) == 3) {
 		const cJSON *c = cJSON_GetArrayItem(in, 0), *h = cJSON_GetArrayItem(in, 1), *w = cJSON_GetArrayItem(in, 2);

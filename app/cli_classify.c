@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/json.h"
 #include "../common/fsutil.h"
 #include "../datasets/archive.h"
 #include "../jobs/kind_train.h"
@@ -331,7 +332,8 @@ int cli_classify(int argc, char **argv)
 		/* the bundle's own record of its snapshot */
 		char *text = NULL;
 		if (fs_read_file(info, 16u << 20, &text, NULL, NULL) == DD_OK) {
-			cJSON *j = cJSON_Parse(text);
+			cJSON *j = NULL;
+			json_parse_str(text, info, &j, NULL);
 			const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "snapshot"));
 			snprintf(label, sizeof label, "%s", s ? s : "");
 			cJSON_Delete(j);

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/json.h"
 #include "../common/fsutil.h"
 #include "../common/log.h"
 #include "../datasets/image.h"
@@ -131,7 +132,7 @@ static int wire_recv(int fd, size_t head_max, size_t data_max, cJSON **head, cha
 		return rc;
 	}
 	h[hl] = 0;
-	*head = cJSON_ParseWithLength(h, hl);
+	json_parse(h, hl, "head", head, NULL);
 	free(h);
 	if (!cJSON_IsObject(*head)) {
 		cJSON_Delete(*head);

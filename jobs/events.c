@@ -4,6 +4,7 @@
  * processes write (only the worker does).  Readers never trust the file to end in a
  * newline: a line counts only once its '\n' is on disk. */
 #define _GNU_SOURCE
+#include "../common/json.h"
 #include "events.h"
 
 #include <errno.h>
@@ -92,7 +93,8 @@ static size_t split_lines(const char *buf, size_t len, int64_t *seq, events_fn f
 		(*seq)++;
 		(*count)++;
 		if (fn) {
-			cJSON *ev = cJSON_ParseWithLength(buf + start, i - start);
+			cJSON *ev = NULL;
+			json_parse(buf + start, i - start, EVENTS_FILE, &ev, NULL);
 			if (ev && !cJSON_IsObject(ev)) {
 				cJSON_Delete(ev);
 				ev = NULL;
@@ -291,7 +293,8 @@ int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int6
 			c.more = 1;
 			break;
 		}
-		cJSON *ev = cJSON_ParseWithLength(line, (size_t)n - 1);
+		cJSON *ev = NULL;
+		json_parse(line, (size_t)n - 1, EVENTS_FILE, &ev, NULL);
 		if (ev && !cJSON_IsObject(ev)) {
 			cJSON_Delete(ev);
 			ev = NULL;

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../app/store.h"
+#include "../common/json.h"
 #include "../common/fsutil.h"
 #include "../common/log.h"
 #include "../networks/backend.h"
@@ -509,10 +510,8 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	*ngpus = *counted = 0;
 	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
 		goto fail;
-	if (!(job = cJSON_ParseWithLength(text, len))) {
-		dd_err_set(&err, DD_EINVAL, "%s: not JSON", job_json);
+	if (json_parse(text, len, job_json, &job, &err) != DD_OK)
 		goto fail;
-	}
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
 	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
 		goto fail;
@@ -719,7 +718,8 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	if (fs_read_file(path, 64 << 20, &text, &len, NULL) != DD_OK)
 		return;
-	cJSON *job = cJSON_ParseWithLength(text, len);
+	cJSON *job = NULL;
+	json_parse(text, len, path, &job, NULL);
 	const cJSON *g, *ids = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "resources"), "gpus");
 	cJSON_ArrayForEach(g, ids)
 	{

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/json.h"
 #include "../common/fsutil.h"
 #include "executor.h"
 #include "job.h"
@@ -197,7 +198,10 @@ int worker_main(const char *dir)
 		worker_status(&w, "error", err.msg);
 		goto out;
 	}
-	w.job = cJSON_Parse(text);
+	if (json_parse_str(text, "job.json", &w.job, &err) != DD_OK) {
+		worker_status(&w, "error", err.msg);
+		goto out;
+	}
 	if (!cJSON_IsObject(w.job)) {
 		worker_status(&w, "error", "job.json is not a JSON object");
 		goto out;
