@@ -835,7 +835,13 @@ int infer_service_start(const char *exe, const char *data_dir, struct dd_err *er
 		return dd_err_sys(err, DD_EIO, errno, "cannot make the inference socket %s", V.sock);
 	}
 	V.stopping = 0;
-	if (pthread_create(&V.sup, NULL, supervise, NULL) != 0) {
+	/* the supervisor only spawns, waits and logs */
+	pthread_attr_t sat;
+	pthread_attr_init(&sat);
+	pthread_attr_setstacksize(&sat, 256u << 10);
+	int prc = pthread_create(&V.sup, &sat, supervise, NULL);
+	pthread_attr_destroy(&sat);
+	if (prc != 0) {
 		close(V.lfd);
 		V.lfd = -1;
 		unlink(V.sock);

@@ -40,6 +40,8 @@
 #include "events.h"
 #include "job.h"
 
+#define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
+
 #define SCHED_MAX_GPUS 16
 
 struct running {
@@ -830,7 +832,15 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		return rc;
 	if ((rc = recover(err)))
 		return rc;
-	if (pthread_create(&S.thread, NULL, thread_main, NULL) != 0)
+	/* The scheduler thread runs SQLite, posix_spawn, JSON files through
+	 * json_parse (64 levels at most) and ws_publish: 2 MiB, stated rather than
+	 * whatever `ulimit -s` gave glibc's default. */
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SCHED_STACK);
+	int prc = pthread_create(&S.thread, &at, thread_main, NULL);
+	pthread_attr_destroy(&at);
+	if (prc != 0)
 		return dd_err_set(err, DD_EIO, "cannot start the scheduler thread");
 	S.thread_started = 1;
 	return DD_OK;
