@@ -35,7 +35,17 @@ int http_json(struct mg_connection *c, int status, cJSON *body)
 	if (!text)
 		return send_text(c, 500, "application/json",
 				 "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 58);
-	int rc = send_text(c, status, "application/json", text, strlen(text));
+	/* JSON is UTF-8 (RFC 8259), and cJSON copies a string's bytes as they are: a
+	 * name from an archive or an old row that is not UTF-8 goes out as U+FFFD */
+	size_t len = strlen(text);
+	if (json_utf8_check(text, len, NULL) != len) {
+		char *fixed = json_utf8_fix(text, len, &len);
+		free(text);
+		if (!(text = fixed))
+			return send_text(c, 500, "application/json",
+					 "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 58);
+	}
+	int rc = send_text(c, status, "application/json", text, len);
 	free(text);
 	return rc;
 }

@@ -7,6 +7,8 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { startServer, assertError, killTrackedPids, WebSocket } from './helpers.mjs';
 import { makeAccounts, login, asUser } from '../lib/auth.mjs';
 
@@ -157,6 +159,36 @@ describe('hostile JSON', () => {
     const fb = await f.json();
     assert.equal(f.status, 400, JSON.stringify(fb));
     assert.match(fb.error.message, /^name: not valid UTF-8/);
+    await stillUp();
+  });
+
+  test('a name already stored with bytes that are not UTF-8 goes out as U+FFFD, over HTTP and the WebSocket', async () => {
+    const made = await ann('POST', '/api/v1/jobs', { kind: 'test', name: 'old-row', params: { steps: 1, step_ms: 1 } });
+    assert.equal(made.status, 202, JSON.stringify(made.body));
+    const id = made.body.job.id;
+    // as a row from before these checks, or a name from an archive, might hold it
+    execFileSync('python3', ['-c', `
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=10)
+db.execute("UPDATE jobs SET name = CAST(X'636166e9ff' AS TEXT) WHERE id = ?", (int(sys.argv[2]),))
+db.commit()
+`, join(server.dataDir, 'deepdesk.db'), String(id)]);
+    const res = await fetch(`${server.url}/api/v1/jobs/${id}`, { headers: { cookie: sess.cookie } });
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(bytes); // throws on bad UTF-8
+    assert.equal(JSON.parse(text).job.name, 'caf\ufffd\ufffd');
+    // the ws client closes the socket (1007) on a text frame that is not UTF-8
+    const c = await wsOpen();
+    c.ws.send(JSON.stringify({ subscribe: id }));
+    assert.equal(JSON.parse(String(await c.next())).type, 'subscribed');
+    let closed = null;
+    c.ws.on('close', (code) => { closed = code; });
+    assert.equal((await ann('PATCH', `/api/v1/jobs/${id}`, { notes: 'poke' })).status, 200);
+    let m;
+    do m = JSON.parse(String(await c.next())); while (m.type !== 'job');
+    assert.equal(m.job.name, 'caf\ufffd\ufffd');
+    assert.equal(closed, null);
+    c.ws.close();
     await stillUp();
   });
 
