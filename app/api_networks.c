@@ -566,7 +566,11 @@ static void node_label(const struct net_graph *g, const struct net_node *nd, cha
  * CivetWeb thread), under RLIMIT_AS and RLIMIT_CPU; the server gives it
  * DRAW_TIMEOUT_MS and DRAW_MAX_SVG bytes of output, then kills it.  A crash, a
  * timeout or too much output is that request's error; the server goes on.  At
- * most DRAW_PARALLEL drawings run at once. */
+ * most DRAW_PARALLEL drawings run at once.
+ *
+ * For the tests, as DEEPDESK_INFER_DELAY_MS is for the inference service:
+ * DEEPDESK_DRAW_FAULT=segv|hang|flood makes the child crash, hang or write 40 MiB,
+ * and DEEPDESK_DRAW_TIMEOUT_MS shortens the deadline (never lengthens it). */
 
 #define DRAW_TIMEOUT_MS 20000
 #define DRAW_MAX_SVG (32u << 20)
@@ -690,7 +694,11 @@ static int draw_in_child(const char *spec, size_t spec_len, int nlayers, const c
 		goto done;
 	}
 	fcntl(in[1], F_SETFL, O_NONBLOCK);
-	int64_t deadline = fs_mono_ms() + DRAW_TIMEOUT_MS;
+	int timeout_ms = DRAW_TIMEOUT_MS;
+	const char *t_env = getenv("DEEPDESK_DRAW_TIMEOUT_MS");
+	if (t_env && atoi(t_env) >= 100 && atoi(t_env) < DRAW_TIMEOUT_MS)
+		timeout_ms = atoi(t_env);
+	int64_t deadline = fs_mono_ms() + timeout_ms;
 	int too_big = 0, timed_out = 0;
 	for (;;) {
 		struct pollfd pf[2] = { { out[0], POLLIN, 0 }, { in[1], POLLOUT, 0 } };
@@ -748,8 +756,8 @@ static int draw_in_child(const char *spec, size_t spec_len, int nlayers, const c
 		goto done;
 	if (timed_out) {
 		rc = dd_err_set(err, DD_EINVAL,
-				"the network is too large to draw (%d layers in the %s stage; Graphviz did not finish in %d s)",
-				nlayers, stage, DRAW_TIMEOUT_MS / 1000);
+				"the network is too large to draw (%d layers in the %s stage; Graphviz did not finish in %.1f s)",
+				nlayers, stage, timeout_ms / 1000.0);
 	} else if (too_big) {
 		rc = dd_err_set(err, DD_EINVAL,
 				"the network is too large to draw (%d layers in the %s stage; the drawing passed %u MiB)",
@@ -930,6 +938,20 @@ int api_networks_draw_main(int argc, char **argv)
 		if (r <= 0)
 			break;
 		len += (size_t)r;
+	}
+	const char *fault = getenv("DEEPDESK_DRAW_FAULT");
+	if (fault && strcmp(fault, "segv") == 0)
+		raise(SIGSEGV);
+	if (fault && strcmp(fault, "hang") == 0)
+		for (;;)
+			pause();
+	if (fault && strcmp(fault, "flood") == 0) {
+		static char junk[1 << 16];
+		memset(junk, '<', sizeof junk);
+		for (int i = 0; i < 640; i++)
+			if (write_all(1, junk, sizeof junk))
+				return 1;
+		return 0;
 	}
 	struct draw_job job = { 0 };
 	struct dd_err err = { 0 };

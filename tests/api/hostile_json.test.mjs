@@ -8,7 +8,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { startServer, assertError, killTrackedPids, WebSocket } from './helpers.mjs';
 import { makeAccounts, login, asUser } from '../lib/auth.mjs';
 
@@ -220,4 +220,40 @@ db.commit()
     assertError(r, 400, 'invalid', /1001 layers: too many to draw \(at most 1000\)/);
     await stillUp();
   });
+});
+
+// The drawing child misbehaving, as DEEPDESK_DRAW_FAULT makes it: each is that
+// request's clear error, and the server answers the next request.
+describe('a drawing child that crashes, hangs or floods', () => {
+  for (const [fault, status, re] of [
+    ['segv', 500, /^Graphviz crashed drawing the train stage \(\d+ layers\): Segmentation fault$/],
+    ['hang', 400, /^the network is too large to draw \(\d+ layers in the train stage; Graphviz did not finish in 1\.5 s\)$/],
+    ['flood', 400, /^the network is too large to draw \(\d+ layers in the train stage; the drawing passed 32 MiB\)$/],
+  ]) {
+    test(fault, { timeout: 60000 }, async () => {
+      process.env.DEEPDESK_DRAW_FAULT = fault;
+      process.env.DEEPDESK_DRAW_TIMEOUT_MS = '1500';
+      let server;
+      try {
+        server = await startServer();
+      } finally {
+        delete process.env.DEEPDESK_DRAW_FAULT;
+        delete process.env.DEEPDESK_DRAW_TIMEOUT_MS;
+      }
+      try {
+        const t0 = Date.now();
+        const r = await server.api('POST', '/api/v1/networks/visualize', { standard: 'lenet' });
+        assertError(r, status, status === 500 ? 'internal' : 'invalid', re);
+        assert.ok(Date.now() - t0 < 10000, 'the deadline held');
+        assert.equal((await server.api('GET', '/api/v1/info')).status, 200);
+        assert.equal(server.proc.exitCode, null);
+        // no child left behind
+        const kids = spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(server.proc.pid)]).stdout.toString();
+        assert.doesNotMatch(kids, /draw-network/);
+      } finally {
+        await server.stop();
+        server.cleanup();
+      }
+    });
+  }
 });
