@@ -32,6 +32,7 @@
  * HTTPS) and logs a line: 256 KiB, not glibc's 8 MiB default, for each of up to
  * --threads clients. */
 #define SENDER_STACK (256u << 10)
+#define WS_FRAME_MAX (64u << 10) /* a client's frame: {"subscribe": …} is a few bytes */
 
 struct msg {
 	atomic_int refs;
@@ -249,7 +250,9 @@ static int on_data(struct mg_connection *c, int bits, char *data, size_t len, vo
 		return 1; /* pings are answered by CivetWeb; binary is ignored */
 	cJSON *msg = NULL;
 	struct dd_err perr = { 0 };
-	int bad = json_parse(data, len, "frame", &msg, &perr) != DD_OK;
+	int bad = len > WS_FRAME_MAX ?
+			  dd_err_set(&perr, DD_ETOOBIG, "frame: %zu bytes, over the %u-byte limit", len, WS_FRAME_MAX) :
+			  json_parse(data, len, "frame", &msg, &perr) != DD_OK;
 	cJSON *sub = cJSON_GetObjectItemCaseSensitive(msg, "subscribe");
 	cJSON *unsub = cJSON_GetObjectItemCaseSensitive(msg, "unsubscribe");
 	cJSON *topic = sub ? sub : unsub;
