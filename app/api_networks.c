@@ -915,6 +915,7 @@ int api_networks_draw_main(int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server's thread that started it went away */
+	close_range(3, ~0u, 0);           /* whatever the server had open without O_CLOEXEC */
 	struct rlimit as = { DRAW_MAX_AS, DRAW_MAX_AS }, cpu = { DRAW_TIMEOUT_MS / 1000 + 1, DRAW_TIMEOUT_MS / 1000 + 2 };
 	setrlimit(RLIMIT_AS, &as);
 	setrlimit(RLIMIT_CPU, &cpu);
