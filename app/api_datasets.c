@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../datasets/create.h"
 #include "../datasets/datum.h"

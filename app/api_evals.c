@@ -25,8 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/image.h"
 #include "../jobs/events.h"
 #include "../jobs/job.h"

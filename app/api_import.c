@@ -36,8 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/version.h"
 #include "../datasets/archive.h"
 #include "../jobs/events.h"

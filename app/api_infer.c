@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"

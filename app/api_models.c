@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../jobs/events.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"

@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../jobs/kind_train.h"
 #include "../networks/infer.h"

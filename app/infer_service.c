@@ -39,8 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../datasets/image.h"
 #include "../networks/infer.h"

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 
 static char db_path[PATH_MAX];
 static _Thread_local sqlite3 *thread_db;

@@ -4,7 +4,6 @@
  * processes write (only the worker does).  Readers never trust the file to end in a
  * newline: a line counts only once its '\n' is on disk. */
 #define _GNU_SOURCE
-#include "../common/json.h"
 #include "events.h"
 
 #include <errno.h>
@@ -16,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../common/json.h"
 
 int events_writer_open(struct events_writer *w, const char *dir, struct dd_err *err)
 {

@@ -32,8 +32,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 
 extern char **environ;

@@ -44,8 +44,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "job.h"

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "../app/store.h"
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../networks/backend.h"
 #include "events.h"

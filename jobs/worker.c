@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "executor.h"
 #include "job.h"
 #include "kind_train.h"

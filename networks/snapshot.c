@@ -33,8 +33,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/json.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "graph.h"
 #include "solver.h"
 
