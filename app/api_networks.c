@@ -748,9 +748,18 @@ static int draw_in_child(const char *spec, size_t spec_len, int nlayers, const c
 	}
 	if (timed_out || too_big || rc)
 		kill(pid, SIGKILL);
+	/* its stdout is closed; it has until the deadline to exit as well */
 	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
+	pid_t w;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && fs_mono_ms() < deadline)
+		usleep(2000);
+	if (w == 0) {
+		timed_out = 1;
+		kill(pid, SIGKILL);
+	}
+	if (w <= 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
 	pid = 0;
 	if (rc)
 		goto done;
