@@ -37,6 +37,9 @@ int api_job_resources(struct req *r);
 int api_networks_list(struct req *r);
 int api_networks_check(struct req *r);
 int api_networks_visualize(struct req *r);
+/* `deepdesk draw-network` (hidden; api_networks_visualize starts it): a graph as
+ * JSON on stdin, its SVG on stdout; exit 0, or 1 with a sentence on stdout. */
+int api_networks_draw_main(int argc, char **argv);
 int api_lr_preview(struct req *r);
 int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../datasets/create.h"
 #include "../datasets/datum.h"
@@ -277,12 +278,28 @@ static int create_multipart(struct req *r)
 		status = http_error(r->c, 400, "invalid", "%s", f.bad ? f.why : "malformed multipart form");
 		goto out;
 	}
+	/* what a JSON body could not carry (json.h) a form must not bring either:
+	 * text that is not UTF-8 (a name cut at 255 bytes is refused here too) */
+	const char *const texts[][2] = { { "name", f.name }, { "group", f.group }, { "archive", f.archive_name } };
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		const char *why = NULL;
+		size_t tl = strlen(texts[i][1]), at = json_utf8_check(texts[i][1], tl, &why);
+		if (at != tl) {
+			status = http_error(r->c, 400, "invalid", "%s: not valid UTF-8 (%s at byte %zu)", texts[i][0], why, at);
+			goto out;
+		}
+	}
 	body = cJSON_CreateObject();
 	cJSON_AddStringToObject(body, "name", f.name);
 	if (f.group[0])
 		cJSON_AddStringToObject(body, "group", f.group);
 	if (f.options && *f.options) {
-		cJSON *o = cJSON_Parse(f.options);
+		cJSON *o = NULL;
+		struct dd_err jerr = { 0 };
+		if (json_parse_str(f.options, "options", &o, &jerr)) {
+			status = http_error(r->c, 400, "invalid", "%s", jerr.msg);
+			goto out;
+		}
 		if (!cJSON_IsObject(o)) {
 			cJSON_Delete(o);
 			status = http_error(r->c, 400, "invalid", "options: must be a JSON object");
@@ -290,7 +307,14 @@ static int create_multipart(struct req *r)
 		}
 		cJSON_AddItemToObject(body, "options", o);
 	}
-	cJSON *src = f.source && *f.source ? cJSON_Parse(f.source) : cJSON_CreateObject();
+	cJSON *src = NULL;
+	struct dd_err serr = { 0 };
+	if (!(f.source && *f.source))
+		src = cJSON_CreateObject();
+	else if (json_parse_str(f.source, "source", &src, &serr)) {
+		status = http_error(r->c, 400, "invalid", "%s", serr.msg);
+		goto out;
+	}
 	if (!cJSON_IsObject(src)) {
 		cJSON_Delete(src);
 		status = http_error(r->c, 400, "invalid", "source: must be a JSON object");
@@ -347,7 +371,7 @@ static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
 	snprintf(path, sizeof path, "%s/dataset.json", dir);
 	if (row.state != JOB_DONE || fs_read_file(path, 64u << 20, &text, NULL, NULL) != DD_OK)
 		return 0; /* not finished: no summary yet */
-	*summary = cJSON_Parse(text);
+	json_parse_str(text, "dataset.json", summary, NULL);
 	free(text);
 	return 0;
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/image.h"
 #include "../jobs/events.h"
 #include "../jobs/job.h"
@@ -116,7 +117,7 @@ static int load_metrics(struct req *r, cJSON **out)
 	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) != DD_OK)
 		return http_error(r->c, 409, "conflict", "evaluation %lld has no metrics yet: they come when it ends",
 				  (long long)r->id);
-	*out = cJSON_Parse(text);
+	json_parse_str(text, "metrics.json", out, NULL);
 	free(text);
 	if (!*out)
 		return http_error(r->c, 500, "internal", "evaluation %lld: metrics.json does not parse", (long long)r->id);
@@ -159,7 +160,7 @@ int api_eval_get(struct req *r)
 	char *text = NULL;
 	cJSON *m = NULL;
 	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) == DD_OK)
-		m = cJSON_Parse(text);
+		json_parse_str(text, "metrics.json", &m, NULL);
 	free(text);
 	if (m) {
 		/* the big parts have routes of their own */

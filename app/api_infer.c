@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
@@ -596,7 +597,8 @@ static void bundle_work(void *arg)
 	if (t->rc)
 		return;
 	const char *s;
-	t->man = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info"))) ? cJSON_Parse(s) : NULL;
+	t->man = NULL;
+	json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info")), "info.json", &t->man, NULL);
 	t->text = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "text"))) ? strdup(s) : NULL;
 	t->deploy = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "deploy"))) ? strdup(s) : NULL;
 	s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "mean"));

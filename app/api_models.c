@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../jobs/events.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
@@ -254,7 +255,7 @@ static void add_model_fields(cJSON *job, int detail)
 	snprintf(path, sizeof path, "%s/settings.json", dir);
 	char *text = NULL;
 	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK)
-		settings = cJSON_Parse(text);
+		json_parse_str(text, path, &settings, NULL);
 	free(text);
 	if (!cJSON_IsObject(settings)) {
 		cJSON_Delete(settings);
@@ -265,7 +266,8 @@ static void add_model_fields(cJSON *job, int detail)
 		snprintf(path, sizeof path, "%s/job.json", dir);
 		text = NULL;
 		if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK) {
-			cJSON *j = cJSON_Parse(text);
+			cJSON *j = NULL;
+			json_parse_str(text, path, &j, NULL);
 			params = cJSON_DetachItemFromObjectCaseSensitive(j, "params");
 			cJSON_Delete(j);
 		}

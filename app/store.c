@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 
 static char db_path[PATH_MAX];
 static _Thread_local sqlite3 *thread_db;
@@ -462,9 +463,10 @@ static cJSON *row_json(sqlite3_stmt *st, int detail)
 	if (!detail)
 		return o;
 	cJSON_AddStringToObject(o, "notes", (const char *)sqlite3_column_text(st, 12));
-	cJSON *params = cJSON_Parse((const char *)sqlite3_column_text(st, 13));
+	cJSON *params = NULL, *res = NULL;
+	json_parse_str((const char *)sqlite3_column_text(st, 13), "params", &params, NULL);
 	cJSON_AddItemToObject(o, "params", params ? params : cJSON_CreateObject());
-	cJSON *res = cJSON_Parse((const char *)sqlite3_column_text(st, 14));
+	json_parse_str((const char *)sqlite3_column_text(st, 14), "resources", &res, NULL);
 	cJSON_AddItemToObject(o, "resources", res ? res : cJSON_CreateObject());
 	add_int_or_null(o, "pid", st, 15);
 	if (sqlite3_column_type(st, 16) == SQLITE_NULL && sqlite3_column_type(st, 17) == SQLITE_NULL) {
@@ -1500,7 +1502,8 @@ int store_preset_delete(int64_t class_id, int64_t id, struct dd_err *err)
 
 static void add_json_text(cJSON *o, const char *k, sqlite3_stmt *st, int col)
 {
-	cJSON *v = cJSON_Parse((const char *)sqlite3_column_text(st, col));
+	cJSON *v = NULL;
+	json_parse_str((const char *)sqlite3_column_text(st, col), k, &v, NULL);
 	cJSON_AddItemToObject(o, k, v ? v : cJSON_CreateNull());
 }
 

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "job.h"
@@ -176,7 +177,7 @@ int64_t model_snapshot_iteration(const char *path)
 	if (hl == 0 || hl > (1u << 20) || !(hdr = malloc((size_t)hl + 1)) || fread(hdr, 1, (size_t)hl, f) != hl)
 		goto out;
 	hdr[hl] = 0;
-	j = cJSON_Parse(hdr);
+	json_parse(hdr, (size_t)hl, "a snapshot's header", &j, NULL);
 	const char *v = cJSON_GetStringValue(
 		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "__metadata__"), "iteration"));
 	char *end;
@@ -745,7 +746,8 @@ static int write_preprocess(const char *dir, const char *ds_dir, struct dd_err *
 	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
 	if (rc)
 		return rc;
-	cJSON *j = cJSON_Parse(buf), *out = cJSON_CreateObject();
+	cJSON *j = NULL, *out = cJSON_CreateObject();
+	json_parse_str(buf, path, &j, NULL);
 	free(buf);
 	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
 	static const char *const keys[] = { "resize_mode", "width", "height", "channels", NULL };

@@ -34,10 +34,13 @@
 
 #include "../app/store.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
+
+#define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
 
 #define SCHED_MAX_GPUS 16
 #define SCHED_MAX_ROOTS 32
@@ -532,10 +535,8 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	*ngpus = *counted = 0;
 	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
 		goto fail;
-	if (!(job = cJSON_ParseWithLength(text, len))) {
-		dd_err_set(&err, DD_EINVAL, "%s: not JSON", job_json);
+	if (json_parse(text, len, job_json, &job, &err) != DD_OK)
 		goto fail;
-	}
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
 	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
 		goto fail;
@@ -741,7 +742,8 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	if (fs_read_file(path, 64 << 20, &text, &len, NULL) != DD_OK)
 		return;
-	cJSON *job = cJSON_ParseWithLength(text, len);
+	cJSON *job = NULL;
+	json_parse(text, len, path, &job, NULL);
 	const cJSON *g, *ids = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "resources"), "gpus");
 	cJSON_ArrayForEach(g, ids)
 	{
@@ -862,7 +864,15 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		return rc;
 	if ((rc = recover(err)))
 		return rc;
-	if (pthread_create(&S.thread, NULL, thread_main, NULL) != 0)
+	/* The scheduler thread runs SQLite, posix_spawn, JSON files through
+	 * json_parse (64 levels at most) and ws_publish: 2 MiB, stated rather than
+	 * whatever `ulimit -s` gave glibc's default. */
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SCHED_STACK);
+	int prc = pthread_create(&S.thread, &at, thread_main, NULL);
+	pthread_attr_destroy(&at);
+	if (prc != 0)
 		return dd_err_set(err, DD_EIO, "cannot start the scheduler thread");
 	S.thread_started = 1;
 	return DD_OK;

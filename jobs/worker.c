@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "executor.h"
 #include "job.h"
@@ -282,7 +283,10 @@ int worker_main(const char *dir)
 		worker_status(&w, "error", err.msg);
 		goto out;
 	}
-	w.job = cJSON_Parse(text);
+	if (json_parse_str(text, "job.json", &w.job, &err) != DD_OK) {
+		worker_status(&w, "error", err.msg);
+		goto out;
+	}
 	if (!cJSON_IsObject(w.job)) {
 		worker_status(&w, "error", "job.json is not a JSON object");
 		goto out;

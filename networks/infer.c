@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/version.h"
 #include "../datasets/datum.h"
 #include "../datasets/image.h"
@@ -61,13 +62,9 @@ static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectI
 
 static int read_json(const char *path, cJSON **out, struct dd_err *err)
 {
-	char *text = NULL;
-	*out = NULL;
-	int rc = fs_read_file(path, 16u << 20, &text, NULL, err);
+	int rc = json_read_file(path, 16u << 20, out, err);
 	if (rc)
 		return rc;
-	*out = cJSON_Parse(text);
-	free(text);
 	if (!cJSON_IsObject(*out)) {
 		cJSON_Delete(*out);
 		*out = NULL;
