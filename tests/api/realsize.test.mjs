@@ -207,6 +207,13 @@ describe('real-size photos', () => {
       sameTop(fromPairs(one.body.predictions), ref[e.file], `${what} through classify_one.json`);
     }
 
+    // a broken photo: a 400 whose message starts with its name and says what is wrong
+    for (const b of P.bad) {
+      const name = basename(b.file);
+      const r = await post(server, url, form({ image: { bytes: readFileSync(P.path(b.file)), name, type: mime(name) } }));
+      assertError(r, 400, 'invalid', new RegExp(`^${name.replace('.', '\\.')}: (truncated|corrupt|truncated or corrupt) (JPEG|PNG)`));
+    }
+
     // classify_many: server paths below --data-root, all in one list
     const list = good.map((e) => P.path(e.file)).join('\n') + '\n';
     const many = await post(server, '/models/images/classification/classify_many.json',
@@ -257,6 +264,7 @@ describe('real-size photos', () => {
       const row = rows.find((r) => r.name === b.file || r.name.endsWith(`/${b.file}`));
       assert.ok(row && row.error, `${b.file}: ${JSON.stringify(row)}`);
       assert.ok(row.error.includes(basename(b.file)), `${b.file}'s error names it: ${row.error}`);
+      assert.doesNotMatch(row.error, /: image: /, 'named once, not also as "image"');
     }
   });
 
