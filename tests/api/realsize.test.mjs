@@ -17,7 +17,8 @@
 //      job folder and on the downloaded bundle, and an evaluation of an uploaded
 //      archive: the same top 5 everywhere, the reported size the shown one;
 //   4. the upload cap: an image of exactly IMAGE_UPLOAD_CAP bytes is classified
-//      through the body and the form, one byte more is a 413 naming the limit.
+//      through the body, the form and classify_many, one byte more is a 413 naming
+//      the limit (classify_one's too).
 //
 //   node --test --test-concurrency=1 tests/api/realsize.test.mjs
 import { test, describe, before, after } from 'node:test';
@@ -138,6 +139,7 @@ describe('real-size photos', () => {
         });
         assert.equal(r.status, 202, JSON.stringify(r.body));
         jobs.push({ id: r.body.job.id, mode, channels, encoding });
+        byMode[`${mode}${channels}`] = r.body.job.id; // the model trains on one, whatever the checks find
       }
     }
     const perClass = {};
@@ -167,13 +169,13 @@ describe('real-size photos', () => {
         assert.ok(r.compared > 0, `${what}: ${r.file} compared`);
         assert.ok(r.max <= tolerance(e.kind), `${what}: ${r.file} is ${r.max} off DIGITS' resize of Pillow's reading`);
       }
-      byMode[`${j.mode}${j.channels}`] = j.id;
     }
   });
 
   test('a tiny network trained on the photos', async () => {
     const dsId = byMode.squash3;
     assert.ok(dsId, 'the squash colour dataset');
+    assert.equal((await waitState(server, dsId, ['done', 'error'], 120000)).state, 'done');
     const m = await server.api('POST', '/api/v1/models', {
       name: 'photos', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.01 },
     });
@@ -285,5 +287,17 @@ describe('real-size photos', () => {
     assertError(await post(server, url, form({ image: { bytes: over, name: 'over.jpg', type: 'image/jpeg' } })), 413, 'too_large', limit);
     assertError(await post(server, '/models/images/classification/classify_one.json',
       form({ job_id: modelId, image_file: { bytes: over, name: 'over.jpg', type: 'image/jpeg' } })), 413, 'too_large', limit);
+
+    // classify_many reads server files under the same cap
+    writeFileSync(join(work, 'at-cap.jpg'), at);
+    writeFileSync(join(work, 'over-cap.jpg'), over);
+    const many = (path) => post(server, '/models/images/classification/classify_many.json',
+      form({ job_id: modelId, image_list: { bytes: Buffer.from(`${path}\n`), name: 'list.txt', type: 'text/plain' } }));
+    const m = await many(join(work, 'at-cap.jpg'));
+    assert.equal(m.status, 200, m.text);
+    sameTop(fromPairs(m.body.classifications[join(work, 'at-cap.jpg')]), ok.body.predictions, 'at the cap, through classify_many');
+    assertError(await many(join(work, 'over-cap.jpg')), 413, 'too_large', limit);
+    rmSync(join(work, 'at-cap.jpg'));
+    rmSync(join(work, 'over-cap.jpg'));
   });
 });
