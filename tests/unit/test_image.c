@@ -738,6 +738,94 @@ static void test_jpeg_exif_malformed(void)
 	free(plain);
 }
 
+/* A PNG chunk (length, type, data, CRC) spliced into png at byte `at`. */
+static size_t add_png_chunk(const uint8_t *png, size_t n, size_t at, const char *type, const void *data,
+			    size_t dlen, uint8_t **out)
+{
+	struct buf b = {0};
+	uint8_t len[4] = {(uint8_t)(dlen >> 24), (uint8_t)(dlen >> 16), (uint8_t)(dlen >> 8), (uint8_t)dlen};
+	uLong crc = crc32(0, (const Bytef *)type, 4);
+	crc = crc32(crc, data, (uInt)dlen);
+	uint8_t c[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
+	buf_put(&b, png, at);
+	buf_put(&b, len, 4);
+	buf_put(&b, type, 4);
+	buf_put(&b, data, dlen);
+	buf_put(&b, c, 4);
+	buf_put(&b, png + at, n - at);
+	*out = b.p;
+	return b.len;
+}
+
+/* A PNG's eXIf chunk before IDAT turns the image as Chromium and Pillow do; one
+ * after the image data (Chromium ignores it) and a broken one leave it as stored. */
+static void test_png_exif_orientation(void)
+{
+	struct dd_err err = {0};
+	uint8_t px[32 * 16 * 3];
+	quadrants(px);
+	uint8_t *plain;
+	size_t pn = make_png(32, 16, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE, px, NULL, 0, NULL, 0, &plain);
+	uint8_t pay[32];
+	exif_payload(pay, "MM", 42, 8, 1, 0x0112, 3, 6);
+	const uint8_t *tiff = pay + 6; /* eXIf holds the TIFF block alone */
+	struct image im;
+	uint8_t *f;
+
+	size_t n = add_png_chunk(plain, pn, 33, "eXIf", tiff, 26, &f); /* right after IHDR */
+	CHECK_EQ_INT(image_decode(f, n, "p6.png", 0, &im, &err), DD_OK);
+	CHECK(im.w == 16 && im.h == 32);
+	if (im.px && im.w == 16) {
+		CHECK_EQ_INT(colour_at(&im, 11, 4), 'r');
+		CHECK_EQ_INT(colour_at(&im, 11, 27), 'g');
+		CHECK_EQ_INT(colour_at(&im, 4, 4), 'b');
+		CHECK_EQ_INT(colour_at(&im, 4, 27), 'w');
+	}
+	image_free(&im);
+	free(f);
+
+	/* a converted (gray+alpha) image is turned too */
+	exif_payload(pay, "II", 42, 8, 1, 0x0112, 3, 3);
+	uint8_t ga[4 * 2 * 2];
+	for (int i = 0; i < 8; i++)
+		ga[2 * i] = (uint8_t)(i * 30), ga[2 * i + 1] = 255;
+	uint8_t *gp;
+	size_t gn = make_png(4, 2, PNG_COLOR_TYPE_GRAY_ALPHA, 8, PNG_INTERLACE_NONE, ga, NULL, 0, NULL, 0, &gp);
+	n = add_png_chunk(gp, gn, 33, "eXIf", pay + 6, 26, &f);
+	CHECK_EQ_INT(image_decode(f, n, "ga3.png", 0, &im, &err), DD_OK);
+	if (im.px && im.w == 4 && im.h == 2 && im.c == 1) {
+		CHECK_EQ_INT(px_at(&im, 0, 0, 0), 7 * 30); /* turned half round: last first */
+		CHECK_EQ_INT(px_at(&im, 3, 1, 0), 0);
+	} else {
+		CHECK(0);
+	}
+	image_free(&im);
+	free(f);
+	free(gp);
+
+	/* after IDAT (before IEND, the last 12 bytes): as stored */
+	exif_payload(pay, "MM", 42, 8, 1, 0x0112, 3, 6);
+	n = add_png_chunk(plain, pn, pn - 12, "eXIf", tiff, 26, &f);
+	CHECK_EQ_INT(image_decode(f, n, "late.png", 0, &im, &err), DD_OK);
+	CHECK(im.w == 32 && im.h == 16);
+	image_free(&im);
+	free(f);
+
+	/* broken blocks: an IFD0 offset past the end, a cut header, an empty chunk */
+	exif_payload(pay, "MM", 42, 0xfffffff0u, 1, 0x0112, 3, 6);
+	const size_t lens[] = {26, 26, 5, 0};
+	for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+		if (k == 1)
+			exif_payload(pay, "MM", 42, 8, 0xffff, 0x0100, 3, 6);
+		n = add_png_chunk(plain, pn, 33, "eXIf", tiff, lens[k], &f);
+		CHECK_EQ_INT(image_decode(f, n, "bad.png", 0, &im, &err), DD_OK);
+		CHECK(im.w == 32 && im.h == 16);
+		image_free(&im);
+		free(f);
+	}
+	free(plain);
+}
+
 static void test_jpeg_refused(void)
 {
 	struct dd_err err = {0};
@@ -1292,6 +1380,7 @@ int main(void)
 	RUN(test_jpeg_exif_orientation);
 	RUN(test_jpeg_orientations_all);
 	RUN(test_jpeg_exif_malformed);
+	RUN(test_png_exif_orientation);
 	RUN(test_jpeg_refused);
 	RUN(test_pnm);
 	RUN(test_bmp);
