@@ -116,7 +116,7 @@ describe('real-size photos', () => {
           const what = `${e.kind} ${e.stored.join('x')} (orientation ${e.orientation}), ${ch} channel(s)`;
           assert.deepEqual(r.shape, r.want, `${what}: stored ${JSON.stringify(r.shape)}, Pillow ${JSON.stringify(r.want)}`);
           assert.ok(r.max <= tolerance(e.kind), `${what}: a sample ${r.max} off Pillow's (mean ${r.mean})`);
-          assert.ok(r.mean < 0.25, `${what}: mean difference ${r.mean}`);
+          if (JPEG_KINDS.test(e.kind)) assert.ok(r.mean < 0.25, `${what}: mean difference ${r.mean}`); // no systematic shift
           checked++;
         });
       }

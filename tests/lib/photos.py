@@ -116,6 +116,9 @@ def make(kind, rng, w, h, cls):
         return b.getvalue(), 'jpg', 1
     if kind == 'png':
         return png(Image.fromarray(photo(rng, w, h, cls, noise=2)), compress_level=6), 'png', 1
+    if kind == 'png_exif6':
+        # an eXIf chunk before IDAT, as Pillow writes it (and Chromium honours it)
+        return png(Image.fromarray(photo(rng, w, h, cls, noise=2)), exif=exif_orientation(6, False)), 'png', 6
     if kind == 'rgb16':
         arr = photo(rng, w, h, cls, noise=0).astype(np.uint16) * 257
         arr = arr + rng.integers(0, 257, size=arr.shape, dtype=np.uint16) // 2
@@ -144,13 +147,14 @@ def make(kind, rng, w, h, cls):
 
 
 # The classify set: (kind, stored width, height).  The first is the largest JPEG, the
-# second the largest PNG; exif6 is a phone's portrait photo, stored landscape.
+# second the largest PNG; exif6 is a phone's portrait photo, stored landscape;
+# png_exif6 a PNG with the same orientation in its eXIf chunk.
 SET = [
     ('jpeg', 4000, 3000), ('png', 4000, 3000), ('exif6', 4032, 3024), ('progressive', 1600, 1200),
     ('exif3', 1200, 900), ('exif8', 1200, 900), ('exif6le', 640, 480), ('cmyk', 800, 600),
     ('gray_jpeg', 1024, 768), ('gray16', 1024, 768), ('rgb16', 1024, 768), ('palette', 800, 600),
     ('palette_trns', 800, 600), ('gray_alpha', 640, 480), ('rgba', 640, 480), ('jpeg', 300, 200),
-    ('png', 320, 240), ('jpeg', 640, 427),
+    ('png', 320, 240), ('jpeg', 640, 427), ('png_exif6', 1000, 750),
 ]
 EXTRA_PER_CLASS = 4  # plain training photos per class, so that each class has enough
 
