@@ -9,9 +9,10 @@
 //   1. decoders: every kind, at its own size through `deepdesk dataset create
 //      --encoding none`, sample for sample as Pillow reads it (EXIF applied, alpha
 //      on white), colour and gray;
-//   2. an uploaded archive of the photos in every resize mode, colour and gray: every
-//      good photo a record of the asked size whose pixels are DIGITS' resize_image()
-//      of Pillow's reading, the broken ones skipped with reasons naming them;
+//   2. an uploaded archive of the photos (.tar for colour, .zip for gray) in every
+//      resize mode: every good photo a record of the asked size whose pixels are
+//      DIGITS' resize_image() of Pillow's reading, the broken ones skipped with
+//      reasons naming them;
 //   3. a tiny network trained on them; each photo classified as a raw body, a form,
 //      DIGITS' classify_one.json and classify_many.json, `deepdesk classify` on the
 //      job folder and on the downloaded bundle, and an evaluation of an uploaded
@@ -87,6 +88,7 @@ describe('real-size photos', () => {
     // the class folders (good and broken photos), as a learner would zip them
     const classes = [...new Set(good.map((e) => e.class))];
     await run('tar', ['cf', join(work, 'photos.tar'), '-C', P.dir, ...classes]);
+    await run('zip', ['-q', '-1', '-r', join(work, 'photos.zip'), ...classes], { cwd: P.dir });
     server = await startServer({ args: ['--data-root', P.dir, '--data-root', work] });
   });
   after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
@@ -125,16 +127,18 @@ describe('real-size photos', () => {
   });
 
   test('an uploaded archive in every resize mode, colour and gray: sizes, pixels, the broken skipped by name', async () => {
-    const archive = readFileSync(join(work, 'photos.tar'));
+    // colour from a .tar, gray from a .zip (deflated, as a desktop's "compress" makes it)
+    const archive = { 3: readFileSync(join(work, 'photos.tar')), 1: readFileSync(join(work, 'photos.zip')) };
     const jobs = [];
     for (const mode of MODES) {
       for (const channels of [3, 1]) {
-        const up = await post(server, '/api/v1/uploads?name=photos.tar', archive);
+        const name = channels === 3 ? 'photos.tar' : 'photos.zip';
+        const up = await post(server, `/api/v1/uploads?name=${name}`, archive[channels]);
         assert.equal(up.status, 201, up.text);
         // colour as PNG records (half_crop as JPEG, lossy: sizes only), gray as raw
         const encoding = channels === 1 ? 'none' : mode === 'half_crop' ? 'jpg' : 'png';
         const r = await server.api('POST', '/api/v1/datasets', {
-          name: `photos ${mode} ${channels}`, source: { type: 'upload', upload: up.body.upload.id, name: 'photos.tar' },
+          name: `photos ${mode} ${channels}`, source: { type: 'upload', upload: up.body.upload.id, name },
           options: { width: 48, height: 32, channels, resize_mode: mode, encoding, val_pct: 25, seed: 3 },
         });
         assert.equal(r.status, 202, JSON.stringify(r.body));
