@@ -265,6 +265,13 @@ describe('real-size photos', () => {
       assert.equal(row.true, e.class);
       const one = await post(server, url, readFileSync(P.path(e.file)));
       sameTop(row.top.slice(0, 5), one.body.predictions, `${e.file} in the evaluation`);
+      if (e.stored[0] >= 4000) {
+        // the page shows the uploaded photo itself, byte for byte, for the browser to turn
+        const img = await fetch(`${server.url}/api/v1/evaluations/${c.body.job.id}/images/${row.n}`);
+        assert.equal(img.status, 200, e.file);
+        assert.equal(img.headers.get('content-type'), mime(e.file));
+        assert.ok(Buffer.from(await img.arrayBuffer()).equals(readFileSync(P.path(e.file))), `${e.file} served whole`);
+      }
     }
     for (const b of P.bad) {
       const row = rows.find((r) => r.name === b.file || r.name.endsWith(`/${b.file}`));
