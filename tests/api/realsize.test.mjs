@@ -78,7 +78,7 @@ function sameTop(got, want, what) {
 const fromPairs = (pairs) => pairs.map(([label, pct]) => ({ label, probability: pct / 100, percent: true }));
 
 describe('real-size photos', () => {
-  let P, server, work, modelId, good;
+  let P, server, work, modelId, grayFillId, good;
   const byMode = {};
 
   before(async () => {
@@ -176,24 +176,29 @@ describe('real-size photos', () => {
     }
   });
 
-  test('a tiny network trained on the photos', async () => {
-    const dsId = byMode.squash3;
-    assert.ok(dsId, 'the squash colour dataset');
-    assert.equal((await waitState(server, dsId, ['done', 'error'], 120000)).state, 'done');
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'photos', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.01 },
-    });
-    assert.equal(m.status, 202, JSON.stringify(m.body));
-    modelId = m.body.job.id;
-    const done = await waitState(server, modelId, ['done', 'error'], 120000);
-    assert.equal(done.state, 'done', done.error);
+  test('tiny networks trained on the photos: colour squashed, and gray filled with noise', async () => {
+    const train = async (dsId, name) => {
+      assert.ok(dsId, `the dataset for ${name}`);
+      assert.equal((await waitState(server, dsId, ['done', 'error'], 120000)).state, 'done');
+      const m = await server.api('POST', '/api/v1/models', {
+        name, dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.01 },
+      });
+      assert.equal(m.status, 202, JSON.stringify(m.body));
+      const done = await waitState(server, m.body.job.id, ['done', 'error'], 120000);
+      assert.equal(done.state, 'done', done.error);
+      return m.body.job.id;
+    };
+    modelId = await train(byMode.squash3, 'photos');
+    grayFillId = await train(byMode.fill1, 'photos gray fill');
   });
 
-  test('every photo: body, form, classify_one, classify_many, the CLI and the bundle give the same top 5', async () => {
+  /** Every photo of list through the body, a form, classify_one, classify_many, the CLI
+   *  on the job folder and on the bundle, with model modelId: the same top 5. */
+  async function everyPath(modelId, list) {
     assert.ok(modelId, 'a model');
     const url = `/api/v1/models/${modelId}/classify?top=5`;
     const ref = {};
-    for (const e of good) {
+    for (const e of list) {
       const bytes = readFileSync(P.path(e.file));
       const what = `${e.file} (${(bytes.length / 1048576).toFixed(1)} MiB)`;
       const r = await post(server, url, bytes, mime(e.file));
@@ -221,31 +226,40 @@ describe('real-size photos', () => {
     }
 
     // classify_many: server paths below --data-root, all in one list
-    const list = good.map((e) => P.path(e.file)).join('\n') + '\n';
+    const paths0 = list.map((e) => P.path(e.file)).join('\n') + '\n';
     const many = await post(server, '/models/images/classification/classify_many.json',
-      form({ job_id: modelId, image_list: { bytes: Buffer.from(list), name: 'list.txt', type: 'text/plain' } }));
+      form({ job_id: modelId, image_list: { bytes: Buffer.from(paths0), name: 'list.txt', type: 'text/plain' } }));
     assert.equal(many.status, 200, many.text);
-    assert.equal(Object.keys(many.body.classifications).length, good.length);
-    for (const e of good) sameTop(fromPairs(many.body.classifications[P.path(e.file)]), ref[e.file], `${e.file} through classify_many.json`);
+    assert.equal(Object.keys(many.body.classifications).length, list.length);
+    for (const e of list) sameTop(fromPairs(many.body.classifications[P.path(e.file)]), ref[e.file], `${e.file} through classify_many.json`);
 
     // the CLI, on the job folder and on the bundle as downloaded
-    const paths = good.map((e) => P.path(e.file));
+    const paths = list.map((e) => P.path(e.file));
     const dir = join(server.dataDir, 'jobs', String(modelId));
     const res = await fetch(`${server.url}/api/v1/models/${modelId}/bundle`);
     assert.equal(res.status, 200);
-    const tgz = join(work, 'photos-bundle.tar.gz');
+    const tgz = join(work, `photos-bundle-${modelId}.tar.gz`);
     writeFileSync(tgz, Buffer.from(await res.arrayBuffer()));
     for (const [model, what] of [[dir, 'the job folder'], [tgz, 'the bundle']]) {
       const out = JSON.parse((await run(BIN, ['classify', '--model', model, '--json', ...paths], { maxBuffer: 1 << 24 })).stdout);
-      assert.equal(out.results.length, good.length);
+      assert.equal(out.results.length, list.length);
       out.results.forEach((r, i) => {
-        const e = good[i];
+        const e = list[i];
         assert.equal(r.image, paths[i]);
         assert.equal(r.error, undefined, `${e.file} by the CLI on ${what}: ${r.error}`);
         assert.deepEqual([r.width, r.height], e.shown, `${e.file} by the CLI on ${what}: the size as shown`);
         sameTop(r.predictions, ref[e.file], `${e.file} by the CLI on ${what}`);
       });
     }
+  }
+
+  test('every photo: body, form, classify_one, classify_many, the CLI and the bundle give the same top 5', async () => {
+    await everyPath(modelId, good);
+  });
+
+  test('a gray model on fill-mode records: the same top 5 on every path (the fill noise is seeded alike)', async () => {
+    assert.ok(grayFillId, 'a gray fill model');
+    await everyPath(grayFillId, good.filter((e, i) => i < 8 || e.kind === 'png_exif6'));
   });
 
   test('an evaluation of the uploaded photos answers as classify does; the broken ones are error rows', async () => {
