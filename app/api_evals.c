@@ -271,7 +271,7 @@ int api_eval_confusion(struct req *r)
 	}
 	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: text/csv; charset=utf-8\r\n"
 			"Content-Disposition: attachment; filename=\"evaluation%lld_confusion.csv\"\r\n"
-			"Transfer-Encoding: chunked\r\n\r\n",
+			"Transfer-Encoding: chunked\r\n" HTTP_SECURITY_HEADERS "\r\n",
 		  (long long)r->id);
 	/* chunked: a 1,000-class matrix is megabytes; one row at a time */
 	char *q = NULL;
@@ -437,7 +437,8 @@ static int stream_lines(struct req *r, const char *file, int as_array, long tail
 	off_t left = len - start;
 	long long total = as_array ? (left ? (long long)left + 1 : 2) : (long long)left;
 	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lld\r\n"
-			"Content-Disposition: attachment; filename=\"evaluation%lld_%s\"\r\nCache-Control: no-store\r\n\r\n",
+			"Content-Disposition: attachment; filename=\"evaluation%lld_%s\"\r\nCache-Control: no-store\r\n"
+			HTTP_SECURITY_HEADERS "\r\n",
 		  type, total, (long long)r->id, download);
 	if (as_array)
 		mg_write(r->c, "[", 1);
@@ -528,7 +529,7 @@ static int serve_image(struct req *r, char *dir, char *path, char *rel, char *fu
 		image_free(&im);
 	}
 	mg_printf(r->c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: private, max-age=86400\r\n"
-			"X-Content-Type-Options: nosniff\r\n\r\n",
+			HTTP_SECURITY_HEADERS "\r\n",
 		  type, len);
 	mg_write(r->c, data, len);
 	free(data);

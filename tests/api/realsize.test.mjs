@@ -269,8 +269,16 @@ describe('real-size photos', () => {
     assert.equal(c.status, 202, JSON.stringify(c.body));
     const st = await waitState(server, c.body.job.id, ['done', 'error'], 120000);
     assert.equal(st.state, 'done', st.error);
-    const rows = (await server.api('GET', `/api/v1/evaluations/${c.body.job.id}/results.json`)).body;
+    const rj = await server.api('GET', `/api/v1/evaluations/${c.body.job.id}/results.json`);
+    const rows = rj.body;
     assert.equal(rows.length, good.length + P.bad.length);
+    const secure = (h, what) => {
+      assert.match(h.get('content-security-policy') || '', /default-src/, `${what}: a Content-Security-Policy`);
+      assert.equal(h.get('x-frame-options'), 'DENY', what);
+      assert.equal(h.get('x-content-type-options'), 'nosniff', what);
+    };
+    secure(rj.headers, 'results.json');
+    secure((await fetch(`${server.url}/api/v1/evaluations/${c.body.job.id}/confusion?format=csv`)).headers, 'confusion.csv');
     const url = `/api/v1/models/${modelId}/classify?top=5`;
     for (const e of good) {
       const row = rows.find((r) => r.name === e.file || r.name.endsWith(`/${e.file}`));
@@ -284,6 +292,7 @@ describe('real-size photos', () => {
         const img = await fetch(`${server.url}/api/v1/evaluations/${c.body.job.id}/images/${row.n}`);
         assert.equal(img.status, 200, e.file);
         assert.equal(img.headers.get('content-type'), mime(e.file));
+        secure(img.headers, `${e.file} as the evaluation serves it`);
         assert.ok(Buffer.from(await img.arrayBuffer()).equals(readFileSync(P.path(e.file))), `${e.file} served whole`);
       }
     }
