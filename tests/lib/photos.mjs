@@ -9,12 +9,13 @@
 //
 // The folder is made once per seed and generator version (the script's hash is in
 // its name) under DEEPDESK_TEST_TMP or the system temp folder, so the ten seconds
-// it takes are paid once, however many test files use it.
+// it takes are paid once, however many test files and runs use it; a new version of
+// the generator removes the sets other versions made over a day before.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
+import { basename, join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -34,6 +35,15 @@ export function photos(seed = 1) {
     rmSync(tmp, { recursive: true, force: true });
     execFileSync(PY, [SCRIPT, String(seed), tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
     try { renameSync(tmp, dir); } catch { rmSync(tmp, { recursive: true, force: true }); /* another run made it */ }
+    // sets another version of the generator made a day ago or more (not younger: a
+    // checkout beside this one may be using its own right now)
+    const base = dirname(dir), mine = basename(dir), prefix = `deepdesk-photos-${seed}-`;
+    for (const d of readdirSync(base)) {
+      if (!d.startsWith(prefix) || d === mine || d.includes('.tmp-')) continue;
+      try {
+        if (Date.now() - statSync(join(base, d)).mtimeMs > 86400e3) rmSync(join(base, d), { recursive: true, force: true });
+      } catch { /* gone already */ }
+    }
   }
   const read = (f) => JSON.parse(readFileSync(join(dir, f), 'utf8'));
   return {
