@@ -47,8 +47,15 @@ const tolerance = (kind) => (JPEG_KINDS.test(kind) ? 2 : kind === 'rgb16' ? 1 : 
 async function post(server, path, body, type = 'application/octet-stream') {
   const init = { method: 'POST', body };
   if (!(body instanceof FormData)) init.headers = { 'Content-Type': type };
-  const res = await fetch(server.url + path, init);
-  const text = await res.text();
+  let res, text;
+  try {
+    res = await fetch(server.url + path, init);
+    text = await res.text();
+  } catch (e) {
+    // say which request, and what the socket said (a reset, a close), not just "fetch failed"
+    const size = body instanceof FormData ? 'a form' : `${body.length} bytes`;
+    throw new Error(`POST ${path} (${size}): ${e.message}: ${e.cause?.code || ''} ${e.cause?.message || ''}`);
+  }
   let json = null;
   try { json = JSON.parse(text); } catch { /* not JSON */ }
   return { status: res.status, body: json, headers: res.headers, text };
