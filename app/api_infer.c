@@ -212,10 +212,13 @@ static int read_image(struct mg_connection *c, struct upload *u)
 			if (!u->data)
 				return http_error(c, 500, "internal", "out of memory");
 			if (u->len == cap) {
-				if (cap >= IMAGE_UPLOAD_CAP)
+				/* room for one byte past the cap: an image of exactly the cap
+				 * fits (as it does in a form), one byte more is refused */
+				if (cap > IMAGE_UPLOAD_CAP)
 					return http_error(c, 413, "too_large", "the image is over the %u-byte limit",
 							  IMAGE_UPLOAD_CAP);
-				char *g = realloc(u->data, cap *= 2);
+				cap = cap * 2 > IMAGE_UPLOAD_CAP ? (size_t)IMAGE_UPLOAD_CAP + 1 : cap * 2;
+				char *g = realloc(u->data, cap);
 				if (!g)
 					return http_error(c, 500, "internal", "out of memory");
 				u->data = g;
