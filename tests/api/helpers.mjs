@@ -33,7 +33,7 @@ export async function startServer(opts = {}) {
 
 /** waitState from tests/lib/server.mjs, but a timeout says where the job and the
  *  others are, so a failure can be read without a rerun. */
-export async function waitState(server, id, states, timeout = 15000) {
+export async function waitState(server, id, states, timeout = 60000) {
   try {
     return await libWaitState(server, id, states, timeout);
   } catch (e) {
