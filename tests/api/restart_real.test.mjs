@@ -19,7 +19,7 @@ import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, getJob, allEvents, assertContiguous, wsConnect, folderDataset,
-  writeColourFolders, killTrackedPids, trackPid, alive, sleep, TEST_TMP,
+  writeColourFolders, killTrackedPids, trackPid, alive, TEST_TMP, fileEvents, holdWorker,
 } from './helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
@@ -33,35 +33,6 @@ const MODEL = {
 const LONG = 120000; // ms: how long any of these waits may take on a loaded machine
 
 const jobDir = (server, id) => join(server.dataDir, 'jobs', String(id));
-
-/** The complete lines of a job's events.jsonl (a worker held mid-write leaves half a line). */
-function fileEvents(dir) {
-  const text = existsSync(join(dir, 'events.jsonl')) ? readFileSync(join(dir, 'events.jsonl'), 'utf8') : '';
-  const lines = text.split('\n');
-  lines.pop(); // after the last newline: empty, or a line not yet finished
-  return lines.filter(Boolean).map((l) => JSON.parse(l));
-}
-const finalStatus = (events) => events.find((e) => e.type === 'status' && e.state !== 'running');
-
-/** Hold the worker still (SIGSTOP) at the first moment its log satisfies ready(events);
- *  returns those events.  Fails, naming what it waited for, if the job ends first or
- *  the moment does not come within LONG. */
-async function holdWhen(pid, dir, ready, what) {
-  const end = Date.now() + LONG;
-  for (;;) {
-    process.kill(pid, 'SIGSTOP');
-    const events = fileEvents(dir);
-    const fin = finalStatus(events);
-    if (fin) {
-      process.kill(pid, 'SIGCONT');
-      assert.fail(`the job ended (${fin.state}) before ${what}: make it longer`);
-    }
-    if (ready(events)) return events;
-    process.kill(pid, 'SIGCONT');
-    if (Date.now() > end) assert.fail(`timed out after ${LONG} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 const snapshotLogs = (events) => events.filter((e) => e.type === 'log' && /^snapshot .* \(iteration \d+\)$/.test(e.msg));
 const snapshotIteration = (e) => Number(/\(iteration (\d+)\)$/.exec(e.msg)[1]);
@@ -139,12 +110,12 @@ describe('restarts with real jobs', () => {
     test(`training: the server ${how === 'kill' ? 'is killed (SIGKILL)' : 'stops (SIGTERM)'} mid-run; the next adopts the worker, which finishes with every event and the weights of an undisturbed run`, async () => {
       const job = await newModel(`adopted-${how}`);
       const dir = jobDir(server, job.id);
-      const held = await holdWhen(job.pid, dir, (ev) => snapshotLogs(ev).length >= 1, 'the first snapshot');
+      const held = await holdWorker(job.pid, dir, (ev) => snapshotLogs(ev).length >= 1, 'the first snapshot');
       await down(how);
       assert.ok(alive(job.pid), 'the worker outlived its server');
       // it goes on with no server at all: let it write, then hold it again
       process.kill(job.pid, 'SIGCONT');
-      await holdWhen(job.pid, dir, (ev) => ev.length > held.length + 5, 'the worker to write with no server');
+      await holdWorker(job.pid, dir, (ev) => ev.length > held.length + 5, 'the worker to write with no server');
       await up();
       const ws = await wsConnect(server.url);
       try {
@@ -183,7 +154,7 @@ describe('restarts with real jobs', () => {
   test('training: server and worker both SIGKILLed after a snapshot; the next server says interrupted, and a resume goes on from that snapshot to the same weights', async () => {
     const job = await newModel('interrupted');
     const dir = jobDir(server, job.id);
-    const held = await holdWhen(job.pid, dir, (ev) => snapshotLogs(ev).length >= 1, 'the first snapshot');
+    const held = await holdWorker(job.pid, dir, (ev) => snapshotLogs(ev).length >= 1, 'the first snapshot');
     const snapIt = snapshotIteration(snapshotLogs(held).at(-1));
     await down('kill');
     process.kill(job.pid, 'SIGKILL');
@@ -201,7 +172,7 @@ describe('restarts with real jobs', () => {
   test('training: the worker alone is SIGKILLed; the job is an error naming the signal, the server goes on, and a resume finishes it', async () => {
     const job = await newModel('worker-killed');
     const dir = jobDir(server, job.id);
-    const held = await holdWhen(job.pid, dir, (ev) => snapshotLogs(ev).length >= 1, 'the first snapshot');
+    const held = await holdWorker(job.pid, dir, (ev) => snapshotLogs(ev).length >= 1, 'the first snapshot');
     const snapIt = snapshotIteration(snapshotLogs(held).at(-1));
     process.kill(job.pid, 'SIGKILL');
     const j = await waitState(server, job.id, ['error', 'interrupted', 'done', 'aborted'], LONG);
@@ -248,7 +219,7 @@ describe('restarts with real jobs', () => {
       trackPid(job.pid);
       const dir = jobDir(server, id);
       const partials = (ev) => ev.filter((e) => e.type === 'metric' && e.kind === 'partial');
-      const held = await holdWhen(job.pid, dir, (ev) => partials(ev).length >= 1, 'a running report');
+      const held = await holdWorker(job.pid, dir, (ev) => partials(ev).length >= 1, 'a running report');
       const count = partials(held).at(-1).count;
       await down(how);
       await up();
