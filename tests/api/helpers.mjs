@@ -108,6 +108,21 @@ export async function holdWorker(pid, dir, ready, what, timeout = 120000) {
   }
 }
 
+/** Wait until the scheduler has ticked at least n times, counted by a running job
+ *  that reports all the time (a test job with a small step_ms): eventsOf() reads its
+ *  event count through the API, which grows only when a tick has read its log, and
+ *  every tick starts what may start.  The positive event that proves a "must not
+ *  start" moment has passed, where a sleep would only hope so. */
+export async function schedulerTicks(eventsOf, n = 5, what = 'the scheduler to tick') {
+  let last = await eventsOf();
+  let seen = 0;
+  await waitFor(async () => {
+    const e = await eventsOf();
+    if (e !== last) { seen++; last = e; }
+    return seen >= n;
+  }, { timeout: 60000, what: `${what} (${n} ticks, counted by a running job's events)` });
+}
+
 /* ---- small API conveniences ---- */
 
 /** POST a test job; returns the detail object (asserts 202). */
