@@ -284,7 +284,7 @@ export async function wsConnect(url) {
     all, // every message ever received
     send(obj) { ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj)); },
     /** The next queued message matching pred (messages before it are dropped). */
-    async next(pred = () => true, timeout = 5000, what = 'a message') {
+    async next(pred = () => true, timeout = 60000, what = 'a message') {
       const end = Date.now() + timeout;
       for (;;) {
         while (queue.length) {
@@ -298,7 +298,7 @@ export async function wsConnect(url) {
     },
     async subscribe(topic) {
       client.send({ subscribe: topic });
-      return client.next((m) => m.type === 'subscribed' && m.topic === topic, 5000, `subscribed ${topic}`);
+      return client.next((m) => m.type === 'subscribed' && m.topic === topic, 60000, `subscribed ${topic}`);
     },
     drain() { queue.length = 0; },
     close() {
