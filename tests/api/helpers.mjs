@@ -8,10 +8,10 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import {
-  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep,
+  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep, fileEvents, holdWorker,
 } from '../lib/server.mjs';
 
-export { ROOT, BIN, waitFor, sleep, WebSocket };
+export { ROOT, BIN, waitFor, sleep, WebSocket, fileEvents, holdWorker };
 
 /** Where the tests' data folders go: DEEPDESK_TEST_TMP (say /dev/shm, for speed),
  *  else the system temp folder. */
@@ -73,39 +73,6 @@ export function killTrackedPids() {
     try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   }
   pids.clear();
-}
-
-/* ---- holding a worker at a chosen moment ---- */
-
-/** The complete lines of DIR/events.jsonl (a worker stopped mid-write may leave
- *  half a line at the end; it is left out). */
-export function fileEvents(dir) {
-  const path = join(dir, 'events.jsonl');
-  const lines = existsSync(path) ? readFileSync(path, 'utf8').split('\n') : [''];
-  lines.pop(); // after the last newline: empty, or a line not yet finished
-  return lines.filter(Boolean).map((l) => JSON.parse(l));
-}
-
-/** Hold worker pid still (SIGSTOP) at the first moment its event log in dir satisfies
- *  ready(events), and return those events; the caller lets it go with SIGCONT.  So a
- *  test that is about "mid-run" checks that it is, instead of hoping a loaded machine
- *  is not too fast or too slow.  Fails, naming what it waited for, when the job ends
- *  first (its log has a final status) or the moment has not come within timeout ms. */
-export async function holdWorker(pid, dir, ready, what, timeout = 120000) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    process.kill(pid, 'SIGSTOP');
-    const events = fileEvents(dir);
-    const fin = events.find((e) => e.type === 'status' && e.state !== 'running');
-    if (fin) {
-      process.kill(pid, 'SIGCONT');
-      assert.fail(`the job ended (${fin.state}) before ${what}: make it longer`);
-    }
-    if (ready(events)) return events;
-    process.kill(pid, 'SIGCONT');
-    if (Date.now() > end) assert.fail(`timed out after ${timeout} ms waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 /** Wait until the scheduler has ticked at least n times, counted by a running job

@@ -92,4 +92,37 @@ export async function waitState(server, id, states, timeout = 60000) {
   }, timeout, `job ${id} to become ${want.join('|')}`);
 }
 
+/* ---- holding a worker at a chosen moment ---- */
+
+/** The complete lines of DIR/events.jsonl (a worker stopped mid-write may leave
+ *  half a line at the end; it is left out). */
+export function fileEvents(dir) {
+  const path = join(dir, 'events.jsonl');
+  const lines = existsSync(path) ? readFileSync(path, 'utf8').split('\n') : [''];
+  lines.pop(); // after the last newline: empty, or a line not yet finished
+  return lines.filter(Boolean).map((l) => JSON.parse(l));
+}
+
+/** Hold worker pid still (SIGSTOP) at the first moment its event log in dir satisfies
+ *  ready(events), and return those events; the caller lets it go with SIGCONT.  So a
+ *  test that is about "mid-run" checks that it is, instead of hoping a loaded machine
+ *  is not too fast or too slow.  Fails, naming what it waited for, when the job ends
+ *  first (its log has a final status) or the moment has not come within timeout ms. */
+export async function holdWorker(pid, dir, ready, what, timeout = 120000) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    process.kill(pid, 'SIGSTOP');
+    const events = fileEvents(dir);
+    const fin = events.find((e) => e.type === 'status' && e.state !== 'running');
+    if (fin) {
+      process.kill(pid, 'SIGCONT');
+      throw new Error(`the job ended (${fin.state}) before ${what}: make it longer`);
+    }
+    if (ready(events)) return events;
+    process.kill(pid, 'SIGCONT');
+    if (Date.now() > end) throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
 export { sleep };
