@@ -25,7 +25,7 @@ async function wsAll(url, cookie) {
   ws.on('message', (d) => all.push(JSON.parse(String(d))));
   await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
   ws.send(JSON.stringify({ subscribe: 'all' }));
-  await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'all'), 5000, 'subscribed all');
+  await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'all'), 60000, 'subscribed all');
   return { ws, all };
 }
 

@@ -53,7 +53,7 @@ describe('every route, every role', () => {
     const r = await as.ann('POST', '/api/v1/jobs', { kind: 'test', name: 'ann-secret', params: { steps: 2, step_ms: 5 } });
     assert.equal(r.status, 202);
     jobA = r.body.job.id;
-    await waitFor(async () => (await as.ann('GET', `/api/v1/jobs/${jobA}`)).body.job.state === 'done', 15000, 'ann\'s job');
+    await waitFor(async () => (await as.ann('GET', `/api/v1/jobs/${jobA}`)).body.job.state === 'done', 60000, 'ann\'s job');
     victim = (await as.root('GET', '/api/v1/users')).body.users.find((u) => u.name === 'victim').id;
   });
   after(async () => { await server?.stop(); killTrackedPids(); rmSync(acc.dir, { recursive: true, force: true }); });

@@ -128,14 +128,14 @@ describe('HTTPS', () => {
     });
     try {
       ws.send(JSON.stringify({ subscribe: 'jobs' }));
-      await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'jobs'), 10000, 'subscribed over wss');
+      await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'jobs'), 60000, 'subscribed over wss');
       const j = await request(server.port, good.pem, 'POST', '/api/v1/jobs', {
         body: { kind: 'test', name: 'over-wss', params: { steps: 2, step_ms: 1 } },
         headers: { cookie: session, 'x-csrf-token': csrf },
       });
       assert.equal(j.status, 202, JSON.stringify(j.body));
       const id = j.body.job.id;
-      await waitFor(() => all.some((m) => m.type === 'job' && m.job.id === id), 15000, `job ${id} over wss`);
+      await waitFor(() => all.some((m) => m.type === 'job' && m.job.id === id), 60000, `job ${id} over wss`);
     } finally {
       ws.terminate();
     }

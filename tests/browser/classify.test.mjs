@@ -157,7 +157,7 @@ test('4. errors in words: not an image; a model with no snapshot yet', async () 
   // the one CPU slot held by a test job: a second model waits, with no snapshot
   const blocker = await server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 2000, step_ms: 50 } });
   assert.equal(blocker.status, 202);
-  await waitState(server, blocker.body.job.id, ['running'], 15000);
+  await waitState(server, blocker.body.job.id, ['running'], 60000);
   const m = await server.api('POST', '/api/v1/models', { name: 'waiting', dataset: dsId, network: { prototxt: CONV_NET }, epochs: 1 });
   assert.equal(m.status, 202);
   await page.goto(`${server.url}/models/${m.body.job.id}`);

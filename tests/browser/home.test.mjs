@@ -199,7 +199,7 @@ test('job page: a long job streams its log live, refuses deletion while running,
 
   await page.getByRole('button', { name: 'Abort' }).click();
   await page.waitForFunction(() => document.querySelector('.job-meta .badge').textContent === 'aborted');
-  const ended = await waitState(server, job.id, 'aborted', 5000);
+  const ended = await waitState(server, job.id, 'aborted', 60000);
   assert.equal(ended.state, 'aborted');
   await page.locator('.timeline > li[data-state="aborted"]').waitFor();
   await page.getByRole('button', { name: /Abort/ }).waitFor({ state: 'hidden' });
