@@ -90,6 +90,27 @@ export async function schedulerTicks(eventsOf, n = 5, what = 'the scheduler to t
   }, { timeout: 60000, what: `${what} (${n} ticks, counted by a running job's events)` });
 }
 
+/* ---- Debian's Fashion-MNIST ---- */
+
+/** The files datasets/example.c's example_fashion_mnist_available() needs (under
+ *  FASHION_MNIST_DIR, datasets/example.h). */
+export const FASHION_MNIST_FILES = ['train-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz']
+  .map((f) => join('/usr/share/datasets/fashion-mnist', f));
+
+/** r: the answer to a POST /api/v1/datasets of the fashion-mnist example.  Returns a
+ *  reason to skip only when the server refused it as not installed and the files are
+ *  in fact missing; under CI (process.env.CI) that too is a failure, and any other
+ *  answer than 202 fails showing its body.  Returns null when the test goes on. */
+export function fashionMnistSkip(r) {
+  const missing = FASHION_MNIST_FILES.filter((f) => !existsSync(f));
+  if (missing.length && r.status === 400 && /Fashion-MNIST is not installed/.test(r.body?.error?.message ?? '')) {
+    assert.ok(!process.env.CI, `CI must have dataset-fashion-mnist installed: ${missing.join(', ')} missing`);
+    return `Fashion-MNIST is not installed here (${missing.join(', ')} missing)`;
+  }
+  assert.equal(r.status, 202, `POST /api/v1/datasets of Fashion-MNIST (${missing.length ? 'missing' : 'installed'}): ${JSON.stringify(r.body)}`);
+  return null;
+}
+
 /* ---- small API conveniences ---- */
 
 /** POST a test job; returns the detail object (asserts 202). */
