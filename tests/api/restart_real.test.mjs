@@ -6,7 +6,8 @@
 //    iterations 1..N each once) and, for the training, the very weights of a run
 //    that was never disturbed;
 //  - the server dies and so does its worker: the next server says interrupted, and
-//    a resume continues from the last snapshot to the same weights;
+//    a resume continues from the last snapshot to the same weights (an evaluation,
+//    which has no resume, keeps its last running figures and is cloned);
 //  - the worker alone is killed (SIGKILL) while the server runs: the job is an error
 //    naming the signal, the server goes on, and a resume finishes it.
 // A worker is held still with SIGSTOP at the moment a test is about (after a
@@ -23,14 +24,14 @@ import {
 } from './helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
-const EPOCHS = 40;
+const EPOCHS = 20;
 // a model that takes a few seconds: LeNet, 28×28 gray, 60 images a class (45 train),
-// batch 16 (9 iterations an epoch), a snapshot every 10 epochs
+// batch 16 (9 iterations an epoch), a snapshot every 5 epochs
 const MODEL = {
-  network: { standard: 'lenet' }, epochs: EPOCHS, batch_size: 16, snapshot_interval: 10,
+  network: { standard: 'lenet' }, epochs: EPOCHS, batch_size: 16, snapshot_interval: 5,
   solver: { base_lr: 0.01, lr_policy: { policy: 'fixed' } }, seed: 7,
 };
-const LONG = 120000; // ms: how long any of these waits may take on a loaded machine
+const LONG = 300000; // ms: how long any of these waits may take on a loaded machine (a hang, not a pace)
 
 const jobDir = (server, id) => join(server.dataDir, 'jobs', String(id));
 
@@ -87,6 +88,17 @@ describe('restarts with real jobs', () => {
     const running = await waitState(server, r.body.job.id, 'running', LONG);
     trackPid(running.pid);
     return running;
+  }
+
+  /** A finished model: one of the trainings above, else (this test run alone) a short one. */
+  async function finishedModel() {
+    const done = (await server.api('GET', '/api/v1/models?limit=1000')).body.models.find((x) => x.state === 'done');
+    if (done) return done;
+    const r = await server.api('POST', '/api/v1/models', { name: 'for evaluations', dataset: dsId, ...MODEL, epochs: 2, snapshot_interval: 1 });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const end = await waitState(server, r.body.job.id, ['done', 'error', 'aborted', 'interrupted'], LONG);
+    assert.equal(end.state, 'done', end.error);
+    return end;
   }
 
   before(async () => {
@@ -209,8 +221,7 @@ describe('restarts with real jobs', () => {
 
   for (const how of ['kill', 'stop']) {
     test(`evaluation: the server ${how === 'kill' ? 'is killed (SIGKILL)' : 'stops (SIGTERM)'} mid-run; the next adopts the worker, which finishes every image`, async () => {
-      const model = (await server.api('GET', '/api/v1/models?limit=1000')).body.models.find((x) => x.state === 'done');
-      assert.ok(model, 'a finished model from the tests above');
+      const model = await finishedModel();
       const c = await server.api('POST', '/api/v1/evaluations',
         { model: model.id, source: { dataset: dsId, split: 'train' }, batch_size: 1 });
       assert.equal(c.status, 202, JSON.stringify(c.body));
@@ -244,4 +255,38 @@ describe('restarts with real jobs', () => {
         Array.from({ length: e.metrics.total }, (_, i) => i), 'every image once in results.csv');
     });
   }
+
+  test('evaluation: server and worker both SIGKILLed mid-run; the next server says interrupted, keeps what it counted, and a clone runs it all', async () => {
+    const model = await finishedModel();
+    const c = await server.api('POST', '/api/v1/evaluations',
+      { model: model.id, source: { dataset: dsId, split: 'train' }, batch_size: 1 });
+    assert.equal(c.status, 202, JSON.stringify(c.body));
+    const id = c.body.job.id;
+    const job = await waitState(server, id, 'running', LONG);
+    trackPid(job.pid);
+    const partials = (ev) => ev.filter((e) => e.type === 'metric' && e.kind === 'partial');
+    const held = await holdWorker(job.pid, jobDir(server, id), (ev) => partials(ev).length >= 1, 'a running report');
+    await down('kill');
+    process.kill(job.pid, 'SIGKILL');
+    await waitFor(() => !alive(job.pid), { timeout: LONG, what: 'the worker to die' });
+    await up();
+    const e = (await server.api('GET', `/api/v1/evaluations/${id}`)).body.evaluation;
+    assert.equal(e.state, 'interrupted');
+    assert.match(e.error, /worker was gone when the server restarted/);
+    assert.deepEqual(e.history.map((h) => h.state), ['queued', 'running', 'interrupted']);
+    assert.equal(e.metrics, null, 'no metrics: it never ended');
+    const h = partials(held).at(-1);
+    assert.ok(e.partial && e.partial.count > 0, `running figures: ${JSON.stringify(e.partial)}`);
+    for (const k of ['kind', 'count', 'total', 'errors', 'labelled']) assert.equal(e.partial[k], h[k], `the last running figures are kept: ${k}`);
+    const conf = await server.api('GET', `/api/v1/evaluations/${id}/confusion`);
+    assert.equal(conf.status, 409, JSON.stringify(conf.body));
+    assert.equal((await server.api('GET', '/api/v1/info')).body.jobs.cpu_slots_used, 0, 'its slot is free');
+    const clone = await server.api('POST', `/api/v1/jobs/${id}/clone`);
+    assert.equal(clone.status, 202, JSON.stringify(clone.body));
+    const end = await waitState(server, clone.body.job.id, ['done', 'error', 'aborted', 'interrupted'], LONG);
+    assert.equal(end.state, 'done', end.error);
+    const m = (await server.api('GET', `/api/v1/evaluations/${clone.body.job.id}`)).body.evaluation.metrics;
+    assert.equal(m.complete, true);
+    assert.equal(m.count, m.total);
+  });
 });
