@@ -37,7 +37,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'deepdesk-classify-ui-'));
   writeColourFolders(join(work, 'colours'), COLOURS, 12);
   server = await startServer({ args: ['--data-root', work, '--cpu-slots', '1'] });
-  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
+  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
 });
 
 after(async () => {

@@ -32,7 +32,7 @@ before(async () => {
   assert.equal(r.status, 202, JSON.stringify(r.body));
   dsId = r.body.job.id;
   assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-  ({ browser, page, errors } = await openPage({ timeout: 15000 }));
+  ({ browser, page, errors } = await openPage({ timeout: 60000 }));
 });
 after(async () => {
   if (browser) await browser.close();

@@ -34,7 +34,7 @@ before(async () => {
   assert.ok(existsSync(BIN), `${BIN} is missing: run make all first`);
   mkdirSync(ARTIFACTS, { recursive: true });
   server = await startServer(); // no --ui-dir: the UI built into the binary
-  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
+  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
   networksRoutes = (await server.api('GET', '/api/v1/networks')).status === 200;
 });
 
