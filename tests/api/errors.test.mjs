@@ -13,7 +13,7 @@ import {
 const CAP = 1 << 20;
 
 /** One raw HTTP/1.1 exchange on a fresh connection; resolves {status, headers, body, text}. */
-function rawRequest(port, request, { timeout = 5000 } = {}) {
+function rawRequest(port, request, { timeout = 60000 } = {}) {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     let buf = Buffer.alloc(0);

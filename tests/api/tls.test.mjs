@@ -32,7 +32,7 @@ function refusedStart(bin, args) {
     const p = spawn(bin, ['serve', '--listen', '127.0.0.1:0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     p.stderr.on('data', (d) => { err += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), 15000);
+    const t = setTimeout(() => p.kill('SIGKILL'), 60000); // a refusal exits at once; this only ends a hang
     p.on('exit', (code) => { clearTimeout(t); resolve({ code, stderr: err }); });
   });
 }
@@ -155,7 +155,7 @@ describe('HTTPS', () => {
     const outcome = await new Promise((resolve) => {
       const req = http.request({ host: '127.0.0.1', port: server.port, path: '/api/v1/info', agent: false },
         (res) => { res.resume(); resolve(`HTTP ${res.statusCode}`); });
-      req.setTimeout(10000, () => req.destroy(new Error('timeout')));
+      req.setTimeout(60000, () => req.destroy(new Error('timeout')));
       req.on('error', (e) => resolve(e.code || e.message));
       req.end();
     });
