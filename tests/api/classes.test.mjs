@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  TEST_TMP, startServer, waitState, waitFor, sleep, assertError, assertSchema, loadOpenApi, killTrackedPids,
+  TEST_TMP, startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, killTrackedPids,
   writeColourFolders, TINY_NET, WebSocket,
 } from './helpers.mjs';
 import { makeAccounts, userClient, login } from '../lib/auth.mjs';
@@ -25,7 +25,7 @@ async function wsAll(url, cookie) {
   ws.on('message', (d) => all.push(JSON.parse(String(d))));
   await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
   ws.send(JSON.stringify({ subscribe: 'all' }));
-  await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'all'), 5000, 'subscribed all');
+  await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'all'), 60000, 'subscribed all');
   return { ws, all };
 }
 
@@ -200,9 +200,14 @@ describe('classes', () => {
       const cj = (await cat('POST', '/api/v1/jobs', { kind: 'test', name: 'cat-ws', params: { steps: 3, step_ms: 5, log_lines: 1 } })).body.job;
       await waitState(as(ann), aj.id, 'done');
       await waitState(as(cat), cj.id, 'done');
-      await waitFor(() => ivyWs.all.some((m) => m.type === 'job' && m.job.id === aj.id && m.job.state === 'done'), 5000, 'ivy sees ann\'s job');
-      await waitFor(() => olgaWs.all.some((m) => m.type === 'job' && m.job.id === cj.id && m.job.state === 'done'), 5000, 'olga sees cat\'s job');
-      await sleep(200);
+      await waitFor(() => ivyWs.all.some((m) => m.type === 'job' && m.job.id === aj.id && m.job.state === 'done'), 60000, 'ivy sees ann\'s job');
+      await waitFor(() => olgaWs.all.some((m) => m.type === 'job' && m.job.id === cj.id && m.job.state === 'done'), 60000, 'olga sees cat\'s job');
+      // fences: a job made after, that each socket may see; once it has it, whatever
+      // the server would have sent it before has come (one socket keeps the order)
+      const fa = (await ann('POST', '/api/v1/jobs', { kind: 'test', name: 'ann-fence', params: { steps: 1, step_ms: 1 } })).body.job;
+      const fc = (await cat('POST', '/api/v1/jobs', { kind: 'test', name: 'cat-fence', params: { steps: 1, step_ms: 1 } })).body.job;
+      await waitFor(() => ivyWs.all.some((m) => m.type === 'job' && m.job.id === fa.id), 60000, 'ivy sees ann\'s fence job');
+      await waitFor(() => olgaWs.all.some((m) => m.type === 'job' && m.job.id === fc.id), 60000, 'olga sees cat\'s fence job');
       const about = (id) => (m) => m.job?.id === id || m.job === id || m.id === id;
       assert.deepEqual(olgaWs.all.filter(about(aj.id)), [], 'nothing of ann\'s job reached olga');
       assert.deepEqual(ivyWs.all.filter(about(cj.id)), [], 'nothing of cat\'s job reached ivy');

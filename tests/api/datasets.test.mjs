@@ -194,7 +194,7 @@ with tarfile.open(sys.argv[1], 'w') as t:
         i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))`, evil]);
     const up = await upload(server, 'evil.tar', readFileSync(evil));
     const r = await server.api('POST', '/api/v1/datasets', { name: 'evil', source: { type: 'upload', upload: up.body.upload.id } });
-    const job = await waitState(server, r.body.job.id, ['done', 'error'], 20000);
+    const job = await waitState(server, r.body.job.id, ['done', 'error'], 60000);
     assert.equal(job.state, 'error');
     assert.match(job.error, /climbs out/);
     assert.ok(!existsSync(join(server.dataDir, 'escaped.ppm')) && !existsSync(join(server.dataDir, 'jobs', 'escaped.ppm')));
@@ -203,7 +203,7 @@ with tarfile.open(sys.argv[1], 'w') as t:
     execFileSync('tar', ['cf', flat, '-C', join(work, 'fruit', 'apple'), '1.ppm', '2.ppm']);
     const up2 = await upload(server, 'flat.tar', readFileSync(flat));
     const r2 = await server.api('POST', '/api/v1/datasets', { name: 'flat', source: { type: 'upload', upload: up2.body.upload.id } });
-    const job2 = await waitState(server, r2.body.job.id, ['done', 'error'], 20000);
+    const job2 = await waitState(server, r2.body.job.id, ['done', 'error'], 60000);
     assert.equal(job2.state, 'error');
     assert.match(job2.error, /one folder per class, e\.g\. cats\/1\.jpg/);
   });
@@ -228,7 +228,7 @@ describe('archive caps set by the server', () => {
     const r = await server.api('POST', '/api/v1/datasets', { name: 'capped', source: { type: 'upload', upload: up.body.upload.id } });
     assert.equal(r.status, 202);
     assert.equal(r.body.job.params.source.limits, undefined); // the worker takes them from the server
-    const job = await waitState(server, r.body.job.id, ['done', 'error'], 20000);
+    const job = await waitState(server, r.body.job.id, ['done', 'error'], 60000);
     assert.equal(job.state, 'error');
     assert.match(job.error, /more than 10 entries/);
   });

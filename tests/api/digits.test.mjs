@@ -60,7 +60,7 @@ describe('digits', () => {
     });
     assert.equal(long.status, 202, JSON.stringify(long.body));
     queuedId = long.body.job.id;
-    await waitState(server, queuedId, ['running', 'queued'], 15000);
+    await waitState(server, queuedId, ['running', 'queued'], 60000);
     const r = await getJson(server, '/index.json');
     assert.deepEqual(r.body.models.map((m) => m.id), [queuedId, modelId]);
     assert.ok(['Running', 'Waiting'].includes(r.body.models[0].status), r.body.models[0].status);

@@ -3,17 +3,17 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { readdirSync, mkdirSync, createReadStream } from 'node:fs';
+import { readdirSync, readFileSync, mkdirSync, createReadStream } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  startServer, waitState, waitFor, createJob, getJob, assertError, killTrackedPids, trackPid, sleep,
+  startServer, waitState, waitFor, createJob, getJob, assertError, killTrackedPids, trackPid,
 } from './helpers.mjs';
 
 const CAP = 1 << 20;
 
 /** One raw HTTP/1.1 exchange on a fresh connection; resolves {status, headers, body, text}. */
-function rawRequest(port, request, { timeout = 5000 } = {}) {
+function rawRequest(port, request, { timeout = 60000 } = {}) {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     let buf = Buffer.alloc(0);
@@ -353,17 +353,36 @@ describe('server races', () => {
   test('a job never starts before its job.json is written', async () => {
     // (sched_submit commits the queued row, then writes job.json: a scheduler tick in
     // between once started workers that found no job.json and ended "error")
-    // Hold the write of job 1's job.json open: its temporary file is a FIFO, so the
-    // server's open() waits for a reader.  Meanwhile the job must not start.
-    const dir = join(server.dataDir, 'jobs', '1');
+    // Hold the write of job 2's job.json open: its temporary file is a FIFO, so the
+    // server's open() waits for a reader.  Meanwhile the job must not start.  Job 1
+    // runs and reports all along: each time the API shows it with more events, the
+    // scheduler has ticked (it reads the workers' logs), so "ticks passed" is counted.
+    const ticker = await createJob(server, { steps: 1000000, step_ms: 10 }, { name: 'ticker' });
+    assert.equal(ticker.id, 1);
+    trackPid((await waitState(server, ticker.id, 'running')).pid);
+    const dir = join(server.dataDir, 'jobs', '2');
     mkdirSync(dir, { recursive: true });
     const fifo = join(dir, `job.json.tmp.${server.proc.pid}`);
     execFileSync('mkfifo', [fifo]);
     const creating = server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 1, step_ms: 0 } });
     let seen;
     try {
-      await sleep(400); // 20 scheduler ticks
-      const r = await server.api('GET', '/api/v1/jobs/1');
+      // the request is at the open(): a server thread waits for the FIFO's reader
+      const waitingOnFifo = () => readdirSync(`/proc/${server.proc.pid}/task`).some((t) => {
+        try { return readFileSync(`/proc/${server.proc.pid}/task/${t}/wchan`, 'utf8') === 'wait_for_partner'; } catch { return false; }
+      });
+      await waitFor(waitingOnFifo, { timeout: 60000, what: 'a server thread to block opening the job.json FIFO' });
+      // then at least 5 scheduler ticks
+      const events = async () => (await getJob(server, ticker.id)).events;
+      const e0 = await events();
+      let ticks = 0, last = e0;
+      await waitFor(async () => {
+        const e = await events();
+        if (e !== last) { ticks++; last = e; }
+        return ticks >= 5;
+      }, { timeout: 60000, what: `5 scheduler ticks (job 1's events from ${e0}) while job 2's job.json is held` });
+      assert.ok(waitingOnFifo(), 'the job.json write is still held');
+      const r = await server.api('GET', '/api/v1/jobs/2');
       seen = r.status === 404 ? 'absent' : r.body.job.state;
       if (r.body?.job?.pid) trackPid(r.body.job.pid);
     } finally {
@@ -377,7 +396,9 @@ describe('server races', () => {
       });
       await creating;
     }
-    assert.ok(['absent', 'queued'].includes(seen), `job 1 was "${seen}" before its job.json existed`);
+    assert.ok(['absent', 'queued'].includes(seen), `job 2 was "${seen}" before its job.json existed`);
+    assert.equal((await server.api('POST', `/api/v1/jobs/${ticker.id}/abort`)).status, 202);
+    await waitState(server, ticker.id, 'aborted');
   });
 
   test('an idle keep-alive connection outlives node fetch\'s 4 s reuse window', async () => {
@@ -386,21 +407,24 @@ describe('server races', () => {
     const sock = net.connect(server.port, '127.0.0.1');
     await new Promise((r) => sock.once('connect', r));
     let data = '';
-    let closed = false;
+    let closedAt = null;
     sock.on('data', (d) => { data += d; });
-    sock.on('end', () => { closed = true; });
+    sock.on('end', () => { closedAt = Date.now(); });
     sock.write('GET /api/v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-    await waitFor(() => data.includes('"kinds"'), 3000, 'first answer');
+    await waitFor(() => data.includes('"kinds"'), 60000, 'first answer');
+    const answered = Date.now(); // after the server sent it: an upper bound on when the idle time began
     const keepAlive = /keep-alive:\s*timeout=(\d+)/i.exec(data);
-    await sleep(4200);
-    const closedEarly = closed;
-    if (!closed) {
+    // idle for 4.2 s; a slow machine only makes it longer, and a close is timed when
+    // it is seen (after it happened), so "closed within 4 s" is never a false alarm
+    await new Promise((r) => setTimeout(r, 4200));
+    if (closedAt === null) {
       data = '';
       sock.write('GET /api/v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-      await waitFor(() => data.includes('"kinds"'), 3000, 'second answer on the same connection');
+      await waitFor(() => data.includes('"kinds"') || closedAt !== null, 60000, 'second answer on the same connection');
     }
     sock.destroy();
-    assert.ok(!closedEarly || (keepAlive && Number(keepAlive[1]) < 4),
-      'the server closed an idle connection within 4.2 s without announcing a shorter keep-alive timeout');
+    const idle = closedAt === null ? null : closedAt - answered;
+    assert.ok(idle === null || idle >= 4000 || (keepAlive && Number(keepAlive[1]) < 4),
+      `the server closed an idle connection after ${idle} ms without announcing a shorter keep-alive timeout`);
   });
 });

@@ -149,7 +149,7 @@ describe('gpus on a server that pretends to have two', () => {
     assert.equal(a.status, 202, JSON.stringify(a.body));
     assert.equal(b.status, 202, JSON.stringify(b.body));
     const A = a.body.job.id, B = b.body.job.id;
-    await waitState(server, A, 'running', 15000);
+    await waitState(server, A, 'running', 60000);
     const held = (await server.api('GET', '/api/v1/info')).body.gpus[0];
     assert.equal(held.job, A);
     assert.equal((await server.api('GET', `/api/v1/jobs/${B}`)).body.job.state, 'queued');
@@ -179,7 +179,7 @@ describe('gpus on a server that pretends to have two', () => {
       const b = await server.api('POST', '/api/v1/jobs', { ...model(dsId, { backend: 'cuda', gpus: [want[1]] }), ...one });
       assert.equal(b.status, 202, JSON.stringify(b.body));
       const B = b.body.job.id;
-      await waitState(server, A, 'running', 15000);
+      await waitState(server, A, 'running', 60000);
       const held = (await server.api('GET', '/api/v1/info')).body.gpus;
       assert.deepEqual(held.map((g) => g.job), [A, A], `both GPUs held by job ${A}: ${JSON.stringify(held)}`);
       // the job's own hardware answer lists them (the model page's GPUs row)

@@ -8,10 +8,10 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import {
-  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep,
+  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep, fileEvents, holdWorker,
 } from '../lib/server.mjs';
 
-export { ROOT, BIN, waitFor, sleep, WebSocket };
+export { ROOT, BIN, waitFor, sleep, WebSocket, fileEvents, holdWorker };
 
 /** Where the tests' data folders go: DEEPDESK_TEST_TMP (say /dev/shm, for speed),
  *  else the system temp folder. */
@@ -33,7 +33,7 @@ export async function startServer(opts = {}) {
 
 /** waitState from tests/lib/server.mjs, but a timeout says where the job and the
  *  others are, so a failure can be read without a rerun. */
-export async function waitState(server, id, states, timeout = 15000) {
+export async function waitState(server, id, states, timeout = 60000) {
   try {
     return await libWaitState(server, id, states, timeout);
   } catch (e) {
@@ -73,6 +73,42 @@ export function killTrackedPids() {
     try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   }
   pids.clear();
+}
+
+/** Wait until the scheduler has ticked at least n times, counted by a running job
+ *  that reports all the time (a test job with a small step_ms): eventsOf() reads its
+ *  event count through the API, which grows only when a tick has read its log, and
+ *  every tick starts what may start.  The positive event that proves a "must not
+ *  start" moment has passed, where a sleep would only hope so. */
+export async function schedulerTicks(eventsOf, n = 5, what = 'the scheduler to tick') {
+  let last = await eventsOf();
+  let seen = 0;
+  await waitFor(async () => {
+    const e = await eventsOf();
+    if (e !== last) { seen++; last = e; }
+    return seen >= n;
+  }, { timeout: 60000, what: `${what} (${n} ticks, counted by a running job's events)` });
+}
+
+/* ---- Debian's Fashion-MNIST ---- */
+
+/** The files datasets/example.c's example_fashion_mnist_available() needs (under
+ *  FASHION_MNIST_DIR, datasets/example.h). */
+export const FASHION_MNIST_FILES = ['train-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz']
+  .map((f) => join('/usr/share/datasets/fashion-mnist', f));
+
+/** r: the answer to a POST /api/v1/datasets of the fashion-mnist example.  Returns a
+ *  reason to skip only when the server refused it as not installed and the files are
+ *  in fact missing; under CI (process.env.CI) that too is a failure, and any other
+ *  answer than 202 fails showing its body.  Returns null when the test goes on. */
+export function fashionMnistSkip(r) {
+  const missing = FASHION_MNIST_FILES.filter((f) => !existsSync(f));
+  if (missing.length && r.status === 400 && /Fashion-MNIST is not installed/.test(r.body?.error?.message ?? '')) {
+    assert.ok(!process.env.CI, `CI must have dataset-fashion-mnist installed: ${missing.join(', ')} missing`);
+    return `Fashion-MNIST is not installed here (${missing.join(', ')} missing)`;
+  }
+  assert.equal(r.status, 202, `POST /api/v1/datasets of Fashion-MNIST (${missing.length ? 'missing' : 'installed'}): ${JSON.stringify(r.body)}`);
+  return null;
 }
 
 /* ---- small API conveniences ---- */
@@ -236,7 +272,7 @@ export async function wsConnect(url) {
     all, // every message ever received
     send(obj) { ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj)); },
     /** The next queued message matching pred (messages before it are dropped). */
-    async next(pred = () => true, timeout = 5000, what = 'a message') {
+    async next(pred = () => true, timeout = 60000, what = 'a message') {
       const end = Date.now() + timeout;
       for (;;) {
         while (queue.length) {
@@ -250,7 +286,7 @@ export async function wsConnect(url) {
     },
     async subscribe(topic) {
       client.send({ subscribe: topic });
-      return client.next((m) => m.type === 'subscribed' && m.topic === topic, 5000, `subscribed ${topic}`);
+      return client.next((m) => m.type === 'subscribed' && m.topic === topic, 60000, `subscribed ${topic}`);
     },
     drain() { queue.length = 0; },
     close() {

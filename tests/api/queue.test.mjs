@@ -10,14 +10,14 @@ import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { BIN, startServer, waitFor, killTrackedPids, loadOpenApi, assertSchema } from './helpers.mjs';
+import { BIN, startServer, waitFor, killTrackedPids, loadOpenApi, assertSchema, schedulerTicks } from './helpers.mjs';
 import { makeAccounts, login, asUser } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
 const SHORT = { steps: 3, step_ms: 30 };
 
 /** Wait until job id (seen by the client as) is in one of states. */
-async function waitState(as, id, states, timeout = 15000) {
+async function waitState(as, id, states, timeout = 60000) {
   let last;
   await waitFor(async () => {
     const r = await as('GET', `/api/v1/jobs/${id}`);
@@ -162,7 +162,8 @@ describe('the limit of running jobs', () => {
     const first = await create(a, { steps: 100000, step_ms: 20 }, 'first');
     await waitState(admin, first, ['running']);
     const second = await create(a, SHORT, 'second');
-    await new Promise((r) => setTimeout(r, 300)); // a few scheduler ticks: it must still wait
+    // scheduler ticks, counted by the first job's reports: it must still wait
+    await schedulerTicks(async () => (await a('GET', `/api/v1/jobs/${first}`)).body.job.events, 5, 'ticks with a slot free for the second job');
     const j = (await a('GET', `/api/v1/jobs/${second}`)).body.job;
     assert.equal(j.state, 'queued');
     assert.equal(j.queue.reason, 'your limit of 1 running job is reached');

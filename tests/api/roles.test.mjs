@@ -9,7 +9,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { startServer, waitFor, sleep, killTrackedPids, loadOpenApi, assertSchema, WebSocket } from './helpers.mjs';
+import { startServer, waitFor, killTrackedPids, loadOpenApi, assertSchema, WebSocket } from './helpers.mjs';
 import { PASSWORD, makeAccounts, login, asUser } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
@@ -53,7 +53,7 @@ describe('every route, every role', () => {
     const r = await as.ann('POST', '/api/v1/jobs', { kind: 'test', name: 'ann-secret', params: { steps: 2, step_ms: 5 } });
     assert.equal(r.status, 202);
     jobA = r.body.job.id;
-    await waitFor(async () => (await as.ann('GET', `/api/v1/jobs/${jobA}`)).body.job.state === 'done', 15000, 'ann\'s job');
+    await waitFor(async () => (await as.ann('GET', `/api/v1/jobs/${jobA}`)).body.job.state === 'done', 60000, 'ann\'s job');
     victim = (await as.root('GET', '/api/v1/users')).body.users.find((u) => u.name === 'victim').id;
   });
   after(async () => { await server?.stop(); killTrackedPids(); rmSync(acc.dir, { recursive: true, force: true }); });
@@ -168,8 +168,12 @@ describe('every route, every role', () => {
     try {
       for (const topic of ['all', 'jobs', jobA]) ws.send(JSON.stringify({ subscribe: topic }));
       const r = await as.ann('POST', '/api/v1/jobs', { kind: 'test', name: 'ann-live', params: { steps: 3, step_ms: 5 } });
-      await waitFor(async () => (await as.ann('GET', `/api/v1/jobs/${r.body.job.id}`)).body.job.state === 'done', 15000, 'ann-live');
-      await sleep(300);
+      await waitFor(async () => (await as.ann('GET', `/api/v1/jobs/${r.body.job.id}`)).body.job.state === 'done', 60000, 'ann-live');
+      // a fence: a job of ben's own, made after; once his socket has it, whatever of
+      // ann's the server would have sent him has come (one socket keeps the order)
+      const f = await as.ben('POST', '/api/v1/jobs', { kind: 'test', name: 'ben-fence', params: { steps: 1, step_ms: 1 } });
+      assert.equal(f.status, 202, JSON.stringify(f.body));
+      await waitFor(() => got.some((m) => m.type === 'job' && m.job.id === f.body.job.id), 60000, 'ben\'s fence job on his socket');
       const leaked = got.filter((m) => JSON.stringify(m).includes('ann'));
       assert.deepEqual(leaked, []);
     } finally { ws.terminate(); }

@@ -32,7 +32,7 @@ function refusedStart(bin, args) {
     const p = spawn(bin, ['serve', '--listen', '127.0.0.1:0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     p.stderr.on('data', (d) => { err += d; });
-    const t = setTimeout(() => p.kill('SIGKILL'), 15000);
+    const t = setTimeout(() => p.kill('SIGKILL'), 60000); // a refusal exits at once; this only ends a hang
     p.on('exit', (code) => { clearTimeout(t); resolve({ code, stderr: err }); });
   });
 }
@@ -128,14 +128,14 @@ describe('HTTPS', () => {
     });
     try {
       ws.send(JSON.stringify({ subscribe: 'jobs' }));
-      await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'jobs'), 10000, 'subscribed over wss');
+      await waitFor(() => all.some((m) => m.type === 'subscribed' && m.topic === 'jobs'), 60000, 'subscribed over wss');
       const j = await request(server.port, good.pem, 'POST', '/api/v1/jobs', {
         body: { kind: 'test', name: 'over-wss', params: { steps: 2, step_ms: 1 } },
         headers: { cookie: session, 'x-csrf-token': csrf },
       });
       assert.equal(j.status, 202, JSON.stringify(j.body));
       const id = j.body.job.id;
-      await waitFor(() => all.some((m) => m.type === 'job' && m.job.id === id), 15000, `job ${id} over wss`);
+      await waitFor(() => all.some((m) => m.type === 'job' && m.job.id === id), 60000, `job ${id} over wss`);
     } finally {
       ws.terminate();
     }
@@ -189,7 +189,7 @@ describe('HTTPS', () => {
     const outcome = await new Promise((resolve) => {
       const req = http.request({ host: '127.0.0.1', port: server.port, path: '/api/v1/info', agent: false },
         (res) => { res.resume(); resolve(`HTTP ${res.statusCode}`); });
-      req.setTimeout(10000, () => req.destroy(new Error('timeout')));
+      req.setTimeout(60000, () => req.destroy(new Error('timeout')));
       req.on('error', (e) => resolve(e.code || e.message));
       req.end();
     });

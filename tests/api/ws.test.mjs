@@ -3,7 +3,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  startServer, waitState, waitFor, createJob, allEvents, assertContiguous, wsConnect, killTrackedPids, trackPid, sleep,
+  startServer, waitState, waitFor, createJob, allEvents, assertContiguous, wsConnect, killTrackedPids, trackPid,
 } from './helpers.mjs';
 
 const LIST_KEYS = ['id', 'kind', 'name', 'owner', 'state', 'progress', 'eta_s', 'created_at', 'started_at',
@@ -12,6 +12,7 @@ const LIST_KEYS = ['id', 'kind', 'name', 'owner', 'state', 'progress', 'eta_s', 
 /** The events of job id a client got, in arrival order. */
 const eventsOf = (client, id) => client.all.filter((m) => m.type === 'events' && m.job === id).flatMap((m) => m.events);
 const jobMsgs = (client, id) => client.all.filter((m) => m.type === 'job' && m.job.id === id);
+const LONG = 60000; // ms: what any wait here may take on a loaded machine
 
 describe('websocket', () => {
   let server;
@@ -29,6 +30,17 @@ describe('websocket', () => {
       await server.api('POST', `/api/v1/jobs/${h.id}/abort`);
       await waitState(server, h.id, 'aborted');
     };
+  }
+
+  /** A fence: a short job made now, subscribed by its id, until client c has its
+   *  "done".  The scheduler pushes in order and one socket keeps it, so whatever the
+   *  server was going to send c before (an event twice, a job after unsubscribing)
+   *  has come by then: the positive event after which "nothing more" can be said. */
+  async function fence(c) {
+    const f = await createJob(server, { steps: 1, step_ms: 1 }, { name: 'fence' });
+    await c.subscribe(f.id);
+    await c.next((m) => m.type === 'job' && m.job.id === f.id && m.job.state === 'done', LONG, 'the fence job\'s done update');
+    return f.id;
   }
 
   before(async () => { server = await startServer({ args: ['--cpu-slots', '1'] }); });
@@ -58,11 +70,11 @@ describe('websocket', () => {
     await c.subscribe('all');
     const j = await createJob(server, { steps: 20, step_ms: 10, log_lines: 2 });
     await release();
-    await waitState(server, j.id, 'done');
-    await c.next((m) => m.type === 'job' && m.job.id === j.id && m.job.state === 'done', 5000, 'the done update');
+    await waitState(server, j.id, 'done', LONG);
+    await c.next((m) => m.type === 'job' && m.job.id === j.id && m.job.state === 'done', LONG, 'the done update');
     const rest = await allEvents(server, j.id);
-    await waitFor(() => eventsOf(c, j.id).length >= rest.length, 5000, 'every event over the socket');
-    await sleep(100);
+    await waitFor(() => eventsOf(c, j.id).length >= rest.length, LONG, 'every event over the socket');
+    await fence(c); // and no event twice
     const got = eventsOf(c, j.id);
     assertContiguous(got, 1, 'websocket events');
     assert.deepEqual(got, rest);
@@ -88,8 +100,8 @@ describe('websocket', () => {
     const c = await connect();
     await c.subscribe('jobs');
     const j = await createJob(server, { steps: 5, step_ms: 5 });
-    await waitState(server, j.id, 'done');
-    await c.next((m) => m.type === 'job' && m.job.id === j.id && m.job.state === 'done', 5000, 'the done update');
+    await waitState(server, j.id, 'done', LONG);
+    await c.next((m) => m.type === 'job' && m.job.id === j.id && m.job.state === 'done', LONG, 'the done update');
     assert.deepEqual(eventsOf(c, j.id), []);
     assert.ok(!c.all.some((m) => m.type === 'events'));
     // a rename is pushed
@@ -110,10 +122,10 @@ describe('websocket', () => {
     await release();
     await waitState(server, mine.id, 'done');
     await waitState(server, other.id, 'done');
-    await c.next((m) => m.type === 'job' && m.job.id === mine.id && m.job.state === 'done', 5000, 'the done update');
+    await c.next((m) => m.type === 'job' && m.job.id === mine.id && m.job.state === 'done', LONG, 'the done update');
     const rest = await allEvents(server, mine.id);
-    await waitFor(() => eventsOf(c, mine.id).length >= rest.length, 5000, 'every event');
-    await sleep(150);
+    await waitFor(() => eventsOf(c, mine.id).length >= rest.length, LONG, 'every event');
+    await fence(c); // and nothing more of either job
     assert.deepEqual(eventsOf(c, mine.id), rest);
     assert.deepEqual(eventsOf(c, other.id), []);
     assert.deepEqual(jobMsgs(c, other.id), []);
@@ -131,8 +143,8 @@ describe('websocket', () => {
     const n = c.all.length;
     const second = await createJob(server, { steps: 3, step_ms: 5 });
     await waitState(server, second.id, 'done');
-    await sleep(300);
-    assert.deepEqual(c.all.slice(n), [], 'nothing after unsubscribe');
+    const f1 = await fence(c);
+    assert.deepEqual(c.all.slice(n).filter((x) => x.job !== f1 && x.job?.id !== f1 && x.topic !== f1), [], 'nothing after unsubscribe');
     // a job-id subscription stops too
     const release = await hold();
     const third = await createJob(server, { steps: 3, step_ms: 5 });
@@ -142,7 +154,7 @@ describe('websocket', () => {
     const m = c.all.length;
     await release();
     await waitState(server, third.id, 'done');
-    await sleep(300);
+    await fence(c);
     assert.deepEqual(c.all.slice(m).filter((x) => x.job === third.id || x.job?.id === third.id), []);
   });
 
@@ -153,14 +165,14 @@ describe('websocket', () => {
       '{"subscribe":"all"', '{"hello":"all"}'];
     for (const frame of bad) {
       c.send(frame);
-      const m = await c.next(() => true, 3000, `an answer to ${frame}`);
+      const m = await c.next(() => true, LONG, `an answer to ${frame}`);
       assert.equal(m.type, 'error', `${frame} → ${JSON.stringify(m)}`);
       assert.equal(typeof m.message, 'string');
       assert.ok(m.message.length > 0);
     }
     // a binary frame is ignored
     c.ws.send(Buffer.from([1, 2, 3]));
-    await sleep(100);
+    // frames are answered in order: an error for it would come before this answer
     assert.deepEqual(await c.subscribe('jobs'), { type: 'subscribed', topic: 'jobs' });
     assert.equal(c.all.filter((m) => m.type === 'error').length, bad.length);
   });
@@ -183,11 +195,11 @@ describe('websocket', () => {
     const many = await Promise.all(Array.from({ length: 20 }, () => connect()));
     await Promise.all(many.map((c, i) => (i % 2 ? c.subscribe(j.id) : c.subscribe('all'))));
     await release();
-    await waitState(server, j.id, 'done');
+    await waitState(server, j.id, 'done', LONG);
     const rest = await allEvents(server, j.id);
     assert.equal(rest.length, 1 + 40 * 5 + 1);
-    await waitFor(() => many.every((c) => eventsOf(c, j.id).length >= rest.length), 10000, 'every client to have every event');
-    await sleep(100);
+    await waitFor(() => many.every((c) => eventsOf(c, j.id).length >= rest.length), LONG, 'every client to have every event');
+    await Promise.all(many.map((c) => fence(c))); // and none has one twice
     many.forEach((c, i) => {
       const got = eventsOf(c, j.id);
       assertContiguous(got, 1, `client ${i}`);
@@ -206,9 +218,9 @@ describe('websocket', () => {
     await leave.subscribe('all');
     leave.ws.terminate(); // no close handshake
     const j = await createJob(server, { steps: 10, step_ms: 5 });
-    await waitState(server, j.id, 'done');
+    await waitState(server, j.id, 'done', LONG);
     const rest = await allEvents(server, j.id);
-    await waitFor(() => eventsOf(stay, j.id).length >= rest.length, 5000, 'every event');
+    await waitFor(() => eventsOf(stay, j.id).length >= rest.length, LONG, 'every event');
     assert.deepEqual(eventsOf(stay, j.id), rest);
   });
 });

@@ -225,7 +225,7 @@ test('an admin adds a user on /users, changes role and quota, cannot demote or r
 
   // the role
   await page.selectOption('tbody[data-user=newbie] .role-select', 'instructor');
-  await waitFor(async () => (await listed()).role === 'instructor', 10000, 'newbie an instructor');
+  await waitFor(async () => (await listed()).role === 'instructor', 60000, 'newbie an instructor');
   await page.waitForSelector('tbody[data-user=newbie] .role-select:not([disabled])');
   assert.equal(await page.inputValue('tbody[data-user=newbie] .role-select'), 'instructor');
   // making an admin asks first; cancelled, nothing changes
@@ -245,7 +245,7 @@ test('an admin adds a user on /users, changes role and quota, cannot demote or r
   await page.fill(jobsIn, '3');
   await page.fill(diskIn, '2');
   await page.click('tbody[data-user=newbie] [data-action=save-quota]');
-  await waitFor(async () => (await listed()).quota.jobs === 3, 10000, 'newbie\'s quota');
+  await waitFor(async () => (await listed()).quota.jobs === 3, 60000, 'newbie\'s quota');
   assert.equal((await listed()).quota.disk_bytes, 2 * 2 ** 30);
   await page.waitForSelector('tbody[data-user=newbie] .user-panel-row[hidden]', { state: 'attached' });
   assert.match(await page.textContent('tbody[data-user=newbie] .user-row td:nth-child(3)'), /\/ 3$/);

@@ -89,7 +89,7 @@ before(async () => {
   assert.equal(ds.state, 'done', ds.error);
   modelId = await train('charted', { dataset: ds.id });
   otherId = await train('other', { dataset: ds.id, solver: { base_lr: 0.01 } });
-  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
+  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
   await page.goto(`${server.url}/models/${modelId}`);
   await page.locator('[data-chart="loss"] canvas[data-ready="1"]').waitFor();
   const n = (await metricEvents(modelId)).filter((e) => e.kind === 'train').length;

@@ -41,7 +41,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'deepdesk-classify-ui-'));
   writeColourFolders(join(work, 'colours'), COLOURS, 12);
   server = await startServer({ args: ['--data-root', work, '--cpu-slots', '1'] });
-  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
+  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
 });
 
 after(async () => {
@@ -187,7 +187,7 @@ test('5. errors in words: not an image; a model with no snapshot yet', async () 
   // the one CPU slot held by a test job: a second model waits, with no snapshot
   const blocker = await server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 2000, step_ms: 50 } });
   assert.equal(blocker.status, 202);
-  await waitState(server, blocker.body.job.id, ['running'], 15000);
+  await waitState(server, blocker.body.job.id, ['running'], 60000);
   const m = await server.api('POST', '/api/v1/models', { name: 'waiting', dataset: dsId, network: { prototxt: CONV_NET }, epochs: 1 });
   assert.equal(m.status, 202);
   await page.goto(`${server.url}/models/${m.body.job.id}`);

@@ -32,7 +32,7 @@ before(async () => {
   assert.equal(r.status, 202, JSON.stringify(r.body));
   dsId = r.body.job.id;
   assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-  ({ browser, page, errors } = await openPage({ timeout: 15000 }));
+  ({ browser, page, errors } = await openPage({ timeout: 60000 }));
 });
 after(async () => {
   if (browser) await browser.close();
@@ -108,7 +108,7 @@ test('a clone restores several GPUs; the form sends them; the model page lists b
   await waitState(server, id, ['running'], 30000);
   // the hardware card lists both GPUs the run holds
   const gpus = page.locator('.hw-card [data-hw="gpus"] > div');
-  await waitFor(async () => (await gpus.count()) === 2, 10000, 'two GPUs on the model page');
+  await waitFor(async () => (await gpus.count()) === 2, 60000, 'two GPUs on the model page');
   assert.deepEqual(await gpus.allTextContents(), ['GPU 0 · simulated GPU 0', 'GPU 1 · simulated GPU 1']);
   const jj = JSON.parse(readFileSync(join(server.dataDir, 'jobs', String(id), 'job.json'), 'utf8'));
   assert.deepEqual(jj.resources.gpus, [0, 1]);

@@ -34,7 +34,7 @@ before(async () => {
   assert.ok(existsSync(BIN), `${BIN} is missing: run make all first`);
   mkdirSync(ARTIFACTS, { recursive: true });
   server = await startServer(); // no --ui-dir: the UI built into the binary
-  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
+  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
   networksRoutes = (await server.api('GET', '/api/v1/networks')).status === 200;
 });
 
@@ -167,7 +167,7 @@ test('3. the curves follow live, and survive a reload mid-training', async () =>
   const before = await trainPoints();
   await page.reload();
   await page.locator('canvas[data-train-points]').waitFor();
-  await waitFor(async () => (await trainPoints()) >= before, 10000, `at least the ${before} points seen before the reload`);
+  await waitFor(async () => (await trainPoints()) >= before, 60000, `at least the ${before} points seen before the reload`);
   const grew = await trainPoints();
   await waitFor(async () => (await trainPoints()) > grew, 30000, 'a new point after the reload (live again)');
   await shot('3-training');

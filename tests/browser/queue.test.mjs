@@ -36,11 +36,11 @@ test('a queued job shows its place and reason, then runs', async () => {
   const r = await server.api('POST', `/api/v1/jobs/${second}/priority`, { front: true });
   assert.equal(r.status, 200, JSON.stringify(r.body));
   await page.waitForFunction(() => /number 1 in the queue: waiting for 1 CPU slot \(0 of 1 free\)/
-    .test(document.querySelector('.job-progress .progress-eta')?.textContent || ''), null, { timeout: 15000 });
+    .test(document.querySelector('.job-progress .progress-eta')?.textContent || ''), null, { timeout: 60000 });
   await server.api('POST', `/api/v1/jobs/${blocker}/abort`);
   await waitState(server, second, ['done'], 30000);
   await waitState(server, first, ['done'], 30000);
-  await page.waitForFunction(() => document.querySelector('.job-meta .badge')?.textContent === 'done', null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelector('.job-meta .badge')?.textContent === 'done', null, { timeout: 60000 });
   assert.equal(await eta.textContent(), '');
   assert.deepEqual(errors, []);
 });

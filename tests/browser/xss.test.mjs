@@ -56,7 +56,7 @@ before(async () => {
     const end = await waitState(server, id, ['done', 'error', 'aborted'], 60000);
     assert.equal(end.state, 'done', end.error);
   }
-  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
+  ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
 });
 
 after(async () => {
@@ -68,7 +68,7 @@ after(async () => {
 /** Nothing ran and nothing of ours was parsed as HTML; each of texts is on the page. */
 async function assertInert(where, texts) {
   for (const t of texts) {
-    await page.waitForFunction((s) => document.body.innerText.includes(s), t, { timeout: 15000 })
+    await page.waitForFunction((s) => document.body.innerText.includes(s), t, { timeout: 60000 })
       .catch(() => assert.fail(`${where}: "${t}" is not shown literally`));
   }
   const found = await page.evaluate(() => ({

@@ -8,7 +8,7 @@ export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
  *  collects uncaught page errors and console errors other than the browser's own
  *  "Failed to load resource" lines (every non-2xx fetch logs one, and tests make
  *  some on purpose). */
-export async function openPage({ width = 1360, height = 900, timeout = 10000 } = {}) {
+export async function openPage({ width = 1360, height = 900, timeout = 60000 } = {}) {
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',

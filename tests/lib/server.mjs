@@ -28,7 +28,8 @@ export async function startServer(opts = {}) {
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; if (process.env.DEEPDESK_TEST_LOG) process.stderr.write(d); });
   const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-  for (let i = 0; i < 200 && !existsSync(portFile); i++) {
+  // a loaded machine may take seconds to start a server: wait for the port file or its exit
+  for (const end = Date.now() + 30000; Date.now() < end && !existsSync(portFile);) {
     if (proc.exitCode !== null) break;
     await sleep(25);
   }
@@ -65,25 +66,67 @@ export async function startServer(opts = {}) {
   return server;
 }
 
-/** Poll fn until it returns a truthy value or timeout (ms) passes. */
-export async function waitFor(fn, timeout = 10000, what = 'condition') {
+/** Poll fn until it returns a truthy value, and return that value.  The second
+ *  argument is {timeout (ms, default 30000), what (the condition, in words), every
+ *  (ms between polls, 25)} or, as older callers write it, the timeout; then what.
+ *  A time-out throws naming what it waited for and fn's last value; an error fn
+ *  throws ends the wait at once. */
+export async function waitFor(fn, opts = {}, whatArg) {
+  const o = typeof opts === 'number' ? { timeout: opts, what: whatArg } : opts;
+  const timeout = o.timeout ?? 30000;
+  const what = o.what ?? whatArg ?? 'condition';
+  const every = o.every ?? 25;
   const end = Date.now() + timeout;
   let last;
-  while (Date.now() < end) {
+  for (;;) {
     last = await fn();
     if (last) return last;
-    await sleep(25);
+    if (Date.now() >= end) break;
+    await sleep(every);
   }
-  throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(last)}`);
+  throw new Error(`timed out after ${timeout} ms waiting for ${what}; last value: ${JSON.stringify(last)}`);
 }
 
 /** Wait until job id reaches one of the states (array or string); returns the job. */
-export async function waitState(server, id, states, timeout = 15000) {
+export async function waitState(server, id, states, timeout = 60000) {
   const want = Array.isArray(states) ? states : [states];
   return waitFor(async () => {
     const r = await server.api('GET', `/api/v1/jobs/${id}`);
     return r.status === 200 && want.includes(r.body.job.state) ? r.body.job : null;
   }, timeout, `job ${id} to become ${want.join('|')}`);
+}
+
+/* ---- holding a worker at a chosen moment ---- */
+
+/** The complete lines of DIR/events.jsonl (a worker stopped mid-write may leave
+ *  half a line at the end; it is left out). */
+export function fileEvents(dir) {
+  const path = join(dir, 'events.jsonl');
+  const lines = existsSync(path) ? readFileSync(path, 'utf8').split('\n') : [''];
+  lines.pop(); // after the last newline: empty, or a line not yet finished
+  return lines.filter(Boolean).map((l) => JSON.parse(l));
+}
+
+/** Hold worker pid still (SIGSTOP) at the first moment its event log in dir satisfies
+ *  ready(events), and return those events; the caller lets it go with SIGCONT.  So a
+ *  test that is about "mid-run" checks that it is, instead of hoping a loaded machine
+ *  is not too fast or too slow.  Fails, naming what it waited for, when the job ends
+ *  first (its log has a final status) or the moment has not come within timeout ms. */
+export async function holdWorker(pid, dir, ready, what, timeout = 120000) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    process.kill(pid, 'SIGSTOP');
+    const events = fileEvents(dir);
+    const fin = events.find((e) => e.type === 'status' && e.state !== 'running');
+    if (fin) {
+      process.kill(pid, 'SIGCONT');
+      throw new Error(`the job ended (${fin.state}) before ${what}: make it longer`);
+    }
+    if (ready(events)) return events;
+    process.kill(pid, 'SIGCONT');
+    if (Date.now() > end) throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
+    await sleep(20);
+  }
 }
 
 export { sleep };
