@@ -61,11 +61,15 @@
 #define INDEX_VERSION 1
 #define INDEX_HEADER 24
 
-/* Fill err from an LMDB return code (LMDB's own codes or an errno). */
+/* Fill err from an LMDB return code (LMDB's own codes or an errno).  LMDB 0.9
+ * reports a short write (what a file system that fills up mid-write gives) as
+ * EIO, not ENOSPC: an EIO on a file system with under a MiB left is taken for
+ * what it almost surely is, a full disk. */
 static int lmdb_fail(struct dd_err *err, int rc, const char *what, const char *dir)
 {
-	if (rc == ENOSPC || rc == EDQUOT)
-		return dd_err_set(err, DD_ENOSPC, "%s: %s: %s", dir, what, mdb_strerror(rc));
+	int64_t room = rc == EIO ? fs_free_bytes(dir) : -1;
+	if (rc == ENOSPC || rc == EDQUOT || (room >= 0 && room < ((int64_t)1 << 20)))
+		return fs_err_nospace(err, dir, "%s: %s", dir, what);
 	if (rc == ENOMEM)
 		return dd_err_set(err, DD_ENOMEM, "%s: %s: %s", dir, what, mdb_strerror(rc));
 	return dd_err_set(err, DD_EIO, "%s: %s: %s", dir, what, mdb_strerror(rc));
