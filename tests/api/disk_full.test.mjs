@@ -1,0 +1,272 @@
+// disk_full.test.mjs — issue 16, "nothing is lost": a server whose data folder is a
+// small tmpfs, filled with a ballast file until only a few MiB are left, then:
+//   - an upload larger than the space left is refused (507 disk_full, the space named),
+//     with no partial file left in DATA/uploads, and the server still answers;
+//   - a dataset build that runs out of space while writing its databases ends `error`
+//     with the no-space message, and leaves no dataset that looks done (no dataset.json,
+//     no half-written *_db);
+//   - a training whose second snapshot cannot be written (its weights fit, its
+//     .solverstate does not) ends `error` saying so, the first snapshot stays the latest,
+//     unchanged and usable (classified with), and no snapshot is ever half a pair;
+//   - with the ballast gone, the training resumes from that snapshot and finishes.
+// After each, the store passes `PRAGMA integrity_check`.  Needs root (mount -t tmpfs);
+// where mounting is refused the whole file is skipped with the reason.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import {
+  startServer, waitState, waitFor, folderDataset, writeColourFolders, assertError, TEST_TMP,
+} from './helpers.mjs';
+
+const MiB = 1 << 20;
+const NO_SPACE = /no space left on the data folder's file system \(\d+(\.\d+)? MiB free\)/;
+
+/* One hidden layer of 4096 on 8x8x3 pixels: the weights are 3.2 MB and the SGD
+ * solverstate (its momentum) as much again, so where the space for one snapshot
+ * and a half is left, the second snapshot's weights fit and its state does not. */
+const HIDDEN = 4096;
+const BIG_NET = `name: "wide"
+layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
+  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
+  inner_product_param { num_output: ${HIDDEN} weight_filler { type: "xavier" } } }
+layer { name: "ip" type: "InnerProduct" bottom: "ip1" top: "ip"
+  inner_product_param { weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
+`;
+const WEIGHT_BYTES = (8 * 8 * 3 * HIDDEN + HIDDEN + HIDDEN * 2 + 2) * 4;
+
+const sha256 = (file) => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+describe('a full disk', () => {
+  let base, data, work, server, mounted = false, skipWhy = '';
+
+  const freeBytes = () => { const s = statfsSync(data); return s.bavail * s.bsize; };
+  const ballast = () => join(data, 'ballast');
+  /** Fill the data folder until `leave` bytes are free; 0 fills it to the brim,
+   *  however much a running job writes meanwhile. */
+  function fill(leave) {
+    rmSync(ballast(), { force: true });
+    const n = freeBytes() - leave;
+    assert.ok(n > 0, `only ${freeBytes()} bytes free, cannot leave ${leave}`);
+    if (leave > 0) return writeFileSync(ballast(), Buffer.alloc(n));
+    const fd = openSync(ballast(), 'w');
+    try {
+      for (let size = MiB; size >= 512;) {
+        try { writeSync(fd, Buffer.alloc(size)); } catch (e) { if (e.code !== 'ENOSPC') throw e; size >>= 1; }
+      }
+    } finally { closeSync(fd); }
+  }
+  const unfill = () => rmSync(ballast(), { force: true });
+  function integrity() {
+    const out = execFileSync('sqlite3', [join(data, 'deepdesk.db'), 'PRAGMA integrity_check'], { encoding: 'utf8' });
+    assert.equal(out.trim(), 'ok');
+  }
+  async function serverAnswers() {
+    const r = await server.api('GET', '/api/v1/info');
+    assert.equal(r.status, 200);
+  }
+
+  before(async () => {
+    base = mkdtempSync(join(TEST_TMP, 'deepdesk-diskfull-'));
+    data = join(base, 'data');
+    work = join(base, 'work');
+    mkdirSync(data);
+    mkdirSync(work);
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=40m,mode=0700', 'tmpfs', data], { stdio: 'pipe' });
+      mounted = true;
+    } catch (e) {
+      skipWhy = `cannot mount a small tmpfs for the data folder (needs root): ${String(e.stderr || e.message).trim()}`;
+      return;
+    }
+    server = await startServer({ dataDir: data, keepData: true, args: ['--data-root', work] });
+  });
+
+  after(async () => {
+    try {
+      if (server) await server.stop();
+    } finally {
+      if (mounted) {
+        try { execFileSync('umount', [data], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', data], { stdio: 'pipe' }); }
+      }
+      rmSync(base, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
+    }
+  });
+
+  test('an upload larger than the space left: 507, nothing kept, the server up', async (t) => {
+    if (skipWhy) return t.skip(skipWhy);
+    fill(3 * MiB);
+    try {
+      const body = randomBytes(8 * MiB);
+      const res = await fetch(`${server.url}/api/v1/uploads?name=big.zip`, { method: 'POST', body });
+      const text = await res.text();
+      const r = { status: res.status, headers: res.headers, body: JSON.parse(text) };
+      assertError(r, 507, 'disk_full', NO_SPACE);
+      assert.match(r.body.error.message, /upload/);
+      t.diagnostic(r.body.error.message);
+      // without a Content-Length (chunked) the size is not known up front: the
+      // write that fills the disk is the one refused, and the partial file goes
+      let sent = 0;
+      const stream = new ReadableStream({
+        pull(ctl) {
+          if (sent >= 8 * MiB) return ctl.close();
+          ctl.enqueue(new Uint8Array(randomBytes(256 * 1024)));
+          sent += 256 * 1024;
+        },
+      });
+      let chunked;
+      try {
+        const res2 = await fetch(`${server.url}/api/v1/uploads?name=streamed.zip`, { method: 'POST', body: stream, duplex: 'half' });
+        chunked = { status: res2.status, headers: res2.headers, body: JSON.parse(await res2.text()) };
+      } catch (e) {
+        assert.fail(`the chunked upload got no answer: ${e.cause?.message || e.message}`);
+      }
+      assertError(chunked, 507, 'disk_full', NO_SPACE);
+      assert.match(chunked.body.error.message, /upload/);
+      t.diagnostic(chunked.body.error.message);
+      const left = existsSync(join(data, 'uploads')) ? readdirSync(join(data, 'uploads')) : [];
+      assert.deepEqual(left, [], 'no partial upload file is left behind');
+      await serverAnswers();
+      // an upload that fits still works on the same, nearly full, disk
+      const small = await fetch(`${server.url}/api/v1/uploads?name=small.zip`, { method: 'POST', body: randomBytes(64 * 1024) });
+      assert.equal(small.status, 201, await small.text());
+      integrity();
+    } finally {
+      unfill();
+    }
+  });
+
+  test('a dataset build that runs out of space: error, and no dataset that looks done', async (t) => {
+    if (skipWhy) return t.skip(skipWhy);
+    // 400 images, stored raw at 64x64x3 (12 KiB each): about 5 MB of records
+    writeColourFolders(join(work, 'big'), { red: [200, 30, 30], blue: [30, 30, 200] }, 200);
+    fill(3 * MiB);
+    try {
+      const r = await server.api('POST', '/api/v1/datasets', {
+        name: 'too big', source: { type: 'folder', train: join(work, 'big') },
+        options: { width: 64, height: 64, channels: 3, encoding: 'none', val_pct: 25, seed: 1 },
+      });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const id = r.body.job.id;
+      const job = await waitState(server, id, ['done', 'error'], 30000);
+      assert.equal(job.state, 'error', 'the build cannot have finished');
+      t.diagnostic(job.error);
+      assert.match(job.error, NO_SPACE);
+      assert.match(job.error, /_db/, 'the message names the database that could not be written');
+      const dir = join(data, 'jobs', String(id));
+      assert.ok(!existsSync(join(dir, 'dataset.json')), 'no dataset.json: the dataset is not marked done');
+      for (const db of ['train_db', 'val_db', 'test_db'])
+        assert.ok(!existsSync(join(dir, db)), `the partial ${db} is removed`);
+      const d = await server.api('GET', `/api/v1/datasets/${id}`);
+      assert.equal(d.status, 200);
+      assert.equal(d.body.dataset.state, 'error');
+      assert.ok(!d.body.dataset.summary, 'an unfinished dataset has no summary');
+      const m = await server.api('POST', '/api/v1/models', { name: 'on nothing', dataset: id, network: { prototxt: BIG_NET }, epochs: 1 });
+      assert.ok(m.status >= 400 && m.status < 500, `a model cannot be trained on it: ${m.status} ${JSON.stringify(m.body)}`);
+      await serverAnswers();
+      integrity();
+    } finally {
+      unfill();
+      rmSync(join(work, 'big'), { recursive: true, force: true });
+    }
+  });
+
+  test('a disk filled by someone else while a job runs: its log stays whole and says why it ended', async (t) => {
+    if (skipWhy) return t.skip(skipWhy);
+    const r = await server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 30, step_ms: 30, log_lines: 20 } });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const id = r.body.job.id;
+    const dir = join(data, 'jobs', String(id));
+    await waitState(server, id, 'running');
+    await waitFor(() => existsSync(join(dir, 'events.jsonl')), 5000, 'the event log');
+    fill(0); // every byte: the job's events, and the store's writes, now fail
+    try {
+      // the worker ends (the store cannot record it yet); its last line says why
+      const pid = (await server.api('GET', `/api/v1/jobs/${id}`)).body.job.pid;
+      await waitFor(() => !existsSync(`/proc/${pid}`) || /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')), 20000, 'the worker to end');
+      const text = readFileSync(join(dir, 'events.jsonl'), 'utf8');
+      assert.ok(text.endsWith('\n'), 'no torn last line');
+      const lines = text.trimEnd().split('\n').map((l) => JSON.parse(l)); // every line parses
+      const last = lines[lines.length - 1];
+      assert.equal(last.type, 'status');
+      assert.equal(last.state, 'error');
+      assert.match(last.message, NO_SPACE);
+      assert.match(last.message, /events\.jsonl/);
+      assert.ok(!existsSync(join(dir, 'events.jsonl.reserve')), 'the room set aside is given back');
+    } finally {
+      unfill();
+    }
+    // with space again, the store catches up: the job's state is the truth
+    const job = await waitState(server, id, ['done', 'error'], 10000);
+    assert.equal(job.state, 'error');
+    assert.match(job.error, NO_SPACE);
+    await serverAnswers();
+    integrity();
+  });
+
+  test('a snapshot that cannot be written: error, the last good one stays latest; resumed with space, it finishes', async (t) => {
+    if (skipWhy) return t.skip(skipWhy);
+    writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [30, 30, 200] }, 16);
+    const dsId = await folderDataset(server, join(work, 'colours'));
+    // room for the first snapshot (weights and state) and the second's weights, not its state
+    fill(Math.round(WEIGHT_BYTES * 3.5));
+    let id, dir, firstHash;
+    try {
+      const r = await server.api('POST', '/api/v1/models', {
+        name: 'wide', dataset: dsId, network: { prototxt: BIG_NET }, epochs: 3,
+        snapshot_interval: 1, solver: { base_lr: 0.01, lr_policy: { policy: 'fixed' } },
+      });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      id = r.body.job.id;
+      dir = join(data, 'jobs', String(id));
+      // a snapshot's .safetensors is renamed into place whole, after its
+      // .solverstate: hash epoch 1's as soon as it is there
+      await waitFor(() => existsSync(join(dir, 'snapshot_epoch_1.safetensors')), 30000, 'the first snapshot');
+      firstHash = sha256(join(dir, 'snapshot_epoch_1.safetensors'));
+      const job = await waitState(server, id, ['done', 'error'], 30000);
+      assert.equal(job.state, 'error', 'the job cannot finish without its snapshots');
+      t.diagnostic(job.error);
+      assert.match(job.error, NO_SPACE);
+      assert.match(job.error, /snapshot/);
+      assert.match(job.error, /epoch 2/);
+      // nothing half-written is left, and no snapshot is half a pair
+      const files = readdirSync(dir);
+      assert.deepEqual(files.filter((f) => /\.tmp/.test(f)), [], 'no temporary file is left');
+      const snaps = files.filter((f) => f.startsWith('snapshot_epoch_')).sort();
+      assert.deepEqual(snaps, ['snapshot_epoch_1.safetensors', 'snapshot_epoch_1.solverstate']);
+      assert.equal(sha256(join(dir, 'snapshot_epoch_1.safetensors')), firstHash);
+      const m = await server.api('GET', `/api/v1/models/${id}`);
+      assert.equal(m.status, 200);
+      assert.deepEqual(m.body.model.snapshots.map((s) => [s.label, s.resumable]), [['1', true]]);
+      await serverAnswers();
+      integrity();
+    } finally {
+      unfill();
+    }
+    // the latest snapshot is whole: it classifies
+    const img = readFileSync(join(work, 'colours', 'red', '1.ppm'));
+    const c = await fetch(`${server.url}/api/v1/models/${id}/classify`, { method: 'POST', body: img });
+    assert.equal(c.status, 200, await c.clone().text());
+    assert.ok((await c.json()).predictions.length > 0);
+    // with space again, a resume goes on from epoch 1 and finishes
+    const res = await server.api('POST', `/api/v1/models/${id}/resume`, {});
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    const done = await waitState(server, id, ['done', 'error'], 60000);
+    assert.equal(done.state, 'done', done.error);
+    const m = await server.api('GET', `/api/v1/models/${id}`);
+    assert.deepEqual(m.body.model.snapshots.map((s) => s.label), ['1', '2', '3']);
+    assert.equal(sha256(join(dir, 'snapshot_epoch_1.safetensors')), firstHash, 'the resume left epoch 1 alone');
+    await serverAnswers();
+    integrity();
+  });
+});
