@@ -181,6 +181,41 @@ describe('a full disk', () => {
     }
   });
 
+  test('an uploaded archive that does not fit unpacked: error, and the unpacking removed', async (t) => {
+    if (skipWhy) return t.skip(skipWhy);
+    // 400 images of 64x64 (12 KiB each): a 5 MB tar that unpacks to as much again
+    writeColourFolders(join(work, 'arch'), { red: [200, 30, 30], blue: [30, 30, 200] }, 200, 64);
+    const tar = join(work, 'arch.tar');
+    execFileSync('tar', ['-cf', tar, '-C', join(work, 'arch'), '.']);
+    const body = readFileSync(tar);
+    fill(body.length + 2 * MiB);
+    try {
+      const up = await fetch(`${server.url}/api/v1/uploads?name=arch.tar`, { method: 'POST', body });
+      const u = JSON.parse(await up.text());
+      assert.equal(up.status, 201, JSON.stringify(u));
+      const r = await server.api('POST', '/api/v1/datasets', {
+        name: 'unpacks too big', source: { type: 'upload', upload: u.upload.id },
+        options: { width: 8, height: 8, channels: 3 },
+      });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const id = r.body.job.id;
+      const job = await waitState(server, id, ['done', 'error'], 30000);
+      assert.equal(job.state, 'error');
+      t.diagnostic(job.error);
+      assert.match(job.error, NO_SPACE);
+      assert.match(job.error, /\.tar: cannot unpack \w+\/\d+\.ppm/);
+      const dir = join(data, 'jobs', String(id));
+      assert.ok(!existsSync(join(dir, 'source')), 'the partial unpacking is removed');
+      assert.ok(!existsSync(join(dir, 'dataset.json')));
+      await serverAnswers();
+      integrity();
+    } finally {
+      unfill();
+      rmSync(join(work, 'arch'), { recursive: true, force: true });
+      rmSync(tar, { force: true });
+    }
+  });
+
   test('a disk filled by someone else while a job runs: its log stays whole and says why it ended', async (t) => {
     if (skipWhy) return t.skip(skipWhy);
     const r = await server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 30, step_ms: 30, log_lines: 20 } });
