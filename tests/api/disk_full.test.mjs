@@ -1,15 +1,19 @@
 // disk_full.test.mjs — issue 16, "nothing is lost": a server whose data folder is a
 // small tmpfs, filled with a ballast file until only a few MiB are left, then:
 //   - an upload larger than the space left is refused (507 disk_full, the space named),
-//     with no partial file left in DATA/uploads, and the server still answers;
+//     at once or, chunked, at the write that fills the disk, with no partial file left
+//     in DATA/uploads, and the server still answers;
 //   - a dataset build that runs out of space while writing its databases ends `error`
 //     with the no-space message, and leaves no dataset that looks done (no dataset.json,
-//     no half-written *_db);
-//   - a training whose second snapshot cannot be written (its weights fit, its
-//     .solverstate does not) ends `error` saying so, the first snapshot stays the latest,
+//     no half-written *_db); so does an uploaded archive too big once unpacked;
+//   - a disk someone else fills while a job runs: the job's event log stays whole and
+//     its last line is the error status saying why;
+//   - a training whose second snapshot cannot be written (half the pair fits, the
+//     other half does not) ends `error` saying so, the first snapshot stays the latest,
 //     unchanged and usable (classified with), and no snapshot is ever half a pair;
 //   - with the ballast gone, the training resumes from that snapshot and finishes.
-// After each, the store passes `PRAGMA integrity_check`.  Needs root (mount -t tmpfs);
+// After each, the store passes `PRAGMA integrity_check` (through Python's sqlite3),
+// and at the end no job is left queued or running.  Needs root (mount -t tmpfs);
 // where mounting is refused the whole file is skipped with the reason.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -28,7 +32,8 @@ const NO_SPACE = /no space left on the data folder's file system \(\d+(\.\d+)? M
 
 /* One hidden layer of 4096 on 8x8x3 pixels: the weights are 3.2 MB and the SGD
  * solverstate (its momentum) as much again, so where the space for one snapshot
- * and a half is left, the second snapshot's weights fit and its state does not. */
+ * and a half is left, the second snapshot's first file fits and its second does
+ * not (the .solverstate is written first, the .safetensors last). */
 const HIDDEN = 4096;
 const BIG_NET = `name: "wide"
 layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
@@ -68,7 +73,10 @@ describe('a full disk', () => {
   }
   const unfill = () => rmSync(ballast(), { force: true });
   function integrity() {
-    const out = execFileSync('sqlite3', [join(data, 'deepdesk.db'), 'PRAGMA integrity_check'], { encoding: 'utf8' });
+    // Python's sqlite3 (python3 is in the test packages; the sqlite3 shell is not)
+    const out = execFileSync('/usr/bin/python3', ['-c',
+      'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("PRAGMA integrity_check").fetchone()[0])',
+      join(data, 'deepdesk.db')], { encoding: 'utf8' });
     assert.equal(out.trim(), 'ok');
   }
   async function serverAnswers() {
@@ -303,5 +311,8 @@ describe('a full disk', () => {
     assert.equal(sha256(join(dir, 'snapshot_epoch_1.safetensors')), firstHash, 'the resume left epoch 1 alone');
     await serverAnswers();
     integrity();
+    // every job's state is where it ended, none left hanging
+    const all = await server.api('GET', '/api/v1/jobs?limit=50');
+    assert.deepEqual(all.body.jobs.filter((j) => !['done', 'error'].includes(j.state)).map((j) => [j.id, j.state]), []);
   });
 });
