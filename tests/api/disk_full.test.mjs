@@ -24,7 +24,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import {
-  startServer, waitState, waitFor, folderDataset, writeColourFolders, assertError, TEST_TMP,
+  startServer, waitState, waitFor, sleep, folderDataset, writeColourFolders, assertError, TEST_TMP,
 } from './helpers.mjs';
 
 const MiB = 1 << 20;
@@ -233,6 +233,7 @@ describe('a full disk', () => {
     await waitState(server, id, 'running');
     await waitFor(() => existsSync(join(dir, 'events.jsonl')), 5000, 'the event log');
     fill(0); // every byte: the job's events, and the store's writes, now fail
+    let waiting = 0;
     try {
       // the worker ends (the store cannot record it yet); its last line says why
       const pid = (await server.api('GET', `/api/v1/jobs/${id}`)).body.job.pid;
@@ -246,6 +247,18 @@ describe('a full disk', () => {
       assert.match(last.message, NO_SPACE);
       assert.match(last.message, /events\.jsonl/);
       assert.ok(!existsSync(join(dir, 'events.jsonl.reserve')), 'the room set aside is given back');
+      // a new job: the store takes it (its WAL has room in pages it holds) or
+      // refuses in the same sentence; taken, it waits queued (it cannot be
+      // started on a disk with no room) and runs once there is room again
+      const another = await server.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 2, step_ms: 10 } });
+      if (another.status !== 202) {
+        assertError(another, 507, 'disk_full', NO_SPACE);
+        assert.match(another.body.error.message, /^store: /);
+      } else {
+        waiting = another.body.job.id;
+        await sleep(300);
+        assert.equal((await server.api('GET', `/api/v1/jobs/${waiting}`)).body.job.state, 'queued');
+      }
     } finally {
       unfill();
     }
@@ -253,6 +266,7 @@ describe('a full disk', () => {
     const job = await waitState(server, id, ['done', 'error'], 10000);
     assert.equal(job.state, 'error');
     assert.match(job.error, NO_SPACE);
+    if (waiting) assert.equal((await waitState(server, waiting, ['done', 'error'], 10000)).state, 'done');
     await serverAnswers();
     integrity();
   });
