@@ -25,6 +25,7 @@ import {
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, sleep, folderDataset, writeColourFolders, assertError, TEST_TMP,
+  getJob, trackPid, killTrackedPids,
 } from './helpers.mjs';
 
 const MiB = 1 << 20;
@@ -94,7 +95,8 @@ describe('a full disk', () => {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=40m,mode=0700', 'tmpfs', data], { stdio: 'pipe' });
       mounted = true;
     } catch (e) {
-      skipWhy = `cannot mount a small tmpfs for the data folder (needs root): ${String(e.stderr || e.message).trim()}`;
+      const why = String(e.stderr || e.message).trim().split('\n')[0];
+      skipWhy = `cannot mount a small tmpfs for the data folder (needs root): ${why}`;
       return;
     }
     server = await startServer({ dataDir: data, keepData: true, args: ['--data-root', work] });
@@ -102,7 +104,16 @@ describe('a full disk', () => {
 
   after(async () => {
     try {
-      if (server) await server.stop();
+      if (server) {
+        // workers outlive a stopped server: a test that failed mid-job leaves one
+        // writing in the mount, which must be gone before the unmount
+        try {
+          const l = await server.api('GET', '/api/v1/jobs?limit=100');
+          for (const j of l.body.jobs.filter((x) => x.state === 'running')) trackPid((await getJob(server, j.id)).pid);
+        } catch { /* the server is gone already */ }
+        await server.stop();
+        killTrackedPids();
+      }
     } finally {
       if (mounted) {
         try { execFileSync('umount', [data], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', data], { stdio: 'pipe' }); }
@@ -113,8 +124,8 @@ describe('a full disk', () => {
 
   test('an upload larger than the space left: 507, nothing kept, the server up', async (t) => {
     if (skipWhy) return t.skip(skipWhy);
-    fill(3 * MiB);
     try {
+      fill(3 * MiB);
       const body = randomBytes(8 * MiB);
       const res = await fetch(`${server.url}/api/v1/uploads?name=big.zip`, { method: 'POST', body });
       const text = await res.text();
@@ -158,8 +169,8 @@ describe('a full disk', () => {
     if (skipWhy) return t.skip(skipWhy);
     // 400 images, stored raw at 64x64x3 (12 KiB each): about 5 MB of records
     writeColourFolders(join(work, 'big'), { red: [200, 30, 30], blue: [30, 30, 200] }, 200);
-    fill(3 * MiB);
     try {
+      fill(3 * MiB);
       const r = await server.api('POST', '/api/v1/datasets', {
         name: 'too big', source: { type: 'folder', train: join(work, 'big') },
         options: { width: 64, height: 64, channels: 3, encoding: 'none', val_pct: 25, seed: 1 },
@@ -196,8 +207,8 @@ describe('a full disk', () => {
     const tar = join(work, 'arch.tar');
     execFileSync('tar', ['-cf', tar, '-C', join(work, 'arch'), '.']);
     const body = readFileSync(tar);
-    fill(body.length + 2 * MiB);
     try {
+      fill(body.length + 2 * MiB);
       const up = await fetch(`${server.url}/api/v1/uploads?name=arch.tar`, { method: 'POST', body });
       const u = JSON.parse(await up.text());
       assert.equal(up.status, 201, JSON.stringify(u));
@@ -232,9 +243,9 @@ describe('a full disk', () => {
     const dir = join(data, 'jobs', String(id));
     await waitState(server, id, 'running');
     await waitFor(() => existsSync(join(dir, 'events.jsonl')), 5000, 'the event log');
-    fill(0); // every byte: the job's events, and the store's writes, now fail
     let waiting = 0;
     try {
+      fill(0); // every byte: the job's events, and the store's writes, now fail
       // the worker ends (the store cannot record it yet); its last line says why
       const pid = (await server.api('GET', `/api/v1/jobs/${id}`)).body.job.pid;
       await waitFor(() => !existsSync(`/proc/${pid}`) || /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')), 20000, 'the worker to end');
@@ -275,10 +286,10 @@ describe('a full disk', () => {
     if (skipWhy) return t.skip(skipWhy);
     writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [30, 30, 200] }, 16);
     const dsId = await folderDataset(server, join(work, 'colours'));
-    // room for the first snapshot (weights and state) and the second's weights, not its state
-    fill(Math.round(WEIGHT_BYTES * 3.5));
     let id, dir, firstHash;
     try {
+      // room for the first snapshot's two files and the second's first, not its second
+      fill(Math.round(WEIGHT_BYTES * 3.5));
       const r = await server.api('POST', '/api/v1/models', {
         name: 'wide', dataset: dsId, network: { prototxt: BIG_NET }, epochs: 3,
         snapshot_interval: 1, solver: { base_lr: 0.01, lr_policy: { policy: 'fixed' } },
