@@ -79,9 +79,22 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 	if (ri->content_length > cap)
 		return http_error(c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
 				  ri->content_length, cap);
+	/* An upload that cannot fit is refused before a byte is stored; one that fills
+	 * the disk anyway (another writer, no Content-Length) is caught by write(). */
+	struct dd_err err = { 0 };
+	int64_t room = fs_free_bytes(path);
+	if (ri->content_length > 0 && room >= 0 && ri->content_length > room) {
+		fs_err_nospace(&err, path, "the upload of %.1f MiB was not kept",
+			       (double)ri->content_length / (1024.0 * 1024.0));
+		return http_error_dd(c, &err);
+	}
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return http_error(c, 500, "internal", "cannot store the upload");
+	if (fd < 0) {
+		if (errno != ENOSPC && errno != EDQUOT)
+			return http_error(c, 500, "internal", "cannot store the upload");
+		fs_err_nospace(&err, path, "the upload was not kept");
+		return http_error_dd(c, &err);
+	}
 	char *buf = malloc(1 << 16);
 	long long total = 0;
 	int status = 0;
@@ -104,9 +117,15 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w < 0) {
-				status = errno == ENOSPC ?
-						 http_error(c, 507, "disk_full", "the server's disk is full; the upload was not kept") :
-						 http_error(c, 500, "internal", "cannot store the upload");
+				if (errno == ENOSPC || errno == EDQUOT) {
+					/* measured before the partial file goes (below): what
+					 * the writer found */
+					fs_err_nospace(&err, path, "the upload was not kept (%.1f MiB received)",
+						       (double)total / (1024.0 * 1024.0));
+					status = http_error_dd(c, &err);
+				} else {
+					status = http_error(c, 500, "internal", "cannot store the upload");
+				}
 				break;
 			}
 			p += w;
@@ -116,8 +135,14 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 			break;
 	}
 	free(buf);
-	if (close(fd) != 0 && !status)
-		status = http_error(c, 500, "internal", "cannot store the upload");
+	if (close(fd) != 0 && !status) {
+		if (errno == ENOSPC || errno == EDQUOT) {
+			fs_err_nospace(&err, path, "the upload was not kept");
+			status = http_error_dd(c, &err);
+		} else {
+			status = http_error(c, 500, "internal", "cannot store the upload");
+		}
+	}
 	if (!status && total == 0)
 		status = http_error(c, 400, "invalid", "the upload is empty");
 	if (status)

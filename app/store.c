@@ -186,11 +186,20 @@ int store_schema_version(void) { return SCHEMA_VERSION; }
 	" WHERE c.instructor_id=" V " AND u.role<>'learner' AND mu.role='learner') OR j.id IN (SELECT d.job_id FROM class_datasets d JOIN class_members m" \
 	" ON m.class_id=d.class_id WHERE m.user_id=" V "))"
 
+/* err from the connection's last error.  A full disk (SQLITE_FULL, or a failed
+ * write where the file system has run out) is DD_ENOSPC in the sentence every
+ * writer uses, so an API answer says 507 and how much room there is instead of
+ * SQLite's "database or disk is full". */
 static int db_fail(struct dd_err *err, sqlite3 *db, const char *what)
 {
 	int ext = sqlite3_extended_errcode(db);
-	int code = (ext == SQLITE_FULL || ext == SQLITE_IOERR_WRITE) ? DD_ENOSPC :
-		   (sqlite3_errcode(db) == SQLITE_BUSY) ? DD_EBUSY : DD_EIO;
+	if (ext == SQLITE_FULL || ext == SQLITE_IOERR_WRITE) {
+		int64_t room = fs_free_bytes(db_path);
+		if (ext == SQLITE_FULL || (room >= 0 && room < ((int64_t)1 << 20)))
+			return fs_err_nospace(err, db_path, "store: %s", what);
+		return dd_err_set(err, DD_ENOSPC, "store: %s: %s", what, sqlite3_errmsg(db));
+	}
+	int code = sqlite3_errcode(db) == SQLITE_BUSY ? DD_EBUSY : DD_EIO;
 	return dd_err_set(err, code, "store: %s: %s", what, sqlite3_errmsg(db));
 }
 

@@ -9,8 +9,10 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +101,16 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* A failed write of path through tmp: err says so (a full disk in the one sentence
+ * of fs_err_nospace, measured before tmp goes), tmp is removed. */
+static int write_failed(struct dd_err *err, int e, const char *path, const char *tmp)
+{
+	int rc = (e == ENOSPC || e == EDQUOT) ? fs_err_nospace(err, path, "cannot write %s", path)
+					      : dd_err_sys(err, DD_EIO, e, "cannot write %s", path);
+	unlink(tmp);
+	return rc;
+}
+
 int fs_write_file_atomic(const char *path, const void *data, size_t len, struct dd_err *err)
 {
 	char tmp[PATH_MAX];
@@ -110,15 +122,52 @@ int fs_write_file_atomic(const char *path, const void *data, size_t len, struct 
 	if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
 		int e = errno;
 		close(fd);
-		unlink(tmp);
-		return dd_err_sys(err, DD_EIO, e, "cannot write %s", path);
+		return write_failed(err, e, path, tmp);
 	}
-	if (close(fd) != 0 || rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return dd_err_sys(err, DD_EIO, e, "cannot write %s", path);
-	}
+	if (close(fd) != 0 || rename(tmp, path) != 0)
+		return write_failed(err, errno, path, tmp);
 	return DD_OK;
+}
+
+int64_t fs_free_bytes(const char *path)
+{
+	struct statvfs v;
+	if (statvfs(path, &v) != 0) {
+		/* not there yet (a file about to be written): its folder */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s", path);
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			snprintf(dir, sizeof dir, ".");
+		else if (slash == dir)
+			dir[1] = 0;
+		else
+			*slash = 0;
+		if (statvfs(dir, &v) != 0)
+			return -1;
+	}
+	return (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+}
+
+int fs_err_nospace(struct dd_err *err, const char *path, const char *fmt, ...)
+{
+	if (!err)
+		return DD_ENOSPC;
+	char what[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	int64_t free_b = fs_free_bytes(path);
+	char amount[48];
+	double mib = (double)free_b / (1024.0 * 1024.0);
+	if (free_b < 0)
+		snprintf(amount, sizeof amount, "free space unknown");
+	else if (mib < 10)
+		snprintf(amount, sizeof amount, "%.1f MiB free", mib);
+	else
+		snprintf(amount, sizeof amount, "%.0f MiB free", mib);
+	return dd_err_set(err, DD_ENOSPC, "%s: no space left on the data folder's file system (%s)", what, amount);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -31,6 +31,18 @@ uint64_t fs_tree_bytes(const char *dir);
  * resolved is non-NULL, the resolved path (PATH_MAX bytes) is written there. */
 int fs_path_under(const char *path, const char *root, char *resolved);
 
+/* Bytes an unprivileged writer may still use on the file system holding path (a
+ * file or a folder; a path that does not exist yet is measured at its folder), or
+ * -1 when statvfs cannot tell. */
+int64_t fs_free_bytes(const char *path);
+
+/* The one sentence every full disk is reported with, so the UI, the API and the logs
+ * say the same: err gets DD_ENOSPC and "<what>: no space left on the data folder's
+ * file system (N MiB free)", `what` printf-formatted, N measured now on the file
+ * system holding path.  Returns DD_ENOSPC.  Call it where the failed write is known
+ * (before any cleanup frees space, so N is what the writer found). */
+int fs_err_nospace(struct dd_err *err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Milliseconds since the Unix epoch, and a monotonic clock in milliseconds. */
 /* Write s to f as one CSV field (RFC 4180): as it is, or quoted with its quotes
  * doubled when it holds a comma, a quote or a line break.  A field a spreadsheet

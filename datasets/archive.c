@@ -78,6 +78,16 @@ static int clean_path(const char *in, char *out, size_t len, const char **why)
 	return o ? 0 : 1;
 }
 
+/* err for entry rel of archive name that could not be written to out: a full
+ * disk in fs_err_nospace's sentence (measured now, before the partial unpacking
+ * is removed), anything else with its errno. */
+static int unpack_failed(struct dd_err *err, int e, const char *name, const char *rel, const char *out)
+{
+	if (e == ENOSPC || e == EDQUOT)
+		return fs_err_nospace(err, out, "%s: cannot unpack %s", name, rel);
+	return dd_err_sys(err, DD_EIO, e, "cannot write %s", out);
+}
+
 /* Make the folders of rel below dest (never following a link). */
 static int make_parents(const char *dest, const char *rel, struct dd_err *err)
 {
@@ -174,7 +184,7 @@ int archive_unpack(const char *path, const char *shown, const char *dest,
 			if (errno == EEXIST)
 				rc = dd_err_set(err, DD_EINVAL, "%s: entry %s appears twice", name, rel);
 			else
-				rc = dd_err_sys(err, DD_EIO, errno, "cannot create %s", out);
+				rc = unpack_failed(err, errno, name, rel, out);
 			break;
 		}
 		int64_t entry_bytes = 0;
@@ -207,7 +217,7 @@ int archive_unpack(const char *path, const char *shown, const char *dest,
 				if (w < 0 && errno == EINTR)
 					continue;
 				if (w < 0) {
-					rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", out);
+					rc = unpack_failed(err, errno, name, rel, out);
 					break;
 				}
 				p += w;
@@ -217,7 +227,7 @@ int archive_unpack(const char *path, const char *shown, const char *dest,
 				break;
 		}
 		if (close(fd) != 0 && rc == DD_OK)
-			rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", out);
+			rc = unpack_failed(err, errno, name, rel, out);
 		if (rc)
 			break;
 		(*files)++;

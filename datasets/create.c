@@ -988,6 +988,27 @@ out:
 	return rc;
 }
 
+/* A build that failed (or was stopped) leaves no dataset that looks done: no
+ * dataset.json (written last, so never there), and none of the databases or mean
+ * files it had begun, which on a full disk also gives the space back for the job's
+ * last words.  The lists and labels.txt stay: small, and they say what was seen. */
+static void drop_partial(const char *out_dir, int rc, struct dd_err *err)
+{
+	static const char *const outputs[] = { "train_db", "val_db", "test_db", "mean.binaryproto", "mean.png", NULL };
+	int dropped = 0;
+	for (int i = 0; outputs[i]; i++) {
+		char p[PATH_MAX];
+		struct stat st;
+		snprintf(p, sizeof p, "%s/%s", out_dir, outputs[i]);
+		if (lstat(p, &st) == 0 && fs_rm_rf(p, NULL) == DD_OK)
+			dropped++;
+	}
+	if (rc == DD_ENOSPC && dropped && err) {
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof err->msg - n, "; the partly written databases were removed");
+	}
+}
+
 int ds_create(const struct ds_source *src, const struct ds_options *opt, const char *out_dir,
 	      const struct ds_progress *prog, cJSON **summary, struct dd_err *err)
 {
@@ -1100,6 +1121,8 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	}
 	say(&b, "info", "done in %.1f s", (double)(fs_mono_ms() - t0) / 1000.0);
 out:
+	if (rc != DD_OK)
+		drop_partial(out_dir, rc, err);
 	cJSON_Delete(sum);
 	cJSON_Delete(b.skipped);
 	cJSON_Delete(b.dropped);

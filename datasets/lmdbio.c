@@ -65,10 +65,22 @@
 static int lmdb_fail(struct dd_err *err, int rc, const char *what, const char *dir)
 {
 	if (rc == ENOSPC || rc == EDQUOT)
-		return dd_err_set(err, DD_ENOSPC, "%s: %s: %s", dir, what, mdb_strerror(rc));
+		return fs_err_nospace(err, dir, "%s: %s", dir, what);
 	if (rc == ENOMEM)
 		return dd_err_set(err, DD_ENOMEM, "%s: %s: %s", dir, what, mdb_strerror(rc));
 	return dd_err_set(err, DD_EIO, "%s: %s: %s", dir, what, mdb_strerror(rc));
+}
+
+/* lmdb_fail for the writer.  LMDB 0.9 reports a short write (what a file system
+ * that fills up mid-write gives) as EIO, not ENOSPC: a write's EIO on a file
+ * system with under a MiB left is taken for what it almost surely is, a full
+ * disk. */
+static int write_fail(struct dd_err *err, int rc, const char *what, const char *dir)
+{
+	int64_t room = rc == EIO ? fs_free_bytes(dir) : -1;
+	if (room >= 0 && room < ((int64_t)1 << 20))
+		rc = ENOSPC;
+	return lmdb_fail(err, rc, what, dir);
 }
 
 static uint64_t fnv1a64(const uint8_t *p, size_t n)
@@ -155,22 +167,22 @@ int lmdbw_open_sized(const char *dir, int batch, size_t initial_map, struct lmdb
 		goto fail;
 	}
 	if ((mrc = mdb_env_create(&w->env))) {
-		rc = lmdb_fail(err, mrc, "cannot create an LMDB environment", dir);
+		rc = write_fail(err, mrc, "cannot create an LMDB environment", dir);
 		goto fail;
 	}
 	if ((mrc = mdb_env_set_mapsize(w->env, w->map_size)) ||
 	    (mrc = mdb_env_open(w->env, dir, MDB_NOSYNC, 0644))) {
-		rc = lmdb_fail(err, mrc, "cannot open the LMDB environment for writing", dir);
+		rc = write_fail(err, mrc, "cannot open the LMDB environment for writing", dir);
 		goto fail;
 	}
 	if ((mrc = mdb_txn_begin(w->env, NULL, 0, &txn)) || (mrc = mdb_dbi_open(txn, NULL, 0, &w->dbi))) {
-		rc = lmdb_fail(err, mrc, "cannot open the main database", dir);
+		rc = write_fail(err, mrc, "cannot open the main database", dir);
 		goto fail;
 	}
 	mrc = mdb_txn_commit(txn); /* frees txn whatever it returns */
 	txn = NULL;
 	if (mrc) {
-		rc = lmdb_fail(err, mrc, "cannot open the main database", dir);
+		rc = write_fail(err, mrc, "cannot open the main database", dir);
 		goto fail;
 	}
 	*out = w;
@@ -197,7 +209,7 @@ static int grow_map(struct lmdbw *w, struct dd_err *err)
 	size_t next = w->map_size * 2;
 	int mrc = mdb_env_set_mapsize(w->env, next);
 	if (mrc)
-		return lmdb_fail(err, mrc, "cannot grow the LMDB map", w->dir);
+		return write_fail(err, mrc, "cannot grow the LMDB map", w->dir);
 	w->map_size = next;
 	return DD_OK;
 }
@@ -213,7 +225,7 @@ static int flush(struct lmdbw *w, struct dd_err *err)
 		MDB_txn *txn;
 		int mrc = mdb_txn_begin(w->env, NULL, 0, &txn);
 		if (mrc)
-			return lmdb_fail(err, mrc, "cannot begin a write transaction", w->dir);
+			return write_fail(err, mrc, "cannot begin a write transaction", w->dir);
 		size_t start = 0;
 		for (int k = 0; k < w->n_pending && mrc == 0; k++) {
 			int64_t i = w->committed + k;
@@ -231,7 +243,7 @@ static int flush(struct lmdbw *w, struct dd_err *err)
 		if (mrc == 0)
 			break;
 		if (mrc != MDB_MAP_FULL)
-			return lmdb_fail(err, mrc, "cannot write records", w->dir);
+			return write_fail(err, mrc, "cannot write records", w->dir);
 		if ((rc = grow_map(w, err)))
 			return rc;
 	}
@@ -329,7 +341,7 @@ int lmdbw_close(struct lmdbw *w, struct dd_err *err)
 	if (rc == DD_OK) {
 		int mrc = mdb_env_sync(w->env, 1);
 		if (mrc)
-			rc = lmdb_fail(err, mrc, "cannot sync the LMDB environment", w->dir);
+			rc = write_fail(err, mrc, "cannot sync the LMDB environment", w->dir);
 	}
 	/* the index goes last, after the records it describes are on disk */
 	if (rc == DD_OK)

@@ -16,21 +16,73 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/fsutil.h"
 #include "../common/json.h"
+
+#define RESERVE_SUFFIX ".reserve"
 
 int events_writer_open(struct events_writer *w, const char *dir, struct dd_err *err)
 {
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/" EVENTS_FILE, dir);
-	w->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	w->reserved = 0;
+	if (snprintf(w->path, sizeof w->path, "%s/" EVENTS_FILE, dir) >= (int)sizeof w->path - (int)sizeof RESERVE_SUFFIX) {
+		w->fd = -1;
+		return dd_err_set(err, DD_EINVAL, "path too long: %s", dir);
+	}
+	w->fd = open(w->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (w->fd < 0)
-		return dd_err_sys(err, DD_EIO, errno, "cannot open %s", path);
+		return dd_err_sys(err, DD_EIO, errno, "cannot open %s", w->path);
 	return DD_OK;
+}
+
+static void reserve_path(const struct events_writer *w, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s" RESERVE_SUFFIX, w->path);
+}
+
+int events_writer_reserve(struct events_writer *w, size_t bytes, struct dd_err *err)
+{
+	char path[sizeof w->path];
+	reserve_path(w, path, sizeof path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return dd_err_sys(err, DD_EIO, errno, "cannot create %s", path);
+	/* written, not fallocated: every file system takes it, and the blocks are real */
+	char zero[4096] = { 0 };
+	int rc = DD_OK;
+	for (size_t done = 0; done < bytes && rc == DD_OK;) {
+		size_t n = bytes - done < sizeof zero ? bytes - done : sizeof zero;
+		ssize_t wr = write(fd, zero, n);
+		if (wr < 0 && errno == EINTR)
+			continue;
+		if (wr <= 0)
+			rc = dd_err_sys(err, DD_EIO, wr < 0 ? errno : ENOSPC, "cannot write %s", path);
+		else
+			done += (size_t)wr;
+	}
+	close(fd);
+	if (rc)
+		unlink(path);
+	else
+		w->reserved = 1;
+	return rc;
+}
+
+void events_writer_release(struct events_writer *w)
+{
+	if (!w || !w->reserved)
+		return;
+	char path[sizeof w->path];
+	reserve_path(w, path, sizeof path);
+	unlink(path);
+	w->reserved = 0;
 }
 
 void events_writer_close(struct events_writer *w)
 {
-	if (w && w->fd >= 0) {
+	if (!w)
+		return;
+	events_writer_release(w);
+	if (w->fd >= 0) {
 		close(w->fd);
 		w->fd = -1;
 	}
@@ -70,17 +122,23 @@ int events_append(struct events_writer *w, cJSON *ev, struct dd_err *err)
 				  n, EVENTS_MAX_LINE);
 	}
 	line[n] = '\n'; /* replaces the NUL; we write n+1 bytes */
+	/* where the line begins: only this process appends, so it is the end now */
+	off_t at = lseek(w->fd, 0, SEEK_END);
 	ssize_t wr;
 	do
 		wr = write(w->fd, line, n + 1);
 	while (wr < 0 && errno == EINTR);
-	int e = errno;
+	int e = wr < 0 ? errno : ENOSPC; /* a short write is a full disk (or quota) */
 	free(line);
-	if (wr < 0)
-		return dd_err_sys(err, DD_EIO, e, "cannot append to the event log");
-	if ((size_t)wr != n + 1)
-		return dd_err_set(err, DD_ENOSPC, "event log write cut short (disk full?)");
-	return DD_OK;
+	if (wr >= 0 && (size_t)wr == n + 1)
+		return DD_OK;
+	if (wr > 0 && at >= 0 && ftruncate(w->fd, at) != 0) {
+		/* cannot undo it: readers take the torn line for one unreadable event */
+	}
+	const char *shown = w->path[0] ? w->path : "the event log";
+	if (e == ENOSPC || e == EDQUOT)
+		return fs_err_nospace(err, w->path[0] ? w->path : ".", "cannot append to %s", shown);
+	return dd_err_sys(err, DD_EIO, e, "cannot append to %s", shown);
 }
 
 /* Call fn for each complete line of buf[0..len); returns bytes consumed. */

@@ -28,15 +28,27 @@
 
 struct events_writer {
 	int fd;
+	char path[4096];  /* DIR/events.jsonl ("" for a writer made from a bare fd) */
+	int reserved;     /* DIR/events.jsonl.reserve is ours (events_writer_reserve) */
 };
 
 /* Open (creating) DIR/events.jsonl for appending.  Undo with events_writer_close(). */
 int events_writer_open(struct events_writer *w, const char *dir, struct dd_err *err);
+/* Closes, and removes the reserve if there is one.  Accepts NULL. */
 void events_writer_close(struct events_writer *w);
 
-/* Append one event: adds "t" when absent, writes the line with a single write(2) so a
- * reader never sees half of one unless the disk filled mid-write.  The object is
- * not freed. */
+/* Set aside room for a job's last words: a file of `bytes` beside the log
+ * (events.jsonl.reserve) that events_writer_release gives back to the file system
+ * just before the final status is written, so a disk that filled during the job
+ * still takes the status that says so.  Best effort: DD_OK, or the error when the
+ * room could not be had (the disk is full already; nothing is left behind). */
+int events_writer_reserve(struct events_writer *w, size_t bytes, struct dd_err *err);
+void events_writer_release(struct events_writer *w);
+
+/* Append one event: adds "t" when absent, writes the line with a single write(2).
+ * A write the disk cuts short is undone (the file is truncated back to where the
+ * line began), so the log never holds half a line that the next one would run
+ * into: DD_ENOSPC in fs_err_nospace's sentence.  The object is not freed. */
 int events_append(struct events_writer *w, cJSON *ev, struct dd_err *err);
 
 /* ---- tailing (the server) ---- */

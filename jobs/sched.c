@@ -379,7 +379,8 @@ static int settle(struct running *r, int wait_status, int recovering)
 	if (rc != DD_OK && rc != DD_ECONFLICT && rc != DD_ENOENT) {
 		/* the store could not take it (a full disk, say): keep the job and try
 		 * again next tick rather than leave it "running" for ever */
-		log_error("job %lld: cannot record its end yet: %s", (long long)r->id, err.msg);
+		if (!r->settle_pending) /* once, not every tick until there is room */
+			log_error("job %lld: cannot record its end yet (retrying): %s", (long long)r->id, err.msg);
 		r->settle_status = wait_status;
 		r->settle_pending = 1;
 		return -1;

@@ -20,6 +20,9 @@
 #include "kind_check.h"
 #include "kind_train.h"
 
+/* Bytes set aside beside events.jsonl for the final status (a few lines). */
+#define WORKER_EVENTS_RESERVE (64 << 10)
+
 static volatile sig_atomic_t stop_requested;
 
 static void on_term(int sig)
@@ -278,6 +281,9 @@ int worker_main(const char *dir)
 		fprintf(stderr, "deepdesk worker: %s\n", err.msg);
 		return WORKER_EXIT_ERROR; /* nowhere to report: the exit status says it */
 	}
+	/* room for the final status, should the job fill the disk (best effort: on a
+	 * disk full already, the first event fails and says so) */
+	events_writer_reserve(&w.ev, WORKER_EVENTS_RESERVE, NULL);
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	if (fs_read_file(path, 1 << 20, &text, NULL, &err) != DD_OK) {
 		worker_status(&w, "error", err.msg);
@@ -308,6 +314,7 @@ int worker_main(const char *dir)
 	resume_after_restart(&w, kind);
 	worker_status(&w, "running", NULL);
 	int rc = kind->run(&w, &err);
+	events_writer_release(&w.ev); /* the room set aside is for what follows */
 	if (rc == DD_OK && w.event_failed) {
 		err = w.event_err;
 		rc = err.code ? err.code : DD_EIO;

@@ -406,6 +406,16 @@ static void sync_dir(const char *path)
 	}
 }
 
+/* err for a failed write of path: a full disk in fs_err_nospace's sentence (called
+ * while the temporary file still holds what fitted, so the space is what the
+ * writer found), anything else with its errno. */
+static int write_failed(struct dd_err *err, int e, const char *path)
+{
+	if (e == ENOSPC || e == EDQUOT)
+		return fs_err_nospace(err, path, "cannot write %s", path);
+	return dd_err_sys(err, DD_EIO, e, "cannot write %s", path);
+}
+
 static int tensor_bytes(const struct st_tensor *t, uint64_t *bytes)
 {
 	uint64_t c = 1;
@@ -500,13 +510,13 @@ int st_write(const char *path, const struct st_tensor *t, int n, const char *con
 		bad = bytes && write_all(fd, t[i].data, (size_t)bytes);
 	}
 	if (bad || fsync(fd) != 0) {
-		rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", path);
+		rc = write_failed(err, errno, path);
 		goto out;
 	}
 	int cl = close(fd);
 	fd = -1;
 	if (cl != 0 || rename(tmp, path) != 0) {
-		rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", path);
+		rc = write_failed(err, errno, path);
 		goto out;
 	}
 	sync_dir(path);

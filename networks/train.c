@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/fsutil.h"
 #include "../common/json.h"
@@ -190,10 +191,35 @@ static void epoch_label(char *buf, size_t len, int64_t it, int64_t ipe)
 	}
 }
 
-/* The snapshot of iteration it: OUT/snapshot_epoch_<E>.safetensors with the weights
- * and, beside it, .solverstate with the solver's history and where training stood
- * (iteration, data position, dropout's PRNG), written after the weights, so a
- * solverstate always has its weights. */
+/* What stands when a newer snapshot could not be written, as a phrase for the
+ * user: the last snapshot this run wrote, else the one it resumed from. */
+static int last_good_snapshot(const struct run *r, char *buf, size_t len)
+{
+	static const char pre[] = "snapshot_epoch_", ext[] = ".safetensors";
+	const size_t pl = sizeof pre - 1, el = sizeof ext - 1;
+	const char *p = r->res->snapshot[0] ? r->res->snapshot : r->o->resume;
+	if (!p) {
+		snprintf(buf, len, "there is no snapshot yet");
+		return 0;
+	}
+	const char *name = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+	size_t n = strlen(name);
+	if (n > pl + el && !strncmp(name, pre, pl) && !strcmp(name + n - el, ext))
+		snprintf(buf, len, "the latest snapshot is still the one at epoch %.*s", (int)(n - pl - el), name + pl);
+	else
+		snprintf(buf, len, "the latest snapshot is still %s", name);
+	return 1;
+}
+
+/* The snapshot of iteration it: OUT/snapshot_epoch_<E>.solverstate with the
+ * solver's history and where training stood (iteration, data position, dropout's
+ * PRNG), then OUT/snapshot_epoch_<E>.safetensors with the weights, each written
+ * whole or not at all (st_write).  The weights come last because they are what
+ * makes a snapshot exist (the listing, the latest, classify and resume all go by
+ * the .safetensors): a crash between the two leaves a stray .solverstate nobody
+ * reads, never weights without the state a resume needs.  When either cannot be
+ * written (a full disk) the other is removed, so no snapshot is ever half new, and
+ * the error says which epoch was lost and which snapshot still stands. */
 static int write_snapshot(struct run *r, int64_t it, struct dd_err *err)
 {
 	const struct train_opts *o = r->o;
@@ -217,8 +243,6 @@ static int write_snapshot(struct run *r, int64_t it, struct dd_err *err)
 	snprintf(s_rng, sizeof s_rng, "%llu", (unsigned long long)*graph_rng(r->tr));
 	const char *meta[] = { "format", "deepdesk", "network", r->netname, "epoch", ep, "iteration", s_it,
 			       "classes", s_cls, "input", s_shape, NULL };
-	if ((rc = snapshot_save_weights(r->tr, path, meta, err)))
-		return rc;
 	/* the other copies' dropout streams, "dropout_rng_<i>" */
 	char keys[TRAIN_MAX_REPLICAS][24], vals[TRAIN_MAX_REPLICAS][24];
 	const char *smeta[20 + 2 * TRAIN_MAX_REPLICAS] = { "format", "deepdesk", "iteration", s_it, "iterations",
@@ -233,7 +257,18 @@ static int write_snapshot(struct run *r, int64_t it, struct dd_err *err)
 		smeta[nm++] = vals[i];
 	}
 	smeta[nm] = NULL;
-	if ((rc = snapshot_save_solver(r->sol, spath, smeta, err)))
+	if ((rc = snapshot_save_solver(r->sol, spath, smeta, err)) == DD_OK &&
+	    (rc = snapshot_save_weights(r->tr, path, meta, err)) != DD_OK)
+		unlink(spath);
+	if (rc && err) {
+		char kept[128];
+		int have = last_good_snapshot(r, kept, sizeof kept);
+		dd_err_prefix(err, "the snapshot at epoch %s was not written", ep);
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof err->msg - n, "; %s%s", kept,
+			 rc != DD_ENOSPC ? "" : have ? ": free some space and resume" : ": free some space and train again");
+	}
+	if (rc)
 		return rc;
 	snprintf(r->res->snapshot, sizeof r->res->snapshot, "%s", path);
 	logf_(r->h, "info", "snapshot %s (iteration %lld)", path, (long long)it);

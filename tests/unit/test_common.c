@@ -1,5 +1,5 @@
 /* test_common.c — common/: a log line cannot be forged or carry terminal escapes,
- * and a CSV cell cannot become a spreadsheet formula. */
+ * a CSV cell cannot become a spreadsheet formula, and a full disk is one sentence. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,10 +79,26 @@ static void test_csv_fields(void)
 	CHECK_STR(csv("a=b"), "a=b");
 }
 
+/* Every full disk reads the same, with the room left measured where the write was
+ * going (a file not there yet is measured at its folder). */
+static void test_nospace_sentence(void)
+{
+	CHECK(fs_free_bytes("/tmp") >= 0);
+	CHECK(fs_free_bytes("/tmp/no-such-file-here.tmp") >= 0);
+	CHECK(fs_free_bytes("/no-such-folder-here/x") < 0);
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(fs_err_nospace(&err, "/tmp/no-such-file-here.tmp", "cannot write %s", "x.bin"), DD_ENOSPC);
+	CHECK_EQ_INT(err.code, DD_ENOSPC);
+	CHECK_CONTAINS(err.msg, "cannot write x.bin: no space left on the data folder's file system (");
+	CHECK_CONTAINS(err.msg, " MiB free)");
+	CHECK_EQ_INT(fs_err_nospace(NULL, "/tmp", "x"), DD_ENOSPC);
+}
+
 int main(void)
 {
 	RUN(test_log_escapes_controls);
 	RUN(test_log_long_line_is_one_line);
 	RUN(test_csv_fields);
+	RUN(test_nospace_sentence);
 	return check_summary();
 }

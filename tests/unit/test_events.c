@@ -1,7 +1,10 @@
 /* test_events.c — the event log: append, tail with a partial last line, paging,
- * final status, a full disk. */
+ * final status, a full disk (a write cut short is undone; the reserve). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../common/fsutil.h"
@@ -124,15 +127,86 @@ static void test_final_status_and_logs(void)
 static void test_full_disk_is_an_error(void)
 {
 	/* /dev/full answers every write with ENOSPC */
-	struct events_writer w = { open("/dev/full", O_WRONLY) };
+	struct events_writer w = { .fd = open("/dev/full", O_WRONLY) };
 	struct dd_err err = { 0 };
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "type", "log");
 	int rc = events_append(&w, ev, &err);
 	CHECK_EQ_INT(rc, DD_ENOSPC);
-	CHECK_CONTAINS(err.msg, "No space left");
+	CHECK_CONTAINS(err.msg, "no space left on the data folder's file system");
 	cJSON_Delete(ev);
 	events_writer_close(&w);
+}
+
+/* A write cut short (here by RLIMIT_FSIZE, as a filling disk cuts one) leaves no
+ * torn line: the log still ends in '\n' and every line parses, so the next event
+ * does not run into half of this one. */
+static void test_short_write_is_undone(void)
+{
+	char d2[64];
+	check_tmpdir(d2, sizeof d2);
+	struct events_writer w;
+	CHECK_EQ_INT(events_writer_open(&w, d2, NULL), DD_OK);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "log");
+	cJSON_AddStringToObject(ev, "msg", "first");
+	CHECK_EQ_INT(events_append(&w, ev, NULL), DD_OK);
+	cJSON_Delete(ev);
+	struct stat st;
+	char path[128];
+	snprintf(path, sizeof path, "%s/" EVENTS_FILE, d2);
+	CHECK(stat(path, &st) == 0);
+	struct rlimit old, lim;
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size + 10; /* room for 10 bytes of the next line */
+	signal(SIGXFSZ, SIG_IGN);
+	CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "log");
+	cJSON_AddStringToObject(ev, "msg", "this line does not fit in the ten bytes left");
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(events_append(&w, ev, &err), DD_ENOSPC);
+	CHECK_CONTAINS(err.msg, EVENTS_FILE);
+	cJSON_Delete(ev);
+	setrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, SIG_DFL);
+	struct stat after;
+	CHECK(stat(path, &after) == 0);
+	CHECK_EQ_INT((int)after.st_size, (int)st.st_size);
+	ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "log");
+	cJSON_AddStringToObject(ev, "msg", "third");
+	CHECK_EQ_INT(events_append(&w, ev, NULL), DD_OK);
+	cJSON_Delete(ev);
+	events_writer_close(&w);
+	cJSON *out = cJSON_CreateArray();
+	int64_t last;
+	int more;
+	CHECK_EQ_INT(events_read_page(d2, 0, 10, out, &last, &more, NULL), DD_OK);
+	CHECK_EQ_INT(cJSON_GetArraySize(out), 2);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 1), "msg")), "third");
+	cJSON_Delete(out);
+	fs_rm_rf(d2, NULL);
+}
+
+/* The reserve is a real file beside the log until released, and close releases it. */
+static void test_reserve(void)
+{
+	char d2[64], path[128];
+	check_tmpdir(d2, sizeof d2);
+	snprintf(path, sizeof path, "%s/" EVENTS_FILE ".reserve", d2);
+	struct events_writer w;
+	CHECK_EQ_INT(events_writer_open(&w, d2, NULL), DD_OK);
+	CHECK_EQ_INT(events_writer_reserve(&w, 10000, NULL), DD_OK);
+	struct stat st;
+	CHECK(stat(path, &st) == 0 && st.st_size == 10000);
+	events_writer_release(&w);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_EQ_INT(events_writer_reserve(&w, 100, NULL), DD_OK);
+	events_writer_close(&w);
+	CHECK(access(path, F_OK) != 0);
+	fs_rm_rf(d2, NULL);
 }
 
 static void test_long_log_pages_in_order(void)
@@ -191,6 +265,8 @@ int main(void)
 	RUN(test_page);
 	RUN(test_final_status_and_logs);
 	RUN(test_full_disk_is_an_error);
+	RUN(test_short_write_is_undone);
+	RUN(test_reserve);
 	RUN(test_long_log_pages_in_order);
 	fs_rm_rf(dir, NULL);
 	return check_summary();
