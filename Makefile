@@ -54,12 +54,15 @@ CUDA_TARGETS :=
 endif
 
 # --- sources -------------------------------------------------------------------
-LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
+# Built twice: into build/obj for the shipped program and into build/obj-test with
+# -DDD_TESTING, where job.c lists the test-only job kind and testhooks.c reads the
+# test hooks (common/testhooks.h); nothing else differs between the two programs.
+TWICE_SRCS := jobs/job.c common/testhooks.c
+LIB_SRCS := $(filter-out $(TWICE_SRCS),$(wildcard common/*.c)) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
             $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c app/metrics.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 LIB_SRCS += app/infer_service.c
 LIB_SRCS += app/roster.c
-KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c app/cli_classify.c app/cli_user.c
 NET_STD  := lenet alexnet googlenet resnet_small
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
@@ -67,8 +70,8 @@ UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 GEN_OBJS  := $(BUILD)/obj/gen/ui_assets.o $(BUILD)/obj/gen/openapi.o $(BUILD)/obj/gen/buildinfo.o \
              $(NET_STD:%=$(BUILD)/obj/gen/net_%.o)
-SHIP_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj/jobs/job.o
-TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj-test/jobs/job.o $(BUILD)/obj-test/jobs/testkind.o
+SHIP_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj-test/%.o) $(BUILD)/obj-test/jobs/testkind.o
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
