@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import {
-  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep,
+  ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep, keepSanitizerReports,
 } from '../lib/server.mjs';
 
 export { ROOT, BIN, waitFor, sleep, WebSocket };
@@ -27,7 +27,7 @@ export async function startServer(opts = {}) {
     return startServer({ ...opts, ...extra, dataDir });
   };
   // a worker may still be writing in the folder: retry (ENOTEMPTY) rather than fail
-  server.cleanup = () => { if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); };
+  server.cleanup = () => { keepSanitizerReports(dataDir); if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); };
   return server;
 }
 

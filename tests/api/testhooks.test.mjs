@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import {
   BIN, SHIPPED_BIN, TEST_TMP, startServer, waitState, killTrackedPids, trainColourModel,
 } from './helpers.mjs';
+import { keepSanitizerReports } from '../lib/server.mjs';
 import { png } from './infer_fixtures.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
@@ -39,7 +40,7 @@ describe('test hooks', () => {
       await s.stop();
     }
   });
-  after(() => { killTrackedPids(); rmSync(work, { recursive: true, force: true }); });
+  after(() => { killTrackedPids(); keepSanitizerReports(data); rmSync(work, { recursive: true, force: true }); });
 
   test('DEEPDESK_FAKE_GPUS: simulated GPUs in the test build only', async () => {
     for (const [what, bin, hooked] of kinds) {
