@@ -3,6 +3,9 @@
 #   make          build build/deepdesk (and the test build, build/deepdesk-test)
 #   make run      install what is missing, build, start the app on :5010 (data in ./data)
 #   make test     install what the tests need, build, run every test
+#   make asan     build the unit tests and both programs with AddressSanitizer and
+#                 UBSan into build-asan/, run them and a few API suites (tests/asan.sh);
+#                 any sanitizer report, in the tests or in a worker, fails it
 #   make bench    run the benchmarks in bench/ beside their peers
 #   make clean    remove build/
 #
@@ -13,6 +16,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
+CFLAGS  += $(SANITIZE)
 LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lsodium -lgomp -lpthread -lm
 BUILD   := build
 # HTTPS helpers (app/tls_shim.c); without OpenSSL's headers, serve refuses --tls-cert
@@ -76,7 +80,7 @@ TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj-test/%.o) $(B
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test bench clean deps deps-test cuda-check cuda
+.PHONY: all run test asan bench clean deps deps-test cuda-check cuda
 all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_SHIMS)
 
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
@@ -185,11 +189,27 @@ test: deps-test
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) tests/node_modules/.package-lock.json
 	@tests/run.sh $(UNIT_BINS)
 
+# --- sanitizers ------------------------------------------------------------------
+# The same sources in their own folder (the objects never mix with build/), without
+# the CUDA plugin (nvcc code is not instrumented) or the HTTPS shims (linked with
+# -z defs, which the sanitizer runtime's symbols break).  ASAN_UNITS: all but
+# test_cuda, which needs the plugin, and test_fmnist, whose 70,000-image dataset and
+# LeNet epoch run code test_create, test_lmdbio and test_train already cover, in
+# 75 s of the budget under ASan.  tests/asan.sh says which API suites run.
+ASAN_BUILD := build-asan
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_UNITS := $(filter-out test_cuda test_fmnist,$(UNIT_SRCS:tests/unit/%.c=%))
+
+asan: deps-test tests/node_modules/.package-lock.json
+	@$(MAKE) -s --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE="$(ASAN_FLAGS)" CUDA_TARGETS= CUDA_BUILT=0 TLS_SHIMS= \
+		$(ASAN_BUILD)/deepdesk $(ASAN_BUILD)/deepdesk-test $(ASAN_UNITS:%=$(ASAN_BUILD)/tests/%)
+	@tests/asan.sh $(ASAN_UNITS:%=$(ASAN_BUILD)/tests/%)
+
 bench: deps-test
 	@$(MAKE) --no-print-directory all tests/node_modules/.package-lock.json
 	@bench/run.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
