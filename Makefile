@@ -7,7 +7,7 @@
 #                 UBSan into build-asan/, run them and a few API suites (tests/asan.sh);
 #                 any sanitizer report, in the tests or in a worker, fails it
 #   make bench    run the benchmarks in bench/ beside their peers
-#   make clean    remove build/
+#   make clean    remove build/ and build-asan/
 #
 # Debian packages are the only dependencies: `make deps` installs them (as root) or
 # prints the apt-get line.  The CUDA backend is built only where nvcc and cuDNN are.
