@@ -28,14 +28,13 @@ export DEEPDESK_BIN="$PWD/$B/deepdesk-test" DEEPDESK_SHIPPED_BIN="$PWD/$B/deepde
 export DEEPDESK_TEST_LOG=1 DEEPDESK_SANITIZER_LOG="$R/children.log"
 # The API suites: every door of the server (jobs and the scheduler, restarts,
 # datasets, networks, models, inference and its service, evaluations, the
-# WebSocket, accounts and classes, errors), about three minutes.  Left to
-# `make test`: auth and tls (HTTPS needs build/tls/, whose shims link with -z defs
-# and so without the sanitizer runtime), bundle (it bounds the CLI's peak RSS,
-# which ASan's shadow memory and quarantine triple), gpu and precision (the CUDA
-# plugin is not in this build), slurm (its daemons) and the browser suites.
+# WebSocket, accounts, sessions, HTTPS and classes, errors), about three minutes.
+# Left to `make test`: bundle (it bounds the CLI's peak RSS, which ASan's shadow
+# memory and quarantine inflate), gpu and precision (the CUDA plugin is not in this
+# build), slurm (its daemons, and minutes of waiting) and the browser suites.
 # ASAN_SUITES="info jobs" runs those instead.
 SUITES=${ASAN_SUITES:-"info errors openapi networks datasets jobs lifecycle restart queue sweeps ws infer infer_service
-	evals models digits digits_auth classes roles testhooks"}
+	evals models digits digits_auth auth tls classes roles testhooks"}
 fail=0
 t0=$(date +%s)
 
