@@ -3,8 +3,11 @@
 #   make          build build/deepdesk (and the test build, build/deepdesk-test)
 #   make run      install what is missing, build, start the app on :5010 (data in ./data)
 #   make test     install what the tests need, build, run every test
+#   make asan     build the unit tests and both programs with AddressSanitizer and
+#                 UBSan into build-asan/, run them and a few API suites (tests/asan.sh);
+#                 any sanitizer report, in the tests or in a worker, fails it
 #   make bench    run the benchmarks in bench/ beside their peers
-#   make clean    remove build/
+#   make clean    remove build/ and build-asan/
 #
 # Debian packages are the only dependencies: `make deps` installs them (as root) or
 # prints the apt-get line.  The CUDA backend is built only where nvcc and cuDNN are.
@@ -13,6 +16,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
            -Wformat=2 -Wno-format-truncation -fno-strict-aliasing -MMD -MP -pthread
+CFLAGS  += $(SANITIZE)
 LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lsodium -lgomp -lpthread -lm
 BUILD   := build
 # HTTPS helpers (app/tls_shim.c); without OpenSSL's headers, serve refuses --tls-cert
@@ -54,12 +58,15 @@ CUDA_TARGETS :=
 endif
 
 # --- sources -------------------------------------------------------------------
-LIB_SRCS := $(wildcard common/*.c) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
+# Built twice: into build/obj for the shipped program and into build/obj-test with
+# -DDD_TESTING, where job.c lists the test-only job kind and testhooks.c reads the
+# test hooks (common/testhooks.h); nothing else differs between the two programs.
+TWICE_SRCS := jobs/job.c common/testhooks.c
+LIB_SRCS := $(filter-out $(TWICE_SRCS),$(wildcard common/*.c)) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
             $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c app/metrics.c $(wildcard app/api_*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
 LIB_SRCS += app/infer_service.c
 LIB_SRCS += app/roster.c
-KIND_SRC := jobs/job.c
 MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c app/cli_classify.c app/cli_user.c
 NET_STD  := lenet alexnet googlenet resnet_small
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
@@ -67,13 +74,13 @@ UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 GEN_OBJS  := $(BUILD)/obj/gen/ui_assets.o $(BUILD)/obj/gen/openapi.o $(BUILD)/obj/gen/buildinfo.o \
              $(NET_STD:%=$(BUILD)/obj/gen/net_%.o)
-SHIP_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj/jobs/job.o
-TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(BUILD)/obj-test/jobs/job.o $(BUILD)/obj-test/jobs/testkind.o
+SHIP_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj-test/%.o) $(BUILD)/obj-test/jobs/testkind.o
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test bench clean deps deps-test cuda-check cuda
+.PHONY: all run test asan bench clean deps deps-test cuda-check cuda
 all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_SHIMS)
 
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
@@ -100,10 +107,11 @@ $(BUILD)/deepdesk-test: $(TEST_OBJS) $(MAIN_SRC:%.c=$(BUILD)/obj/%.o)
 # HTTPS: Debian's CivetWeb 1.15 dlopens "libssl.so"/"libcrypto.so" and wants
 # OpenSSL 1.1's SSL_get_peer_certificate; these stand in for both names and bring
 # OpenSSL 3 (app/tls_shim.c says how).  serve loads them only for --tls-cert.
+# Never instrumented (make asan): -z defs refuses the sanitizer runtime's symbols.
 $(BUILD)/tls/libssl.so: app/tls_shim.c
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -shared -Wl,-soname,libssl.so -Wl,-z,defs -o $@ $< -lssl -lcrypto
+	$(Q)$(CC) $(filter-out $(SANITIZE),$(CFLAGS)) -fPIC -fvisibility=hidden -shared -Wl,-soname,libssl.so -Wl,-z,defs -o $@ $< -lssl -lcrypto
 
 $(BUILD)/tls/libcrypto.so:
 	@mkdir -p $(dir $@)
@@ -182,11 +190,28 @@ test: deps-test
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) tests/node_modules/.package-lock.json
 	@tests/run.sh $(UNIT_BINS)
 
+# --- sanitizers ------------------------------------------------------------------
+# The same sources in their own folder (the objects never mix with build/), without
+# the CUDA plugin (nvcc code is not instrumented); the HTTPS shims are built as they
+# are, uninstrumented.  ASAN_UNITS: all but
+# test_cuda, which needs the plugin, and test_fmnist, whose 70,000-image dataset and
+# LeNet epoch run code test_create, test_lmdbio and test_train already cover, in
+# 75 s of the budget under ASan.  tests/asan.sh says which API suites run.
+ASAN_BUILD := build-asan
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_UNITS := $(filter-out test_cuda test_fmnist,$(UNIT_SRCS:tests/unit/%.c=%))
+
+asan: deps-test tests/node_modules/.package-lock.json
+	@$(MAKE) -s --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE="$(ASAN_FLAGS)" CUDA_TARGETS= CUDA_BUILT=0 \
+		$(ASAN_BUILD)/deepdesk $(ASAN_BUILD)/deepdesk-test $(ASAN_UNITS:%=$(ASAN_BUILD)/tests/%) \
+		$(TLS_SHIMS:$(BUILD)/%=$(ASAN_BUILD)/%)
+	@tests/asan.sh $(ASAN_UNITS:%=$(ASAN_BUILD)/tests/%)
+
 bench: deps-test
 	@$(MAKE) --no-print-directory all tests/node_modules/.package-lock.json
 	@bench/run.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -42,6 +42,7 @@
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../common/log.h"
+#include "../common/testhooks.h"
 #include "../datasets/image.h"
 #include "../networks/infer.h"
 
@@ -179,7 +180,7 @@ static struct {
 	struct lane lane[LANES];
 	char data[PATH_MAX];      /* the data folder, resolved: models are below it */
 	atomic_int conns;
-	int delay_ms;             /* DEEPDESK_INFER_DELAY_MS: tests hold a request in flight */
+	int delay_ms;             /* TESTHOOK_INFER_DELAY_MS: tests hold a request in flight */
 } SV;
 
 static void *lane_main(void *arg)
@@ -643,8 +644,7 @@ int infer_service_main(int argc, char **argv)
 			return 1;
 		}
 	}
-	const char *delay = getenv("DEEPDESK_INFER_DELAY_MS");
-	SV.delay_ms = delay ? atoi(delay) : 0;
+	SV.delay_ms = testhook_int(TESTHOOK_INFER_DELAY_MS);
 	lanes_init();
 	pthread_attr_t at;
 	pthread_attr_init(&at);

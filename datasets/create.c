@@ -328,7 +328,8 @@ static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 		(*names)[(*n)++] = name;
 	}
 	closedir(d);
-	qsort(*names, (size_t)*n, sizeof **names, cmp_str);
+	if (*n > 1) /* an empty folder leaves *names NULL, which qsort may not be given */
+		qsort(*names, (size_t)*n, sizeof **names, cmp_str);
 	return DD_OK;
 }
 

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/testhooks.h"
 #include "../datasets/archive.h"
 #include "../datasets/datum.h"
 #include "../datasets/image.h"
@@ -913,10 +914,9 @@ static int run(struct worker *w, struct dd_err *err)
 	worker_log(w, "info", "classifying %lld images", (long long)r.total);
 	r.t0 = fs_mono_ms();
 	int64_t n = 0, last = r.t0;
-	/* DEEPDESK_EVAL_DELAY_MS: a pause after each batch, so that a test can stop an
+	/* a pause after each batch (test build only), so that a test can stop an
 	 * evaluation of tiny images midway, which otherwise ends in a blink */
-	const char *delay_env = getenv("DEEPDESK_EVAL_DELAY_MS");
-	int delay_ms = delay_env ? atoi(delay_env) : 0;
+	int delay_ms = testhook_int(TESTHOOK_EVAL_DELAY_MS);
 	int stopped = 0;
 	for (;;) {
 		if (worker_should_stop(w)) {

@@ -36,6 +36,7 @@
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../common/log.h"
+#include "../common/testhooks.h"
 #include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
@@ -841,12 +842,13 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 	S.listener = fn;
 	S.listener_ctx = ctx;
 	S.stopping = 0;
-	/* the GPUs: as the driver lists them; DEEPDESK_FAKE_GPUS=N pretends N (the
-	 * scheduler's tests on machines without one: jobs get ids, workers fail) */
+	/* the GPUs: as the driver lists them; the test build's TESTHOOK_FAKE_GPUS=N
+	 * pretends N (the scheduler's tests on machines without one: jobs get ids,
+	 * workers fail) */
 	memset(S.gpu_holder, 0, sizeof S.gpu_holder);
-	const char *fake = getenv("DEEPDESK_FAKE_GPUS");
-	if (fake && atoi(fake) > 0) {
-		S.ngpu = atoi(fake) < SCHED_MAX_GPUS ? atoi(fake) : SCHED_MAX_GPUS;
+	int fake = testhook_int(TESTHOOK_FAKE_GPUS);
+	if (fake > 0) {
+		S.ngpu = fake < SCHED_MAX_GPUS ? fake : SCHED_MAX_GPUS;
 		for (int g = 0; g < S.ngpu; g++) {
 			memset(&S.gpu[g], 0, sizeof S.gpu[g]);
 			S.gpu[g].id = g;

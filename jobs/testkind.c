@@ -71,8 +71,10 @@ static int run(struct worker *w, struct dd_err *err)
 		}
 		if (i == fail_at)
 			return dd_err_set(err, DD_EINVAL, "test job failed at step %d as asked", i);
-		if (i == crash_at)
+		if (i == crash_at) { /* die by the signal, past any handler (ASan's reports a SEGV and exits 1) */
+			signal(SIGSEGV, SIG_DFL);
 			raise(SIGSEGV);
+		}
 		if (i == exit_at)
 			_exit((int)num(w->params, "exit_code", 3));
 		for (int l = 0; l < log_lines; l++)

@@ -382,10 +382,12 @@ static int check_finite(struct run *r, double loss, int64_t done, struct dd_err 
 static int create_backends(struct run *r, struct dd_err *err)
 {
 	const struct train_opts *o = r->o;
-	r->nrep = o->replicas > 1 ? o->replicas : 1;
-	if (r->nrep > TRAIN_MAX_REPLICAS)
-		return dd_err_set(err, DD_EINVAL, "%d copies are too many (at most %d GPUs)", r->nrep,
+	int nrep = o->replicas > 1 ? o->replicas : 1;
+	/* refused before r->nrep is set: teardown walks rep[nrep - 1 .. 1] */
+	if (nrep > TRAIN_MAX_REPLICAS)
+		return dd_err_set(err, DD_EINVAL, "%d copies are too many (at most %d GPUs)", nrep,
 				  TRAIN_MAX_REPLICAS);
+	r->nrep = nrep;
 	if (r->nrep == 1)
 		return backend_create(o->backend, &r->be, err);
 	struct backend *be[TRAIN_MAX_REPLICAS];

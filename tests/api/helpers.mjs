@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import {
   ROOT, BIN, startServer as libStartServer, waitFor, waitState as libWaitState, sleep, fileEvents, holdWorker,
+  keepSanitizerReports,
 } from '../lib/server.mjs';
 
 export { ROOT, BIN, waitFor, sleep, WebSocket, fileEvents, holdWorker };
@@ -27,7 +28,7 @@ export async function startServer(opts = {}) {
     return startServer({ ...opts, ...extra, dataDir });
   };
   // a worker may still be writing in the folder: retry (ENOTEMPTY) rather than fail
-  server.cleanup = () => { if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); };
+  server.cleanup = () => { keepSanitizerReports(dataDir); if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 }); };
   return server;
 }
 

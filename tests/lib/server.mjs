@@ -1,7 +1,7 @@
 // server.mjs — start a real `deepdesk serve` for a test: a free loopback port, a
 // fresh temporary data folder, and helpers to stop, kill and restart it.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, rmSync, readdirSync, appendFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,26 @@ export const ROOT = resolve(here, '..', '..');
 export const BIN = process.env.DEEPDESK_BIN || join(ROOT, 'build', 'deepdesk-test');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Under `make asan` (DEEPDESK_SANITIZER_LOG names a file): before a data folder
+ *  goes, copy what the sanitizers printed in it to that file.  ASan writes its
+ *  reports to files of its own (tests/asan.sh sets log_path), but GCC's UBSan
+ *  writes "runtime error:" to stderr, which for a worker is its job's worker.log
+ *  and for the inference service infer-service.log; the server's own stderr comes
+ *  through DEEPDESK_TEST_LOG. */
+export function keepSanitizerReports(dataDir) {
+  const out = process.env.DEEPDESK_SANITIZER_LOG;
+  if (!out) return;
+  const logs = [join(dataDir, 'infer-service.log')];
+  try {
+    for (const id of readdirSync(join(dataDir, 'jobs'))) logs.push(join(dataDir, 'jobs', id, 'worker.log'));
+  } catch { /* no jobs folder */ }
+  for (const f of logs) {
+    let text;
+    try { text = readFileSync(f, 'utf8'); } catch { continue; }
+    if (/runtime error:|Sanitizer/.test(text)) appendFileSync(out, `==== ${f}\n${text}\n`);
+  }
+}
 
 /** Start a server.  opts: {dataDir, args: [...extra flags], keepData, bin (default BIN),
  *  testKindAdminOnly}.  The test build's "test" job kind is for admins only; the
@@ -61,7 +81,7 @@ export async function startServer(opts = {}) {
     async kill() { if (proc.exitCode === null) proc.kill('SIGKILL'); return exited; },
     /** start another server on the same data folder */
     async restart(extra = {}) { await server.stop(); return startServer({ ...opts, ...extra, dataDir }); },
-    cleanup() { if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true }); },
+    cleanup() { keepSanitizerReports(dataDir); if (!opts.keepData) rmSync(dataDir, { recursive: true, force: true }); },
   };
   return server;
 }

@@ -174,12 +174,14 @@ static void test_datum_unknown_fields_are_skipped(void)
 {
 	struct datum d;
 	struct dd_err err;
-	/* fields 15 (varint), 16 (fixed64), 17 (bytes), 18 (fixed32) around known ones */
-	CHECK_EQ_INT(datum_decode(BYTES(0x78, 0x96, 0x01, 0x08, 3, 0x81, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0x10, 2,
-					0x8a, 0x01, 2, 'x', 'y', 0x18, 1, 0x22, 2, 'h', 'i', 0x95, 0x01, 9, 9, 9,
-					9, 0x28, 5, 0x38, 1),
-				  &d, &err),
-		     DD_OK);
+	/* fields 15 (varint), 16 (fixed64), 17 (bytes), 18 (fixed32) around known ones.
+	 * Named arrays, not BYTES(): d.data points into the input, and a compound
+	 * literal inside CHECK_EQ_INT's block is gone by the memcmp below. */
+	static const uint8_t unknown[] = { 0x78, 0x96, 0x01, 0x08, 3, 0x81, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0x10, 2,
+					   0x8a, 0x01, 2, 'x', 'y', 0x18, 1, 0x22, 2, 'h', 'i', 0x95, 0x01, 9, 9, 9,
+					   9, 0x28, 5, 0x38, 1 };
+	static const uint8_t twice[] = { 0x28, 1, 0x22, 1, 'a', 0x28, 2, 0x22, 1, 'b' };
+	CHECK_EQ_INT(datum_decode(unknown, sizeof unknown, &d, &err), DD_OK);
 	CHECK_EQ_INT(d.channels, 3);
 	CHECK_EQ_INT(d.height, 2);
 	CHECK_EQ_INT(d.width, 1);
@@ -188,7 +190,7 @@ static void test_datum_unknown_fields_are_skipped(void)
 	CHECK(d.data_len == 2 && memcmp(d.data, "hi", 2) == 0);
 	datum_free(&d);
 	/* a later occurrence of a singular field replaces the earlier one */
-	CHECK_EQ_INT(datum_decode(BYTES(0x28, 1, 0x22, 1, 'a', 0x28, 2, 0x22, 1, 'b'), &d, &err), DD_OK);
+	CHECK_EQ_INT(datum_decode(twice, sizeof twice, &d, &err), DD_OK);
 	CHECK_EQ_INT(d.label, 2);
 	CHECK(d.data_len == 1 && d.data[0] == 'b');
 	datum_free(&d);

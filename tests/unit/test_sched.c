@@ -216,9 +216,10 @@ int main(void)
 	if (!check_tmpdir(dir, sizeof dir))
 		return 1;
 	log_set_level(LOG_WARN);
-	char exe[PATH_MAX];
-	if (!realpath("build/deepdesk-test", exe)) {
-		fprintf(stderr, "run from the repository root after `make`\n");
+	char exe[PATH_MAX]; /* the workers: DEEPDESK_BIN (make asan's build), else the test build */
+	const char *bin = getenv("DEEPDESK_BIN") ? getenv("DEEPDESK_BIN") : "build/deepdesk-test";
+	if (!realpath(bin, exe)) {
+		fprintf(stderr, "%s: not found; run from the repository root after `make`\n", bin);
 		return 1;
 	}
 	struct dd_err err = { 0 };

@@ -1,0 +1,34 @@
+/* testhooks.c — reads the test build's hooks (testhooks.h).  The Makefile compiles
+ * this file twice: into build/obj without DD_TESTING, for build/deepdesk, where
+ * every hook is 0; and into build/obj-test with it, for build/deepdesk-test and the
+ * unit tests.  Nothing else is compiled twice for these hooks, and no other file
+ * reads them, so the shipped program cannot be steered by them. */
+#include <assert.h>
+#include <stdlib.h>
+
+#include "testhooks.h"
+
+#ifdef DD_TESTING
+static const char *const testhook_env[] = {
+	[TESTHOOK_INFER_DELAY_MS] = "DEEPDESK_INFER_DELAY_MS",
+	[TESTHOOK_EVAL_DELAY_MS] = "DEEPDESK_EVAL_DELAY_MS",
+	[TESTHOOK_FAKE_GPUS] = "DEEPDESK_FAKE_GPUS",
+};
+static_assert(sizeof testhook_env / sizeof testhook_env[0] == TESTHOOK_COUNT, "a testhook without its variable");
+
+int testhook_int(enum testhook h)
+{
+	if ((unsigned)h >= TESTHOOK_COUNT)
+		return 0;
+	const char *v = getenv(testhook_env[h]);
+	return v ? atoi(v) : 0;
+}
+
+#else
+int testhook_int(enum testhook h)
+{
+	(void)h;
+	return 0;
+}
+
+#endif

@@ -1,0 +1,23 @@
+/* testhooks.h — the environment variables only the test build (build/deepdesk-test)
+ * reads.  They let a test see what is otherwise too quick or absent on the machine
+ * (a request in flight, an evaluation stopped midway, GPUs).  The shipped build
+ * (build/deepdesk) compiles testhooks.c without DD_TESTING, where testhook_int()
+ * answers 0 for every hook and never looks at the environment: setting one of
+ * these for a real server changes nothing.
+ *
+ * This is the one place that names them; every reader asks testhook_int(). */
+#ifndef DD_TESTHOOKS_H
+#define DD_TESTHOOKS_H
+
+enum testhook {
+	TESTHOOK_INFER_DELAY_MS, /* DEEPDESK_INFER_DELAY_MS: the inference service holds each request */
+	TESTHOOK_EVAL_DELAY_MS,  /* DEEPDESK_EVAL_DELAY_MS: an evaluation pauses after each batch */
+	TESTHOOK_FAKE_GPUS,      /* DEEPDESK_FAKE_GPUS: the scheduler lists N simulated GPUs */
+	TESTHOOK_COUNT
+};
+
+/* The hook's value as an integer (atoi of the variable), 0 where it is unset; always
+ * 0 in the shipped build. */
+int testhook_int(enum testhook h);
+
+#endif
