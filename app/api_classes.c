@@ -450,7 +450,11 @@ int api_class_preset_create(struct req *r)
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
 	}
-	if (job_kind_find("model")->validate(check, NULL, NULL, &err) != DD_OK) {
+	/* checked as POST /models will check a learner's model made from it (the network
+	 * against the dataset too), so that nothing published is refused at Start */
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	if (sched_validate("model", check, &pc.c, NULL, 0, NULL, &err) != DD_OK) {
 		dd_err_prefix(&err, "settings");
 		rc = http_error_dd(r->c, &err);
 		goto out;

@@ -94,6 +94,11 @@ struct job_kind {
 	 * is orig_dir (e.g. name that job's own copy of an upload); validate then
 	 * checks the result with the caller, as for any new job. */
 	int (*clone_params)(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err);
+	/* Optional: called by the server once a job of this kind has ended, however
+	 * (its worker's own end, an abort, a kill -9, a server that found it gone),
+	 * with the job's folder: remove what only a running job needs (a dataset's
+	 * unpacked images), which a worker that died could not. */
+	void (*ended)(const char *dir);
 };
 
 /* The kind named `name`, or NULL when there is none in this build. */

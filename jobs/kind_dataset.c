@@ -328,7 +328,8 @@ static int run(struct worker *w, struct dd_err *err)
 		return rc;
 	if (drop_after) {
 		/* the databases hold every image now; the unpacked copy would double the
-		 * dataset's disk use (the archive itself stays for clones) */
+		 * dataset's disk use (the archive itself stays for clones).  Any other way
+		 * out leaves it to ended(). */
 		fs_rm_rf(unpacked, NULL);
 	}
 	const cJSON *splits = cJSON_GetObjectItemCaseSensitive(summary, "splits");
@@ -359,6 +360,17 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 	return DD_OK;
 }
 
+/* Once the job has ended, whatever way: its unpacked images (JOB/source, from an
+ * upload or the example) are not kept — the databases hold them when it is done,
+ * and a failed, aborted or killed build leaves a partial copy that would only
+ * count against its owner's disk quota.  The archive itself stays for clones. */
+static void ended(const char *dir)
+{
+	char unpacked[PATH_MAX];
+	snprintf(unpacked, sizeof unpacked, "%s/source", dir);
+	fs_rm_rf(unpacked, NULL);
+}
+
 const struct job_kind dataset_job_kind = {
 	.name = "dataset",
 	.title = "Image classification dataset",
@@ -366,4 +378,5 @@ const struct job_kind dataset_job_kind = {
 	.run = run,
 	.default_cpu_slots = 1,
 	.clone_params = clone_params,
+	.ended = ended,
 };

@@ -53,6 +53,7 @@ struct running {
 	int slots;
 	int gpus[SCHED_MAX_GPUS]; /* the GPU ids it holds */
 	int ngpus;
+	const struct job_kind *kind; /* its row, for the ended hook; NULL if this build lacks it */
 	struct events_tail tail;
 	int64_t kill_at; /* monotonic ms for SIGKILL, 0 when no abort pending */
 	int abort;
@@ -387,6 +388,8 @@ static int settle(struct running *r, int wait_status, int recovering)
 		return -1;
 	}
 	log_info("job %lld: %s%s%s", (long long)r->id, job_state_name(to), why[0] ? ": " : "", why);
+	if (r->kind && r->kind->ended)
+		r->kind->ended(dir);
 	sched_job_changed(r->id);
 	return 0;
 }
@@ -490,6 +493,7 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 	struct running *r = table_add();
 	if (r) {
 		r->id = row->id;
+		r->kind = job_kind_find(row->kind);
 		r->ex = ex;
 		r->h = h;
 		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
@@ -775,6 +779,7 @@ static int recover(struct dd_err *err)
 		char dir[PATH_MAX];
 		sched_job_dir(rows[i].id, dir, sizeof dir);
 		r->id = rows[i].id;
+		r->kind = job_kind_find(rows[i].kind);
 		memset(&r->h, 0, sizeof r->h);
 		r->h.pid = rows[i].pid;
 		r->h.pid_start = rows[i].pid_start;

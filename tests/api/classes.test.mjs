@@ -227,6 +227,13 @@ describe('classes', () => {
     assertError(await ivy('POST', `/api/v1/classes/${classX}/presets`,
       { name: 'p', settings: { dataset: dsId, network: { prototxt: TINY_NET }, epochs: 0 } }),
     400, 'invalid', /^settings: epochs:/);
+    // checked as POST /models checks a model made from it: AlexNet does not fit the
+    // dataset's 8×8 images, so a learner's Start would be refused — so is the preset
+    const alex = { dataset: dsId, network: { standard: 'alexnet' }, epochs: 1 };
+    const refused = await ivy('POST', '/api/v1/models', { name: 'a', ...alex });
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assertError(await ivy('POST', `/api/v1/classes/${classX}/presets`, { name: 'p', settings: alex }),
+      400, 'invalid', new RegExp(`^settings: ${refused.body.error.message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').slice(0, 40)}`));
     const p = await ivy('POST', `/api/v1/classes/${classX}/presets`, {
       name: 'Lab 1', settings: { dataset: dsId, network: { prototxt: TINY_NET }, epochs: 1, solver: { base_lr: 0.02 } },
       locked: ['network', 'epochs'], hidden: ['solver.base_lr'],
