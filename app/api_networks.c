@@ -49,6 +49,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "../common/fsutil.h"
+#include "../common/testhooks.h"
 #include "../jobs/executor.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
@@ -695,9 +696,9 @@ static int draw_in_child(const char *spec, size_t spec_len, int nlayers, const c
 	}
 	fcntl(in[1], F_SETFL, O_NONBLOCK);
 	int timeout_ms = DRAW_TIMEOUT_MS;
-	const char *t_env = getenv("DEEPDESK_DRAW_TIMEOUT_MS");
-	if (t_env && atoi(t_env) >= 100 && atoi(t_env) < DRAW_TIMEOUT_MS)
-		timeout_ms = atoi(t_env);
+	int t_hook = testhook_int(TESTHOOK_DRAW_TIMEOUT_MS);
+	if (t_hook >= 100 && t_hook < DRAW_TIMEOUT_MS)
+		timeout_ms = t_hook;
 	int64_t deadline = fs_mono_ms() + timeout_ms;
 	int too_big = 0, timed_out = 0;
 	for (;;) {
@@ -949,7 +950,7 @@ int api_networks_draw_main(int argc, char **argv)
 			break;
 		len += (size_t)r;
 	}
-	const char *fault = getenv("DEEPDESK_DRAW_FAULT");
+	const char *fault = testhook_str(TESTHOOK_DRAW_FAULT);
 	if (fault && strcmp(fault, "segv") == 0)
 		raise(SIGSEGV);
 	if (fault && strcmp(fault, "hang") == 0)

@@ -13,14 +13,20 @@ static const char *const testhook_env[] = {
 	[TESTHOOK_INFER_DELAY_MS] = "DEEPDESK_INFER_DELAY_MS",
 	[TESTHOOK_EVAL_DELAY_MS] = "DEEPDESK_EVAL_DELAY_MS",
 	[TESTHOOK_FAKE_GPUS] = "DEEPDESK_FAKE_GPUS",
+	[TESTHOOK_DRAW_TIMEOUT_MS] = "DEEPDESK_DRAW_TIMEOUT_MS",
+	[TESTHOOK_DRAW_FAULT] = "DEEPDESK_DRAW_FAULT",
+	[TESTHOOK_TEST_KIND] = "DEEPDESK_TEST_KIND",
 };
 static_assert(sizeof testhook_env / sizeof testhook_env[0] == TESTHOOK_COUNT, "a testhook without its variable");
 
+const char *testhook_str(enum testhook h)
+{
+	return (unsigned)h < TESTHOOK_COUNT ? getenv(testhook_env[h]) : NULL;
+}
+
 int testhook_int(enum testhook h)
 {
-	if ((unsigned)h >= TESTHOOK_COUNT)
-		return 0;
-	const char *v = getenv(testhook_env[h]);
+	const char *v = testhook_str(h);
 	return v ? atoi(v) : 0;
 }
 
@@ -29,6 +35,12 @@ int testhook_int(enum testhook h)
 {
 	(void)h;
 	return 0;
+}
+
+const char *testhook_str(enum testhook h)
+{
+	(void)h;
+	return NULL;
 }
 
 #endif

@@ -13,11 +13,16 @@ enum testhook {
 	TESTHOOK_INFER_DELAY_MS, /* DEEPDESK_INFER_DELAY_MS: the inference service holds each request */
 	TESTHOOK_EVAL_DELAY_MS,  /* DEEPDESK_EVAL_DELAY_MS: an evaluation pauses after each batch */
 	TESTHOOK_FAKE_GPUS,      /* DEEPDESK_FAKE_GPUS: the scheduler lists N simulated GPUs */
+	TESTHOOK_DRAW_TIMEOUT_MS, /* DEEPDESK_DRAW_TIMEOUT_MS: a shorter deadline for a network drawing */
+	TESTHOOK_DRAW_FAULT,     /* DEEPDESK_DRAW_FAULT: segv, hang or flood: how the drawing child misbehaves */
+	TESTHOOK_TEST_KIND,      /* DEEPDESK_TEST_KIND: "anyone" opens the test job kind to every account */
 	TESTHOOK_COUNT
 };
 
 /* The hook's value as an integer (atoi of the variable), 0 where it is unset; always
  * 0 in the shipped build. */
 int testhook_int(enum testhook h);
+/* The hook's value as text, NULL where it is unset; always NULL in the shipped build. */
+const char *testhook_str(enum testhook h);
 
 #endif

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/testhooks.h"
 #include "job.h"
 #include "worker.h"
 
@@ -30,7 +31,7 @@ static double num(cJSON *params, const char *key, double dflt)
 static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
 	(void)uses;
-	const char *open = getenv("DEEPDESK_TEST_KIND");
+	const char *open = testhook_str(TESTHOOK_TEST_KIND);
 	if (who && !who->admin && !(open && strcmp(open, "anyone") == 0))
 		return dd_err_set(err, DD_EPERM, "kind: \"test\" jobs are for admins only");
 	static const char *const keys[] = { "steps", "step_ms", "fail_at", "crash_at", "exit_at",

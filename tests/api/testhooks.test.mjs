@@ -1,7 +1,9 @@
 // testhooks.test.mjs — the test hooks (common/testhooks.h) steer only the test
-// build: with DEEPDESK_FAKE_GPUS, DEEPDESK_INFER_DELAY_MS and DEEPDESK_EVAL_DELAY_MS
-// set, build/deepdesk-test lists simulated GPUs, holds a classification and pauses
-// an evaluation, while the shipped build/deepdesk, on the same data, does none of it.
+// build: with DEEPDESK_FAKE_GPUS, DEEPDESK_INFER_DELAY_MS, DEEPDESK_EVAL_DELAY_MS,
+// DEEPDESK_DRAW_FAULT and DEEPDESK_TEST_KIND set, build/deepdesk-test lists
+// simulated GPUs, holds a classification, pauses an evaluation, has its drawing
+// child crash and lets anyone run test jobs, while the shipped build/deepdesk, on
+// the same data, does none of it.
 // Each hook is checked on both programs, so a hook that stopped working in the test
 // build cannot make the shipped side pass by accident.
 import { test, describe, before, after } from 'node:test';
@@ -49,6 +51,22 @@ describe('test hooks', () => {
         const gpus = (await s.api('GET', '/api/v1/info')).body.gpus;
         const simulated = gpus.filter((g) => /simulated/.test(g.name)).length;
         assert.equal(simulated, hooked ? 3 : 0, `${what}: ${JSON.stringify(gpus)}`);
+      } finally {
+        await s.stop();
+      }
+    }
+  });
+
+  test('DEEPDESK_DRAW_FAULT and DEEPDESK_TEST_KIND: a crashing drawing child and an open test kind in the test build only', async () => {
+    for (const [what, bin, hooked] of kinds) {
+      const s = await serverWith(bin, data, work, { DEEPDESK_DRAW_FAULT: 'segv', DEEPDESK_TEST_KIND: 'anyone' });
+      try {
+        const r = await s.api('POST', '/api/v1/networks/visualize', { standard: 'lenet' });
+        if (hooked) assert.match(JSON.stringify(r.body), /Graphviz crashed/, `${what}: ${r.status}`);
+        else assert.equal(r.status, 200, `${what}: ${JSON.stringify(r.body)}`);
+        // the shipped build has no test kind at all; the hook opens it in the test build
+        const t = await s.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 1, step_ms: 1 } });
+        assert.equal(t.status, hooked ? 202 : 400, `${what}: ${JSON.stringify(t.body)}`);
       } finally {
         await s.stop();
       }
