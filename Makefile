@@ -6,6 +6,8 @@
 #   make asan     build the unit tests and both programs with AddressSanitizer and
 #                 UBSan into build-asan/, run them and a few API suites (tests/asan.sh);
 #                 any sanitizer report, in the tests or in a worker, fails it
+#   make fuzz     run each libFuzzer target in tests/fuzz/ for FUZZ_SECONDS (120) with
+#                 clang's ASan and UBSan; fuzz-smoke (CI) runs each for 10 s
 #   make bench    run the benchmarks in bench/ beside their peers
 #   make clean    remove build/ and build-asan/
 #
@@ -28,7 +30,7 @@ RUN_PKGS  := gcc make libc6-dev libcivetweb-dev libsqlite3-dev libcjson-dev libl
              libpng-dev libturbojpeg0-dev libarchive-dev zlib1g-dev libjs-chart.js \
              libjs-codemirror libdnnl-dev libgraphviz-dev libsodium-dev libssl-dev dataset-fashion-mnist
 TEST_PKGS := $(RUN_PKGS) node=nodejs npm=npm chromium wrk openssl python3-lmdb python3-protobuf python3-pil libopenblas0-pthread \
-             python3-numpy python3-torch slurmctld slurmd slurm-client munge
+             python3-numpy python3-torch slurmctld slurmd slurm-client munge clang=clang
 
 # --- CUDA: built only where the toolkit and cuDNN are installed ----------------
 CUDA_HOME ?= /usr/local/cuda
@@ -80,7 +82,7 @@ TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj-test/%.o) $(B
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test asan bench clean deps deps-test cuda-check cuda
+.PHONY: all run test asan fuzz fuzz-smoke bench clean deps deps-test cuda-check cuda
 all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_SHIMS)
 
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
@@ -206,6 +208,19 @@ asan: deps-test tests/node_modules/.package-lock.json
 		$(ASAN_BUILD)/deepdesk $(ASAN_BUILD)/deepdesk-test $(ASAN_UNITS:%=$(ASAN_BUILD)/tests/%) \
 		$(TLS_SHIMS:$(BUILD)/%=$(ASAN_BUILD)/%)
 	@tests/asan.sh $(ASAN_UNITS:%=$(ASAN_BUILD)/tests/%)
+
+# --- fuzzing ---------------------------------------------------------------------
+# tests/fuzz/run.sh builds each target with clang into build/fuzz/ and runs it from
+# its corpus there; a finding fails it and leaves the input beside it.  Each target
+# also runs on seeded mutations inside `make test` (the unit test that includes it).
+FUZZ_SECONDS ?= 120
+fuzz: deps-test
+	@$(MAKE) --no-print-directory all
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: deps-test
+	@$(MAKE) --no-print-directory all
+	@tests/fuzz/run.sh 10
 
 bench: deps-test
 	@$(MAKE) --no-print-directory all tests/node_modules/.package-lock.json
