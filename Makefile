@@ -8,6 +8,9 @@
 #                 any sanitizer report, in the tests or in a worker, fails it
 #   make fuzz     run each libFuzzer target in tests/fuzz/ for FUZZ_SECONDS (120) with
 #                 clang's ASan and UBSan; fuzz-smoke (CI) runs each for 10 s
+#   make kill-campaign  SIGKILL the server, workers and the inference service at
+#                 seeded moments of real jobs KILL_ITERATIONS (50) times, checking
+#                 that nothing is lost (tests/campaign/kill.mjs; 8 run in make test)
 #   make bench    run the benchmarks in bench/ beside their peers
 #   make clean    remove build/ and build-asan/
 #
@@ -82,7 +85,7 @@ TEST_OBJS := $(LIB_OBJS) $(GEN_OBJS) $(TWICE_SRCS:%.c=$(BUILD)/obj-test/%.o) $(B
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test asan fuzz fuzz-smoke bench clean deps deps-test cuda-check cuda
+.PHONY: all run test asan fuzz fuzz-smoke kill-campaign bench clean deps deps-test cuda-check cuda
 all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_SHIMS)
 
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
@@ -221,6 +224,12 @@ fuzz: deps-test
 fuzz-smoke: deps-test
 	@$(MAKE) --no-print-directory all
 	@tests/fuzz/run.sh 10
+
+KILL_ITERATIONS ?= 50
+KILL_SEED ?= 1
+kill-campaign: deps-test
+	@$(MAKE) --no-print-directory all tests/node_modules/.package-lock.json
+	@node tests/campaign/kill.mjs $(KILL_ITERATIONS) $(KILL_SEED)
 
 bench: deps-test
 	@$(MAKE) --no-print-directory all tests/node_modules/.package-lock.json
