@@ -74,8 +74,9 @@ export async function runCampaign({ iterations = 20, seed = 1, log = console.log
   const work = mkdtempSync(join(process.env.DEEPDESK_TEST_TMP || tmpdir(), 'deepdesk-kill-'));
   const dataDir = join(work, 'data');
   colourFolders(join(work, 'colours'), 60, 28);
+  colourFolders(join(work, 'many'), 200, 64); // what the killed dataset builds read
   // an evaluation pauses after each batch (the test build's hook), so it lasts seconds
-  process.env.DEEPDESK_EVAL_DELAY_MS = '15';
+  process.env.DEEPDESK_EVAL_DELAY_MS = '150';
   let server = await startServer({ dataDir, keepData: true, args: ['--data-root', work] });
   const kills = {};
   const jobDir = (id) => join(dataDir, 'jobs', String(id));
@@ -93,7 +94,7 @@ export async function runCampaign({ iterations = 20, seed = 1, log = console.log
     assert.equal(end.state, 'done', end.error);
     return { id: r.body.job.id, ms: Math.max(200, end.finished_at - end.started_at) };
   }
-  const BIG = { width: 96, height: 96, channels: 3, val_pct: 25, encoding: 'png' }; // the dataset builds that get killed
+  const BIG = { width: 256, height: 256, channels: 3, val_pct: 25, encoding: 'png' }; // the dataset builds that get killed
   try {
     // undisturbed runs of each kind: how long each lasts (a kill lands somewhere in
     // it) and the reference weights a disturbed training must end with
@@ -102,7 +103,7 @@ export async function runCampaign({ iterations = 20, seed = 1, log = console.log
       options: { width: 28, height: 28, channels: 1, val_pct: 25, seed: 1 } }));
     const dsId = ds.id;
     const dsBig = await timed(await server.api('POST', '/api/v1/datasets', { name: 'big',
-      source: { type: 'folder', train: join(work, 'colours') }, options: { ...BIG, seed: 1 } }));
+      source: { type: 'folder', train: join(work, 'many') }, options: { ...BIG, seed: 1 } }));
     const ref = await timed(await server.api('POST', '/api/v1/models', { name: 'reference', dataset: dsId, ...MODEL }));
     const reference = sha(join(jobDir(ref.id), `snapshot_epoch_${EPOCHS}.safetensors`));
     const modelId = ref.id;
@@ -116,7 +117,7 @@ export async function runCampaign({ iterations = 20, seed = 1, log = console.log
       const delay = Math.floor(rand() * lasts[what]); // a moment in the job's run
       let id = null;
       if (what === 'dataset') {
-        const r = await server.api('POST', '/api/v1/datasets', { name: `ds ${it}`, source: { type: 'folder', train: join(work, 'colours') },
+        const r = await server.api('POST', '/api/v1/datasets', { name: `ds ${it}`, source: { type: 'folder', train: join(work, 'many') },
           options: { ...BIG, seed: it } });
         assert.equal(r.status, 202, JSON.stringify(r.body));
         id = r.body.job.id;
