@@ -6,7 +6,7 @@
  * It is checked where every route that creates or re-uses a training passes: the
  * model kind's validate() (POST /models and its sweeps, POST /jobs, clone, resume).
  * A worker runs under it too: the local executor sets its RLIMIT_DATA soft limit to
- * job_memory_cap() when it starts it, and a training lowers its own to a margin
+ * job_memory_cap() when it starts it (not a GPU job's: the CUDA driver's mappings), and a training lowers its own to a margin
  * over its estimate (train_memory_enter).  RLIMIT_DATA, not RLIMIT_AS: it counts
  * what malloc and anonymous mmap take, not LMDB's read-only map of a dataset (as
  * large as the database) or the address space oneDNN's and OpenMP's threads
