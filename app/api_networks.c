@@ -821,7 +821,8 @@ int api_lr_preview(struct req *r)
 	}
 	/* the model kind's own checks and defaults, on a stand-in for the rest of a model */
 	params = cJSON_CreateObject();
-	cJSON_AddNumberToObject(params, "dataset", 1);
+	/* no such job: nothing for the model kind's memory rule to estimate */
+	cJSON_AddNumberToObject(params, "dataset", 9007199254740991.0);
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(params, "network"), "standard", net_standards[0].name);
 	cJSON_AddItemToObject(params, "solver", solver ? cJSON_Duplicate(solver, 1) : cJSON_CreateObject());
 	struct dd_err err = { 0 };

@@ -321,8 +321,10 @@ int train_memory_death(const char *dir, int sig, int code, const char *tail, cha
 			 strsignal(sig));
 	else
 		snprintf(how, sizeof how, "the worker exited with status %d after an allocation failed", code);
-	snprintf(why, len, "out of memory%s%s%s: %s; %s%s%s", fig[0] ? " (" : "", fig, fig[0] ? ")" : "", how, lower,
-		 tail && tail[0] ? "; last output: " : "", tail ? tail : "");
+	/* the advice is a training's; another kind's figure, if any, has no batch */
+	int training = strstr(fig, " at batch ") != NULL;
+	snprintf(why, len, "out of memory%s%s%s: %s%s%s%s%s", fig[0] ? " (" : "", fig, fig[0] ? ")" : "", how,
+		 training ? "; " : "", training ? lower : "", tail && tail[0] ? "; last output: " : "", tail ? tail : "");
 	return 1;
 }
 

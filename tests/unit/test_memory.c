@@ -231,6 +231,14 @@ static void test_limit_and_death(void)
 	/* a crash that is not memory's stays the scheduler's to tell */
 	CHECK_EQ_INT(train_memory_death(dir, SIGSEGV, -1, "segfault somewhere", why, sizeof why), 0);
 	CHECK_EQ_INT(train_memory_death(dir, -1, 3, "", why, sizeof why), 0);
+	remove(path);
+	/* not a training (no memory.json): no figure, no advice about batches */
+	CHECK_EQ_INT(train_memory_death(dir, SIGKILL, -1, "", why, sizeof why), 1);
+	CHECK_STR(why, "out of memory: the worker was killed by signal 9 (SIGKILL), as the kernel's out-of-memory killer "
+		       "ends a process");
+	f = fopen(path, "w");
+	fputs("{\"estimate\":104857600,\"batch\":32,\"limit\":209715200}\n", f);
+	fclose(f);
 	dd_err_set(&err, DD_ENOMEM, "out of memory for the network's 5 parameters");
 	train_memory_oom_message(dir, &err);
 	CHECK_CONTAINS(err.msg, "out of memory (100 MiB at batch 32, limit 200 MiB): out of memory for the network's 5");
