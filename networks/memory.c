@@ -109,16 +109,20 @@ static int64_t feed_bytes(const struct net_graph *g, int n)
  *               ref: 0 (its kernels loop in place); an approximation of oneDNN's
  *               own scratchpads, which it sizes per primitive and does not report
  *   feed        = 4 · (2 · batch · R · C·H·W + 2 · batch_val · C·H·W)
+ *   snapshot    = 4 · P · max(1, h)          a resume reads the weights file whole, then the
+ *                                            solver state (snapshot.c's st_open), one at a time
  *   runtime     = 56 MiB on the CPU (the binary, oneDNN, two threads' stacks,
  *                 malloc's arenas: a LeNet training's peak VmData less the rest);
  *                 cuda: 640 MiB of host memory for the CUDA context
  *
  * Measured with `deepdesk train --threads 2` on this project's 2-core machine (peak
  * of /proc/PID/status sampled every 20 ms), estimate vs real:
- *   LeNet, batch 64:   93 MiB vs VmData 93 MiB, peak RSS 62 MiB (the val graph's
- *                      gradient arenas are never touched, so never resident)
- *   AlexNet, batch 32: 2327 MiB vs VmData 2516 MiB (-8%), peak RSS 2458 MiB (-5%)
- * so the total is within 10% of what RLIMIT_DATA counts, and a worker's limit gets a
+ *   LeNet, batch 64:        95 MiB vs VmData 93 MiB, peak RSS 62 MiB (the val graph's
+ *                           gradient arenas are never touched, so never resident)
+ *   AlexNet, batch 32:      2544 MiB vs VmData 2516 MiB, peak RSS 2458 MiB
+ *   ResNet-20, batch 128:   1458 MiB vs VmData 1459 MiB, peak RSS 1428 MiB
+ * (a worker through the server the same: AlexNet 2521 / 2460), so the total is
+ * within 10% of what RLIMIT_DATA counts, and a worker's limit gets a
  * margin over it (jobs/kind_train_memory.c).  Each further thread adds its stack
  * (8 MiB of address space) to VmData. */
 int net_memory_estimate(const struct net_graph *train, const struct net_graph *val, enum solver_type solver,
@@ -140,10 +144,11 @@ int net_memory_estimate(const struct net_graph *train, const struct net_graph *v
 		m->workspace = ws > wv ? ws : wv;
 	}
 	m->feed = feed_bytes(train, train->in.n * (int)r) + (val ? feed_bytes(val, val->in.n) : 0);
+	m->snapshot = 4 * train->params > m->history / r ? 4 * train->params : m->history / r;
 	m->runtime = cuda ? 640 * MIB : 56 * MIB;
 	m->total = m->params + m->grads + m->history + m->activations + m->act_grads + m->saved + m->layer_state +
-		   m->workspace + m->feed + m->runtime;
-	m->host = cuda ? m->feed + m->runtime : m->total;
+		   m->workspace + m->feed + m->snapshot + m->runtime;
+	m->host = cuda ? m->feed + m->snapshot + m->runtime : m->total;
 	return DD_OK;
 }
 
@@ -168,6 +173,7 @@ cJSON *net_memory_json(const struct net_memory *m)
 	cJSON_AddNumberToObject(b, "layer_state", (double)m->layer_state);
 	cJSON_AddNumberToObject(b, "workspace", (double)m->workspace);
 	cJSON_AddNumberToObject(b, "feed", (double)m->feed);
+	cJSON_AddNumberToObject(b, "snapshot", (double)m->snapshot);
 	cJSON_AddNumberToObject(b, "runtime", (double)m->runtime);
 	return o;
 }

@@ -33,6 +33,8 @@ struct net_memory {
 			      * probabilities, batch-norm statistics */
 	int64_t workspace;   /* the backend's temporaries (approximation) */
 	int64_t feed;        /* the prefetched batches of both feeds */
+	int64_t snapshot;    /* a resume or fine-tune reads a snapshot file whole, one at a
+			      * time: the larger of the weights and the solver state */
 	int64_t runtime;     /* the program, its libraries and threads (approximation) */
 	int64_t total;       /* all of the above */
 	int64_t host;        /* of total, in the machine's memory (total unless device) */
@@ -45,7 +47,7 @@ int net_memory_estimate(const struct net_graph *train, const struct net_graph *v
 			const char *backend, int replicas, struct net_memory *m);
 
 /* {"total","host","batch","replicas","device","breakdown":{params,grads,history,
- * activations,activation_grads,saved,layer_state,workspace,feed,runtime}}, bytes.
+ * activations,activation_grads,saved,layer_state,workspace,feed,snapshot,runtime}}, bytes.
  * Caller frees with cJSON_Delete(); NULL when out of memory. */
 struct cJSON *net_memory_json(const struct net_memory *m);
 

@@ -52,7 +52,7 @@ static void unload(struct nets *n)
  *   workspace: tmp pool1's input 64·20·24·24 = 737,280 (more than ip1's 64·800 +
  *              400,500); stage conv1 (1 channel: blocked) 64·784 + 520 + 737,280 =
  *              787,976; 4·(737,280 + 787,976)
- *   feed: 4·(2·64·784 + 784) per feed */
+ *   feed: 4·(2·64·784 + 784) per feed; snapshot: the weights file, 4·P */
 static void test_lenet(void)
 {
 	struct nets n;
@@ -72,8 +72,9 @@ static void test_lenet(void)
 	CHECK_EQ_INT(m.layer_state, 2 * 944640LL);
 	CHECK_EQ_INT(m.workspace, 4 * (737280LL + 787976LL));
 	CHECK_EQ_INT(m.feed, 2 * 4 * (2 * 64 * 784LL + 784));
+	CHECK_EQ_INT(m.snapshot, 4 * 431080LL);
 	CHECK_EQ_INT(m.total, m.params + m.grads + m.history + m.activations + m.act_grads + m.saved + m.layer_state +
-				      m.workspace + m.feed + m.runtime);
+				      m.workspace + m.feed + m.snapshot + m.runtime);
 	CHECK_EQ_INT(m.host, m.total);
 	printf("lenet b64 cpu sgd: total %.1f MiB (runtime %.0f)\n", (double)m.total / MIB, (double)m.runtime / MIB);
 	/* Adam keeps two histories; the reference backend no workspace */
@@ -81,6 +82,7 @@ static void test_lenet(void)
 	CHECK_EQ_INT(net_memory_estimate(n.tg, n.vg, SOLVER_ADAM, "ref", 1, &a), DD_OK);
 	CHECK_EQ_INT(a.history, 2 * 4 * 431080LL);
 	CHECK_EQ_INT(a.workspace, 0);
+	CHECK_EQ_INT(a.snapshot, 2 * 4 * 431080LL); /* the solver state, the larger file */
 	/* two copies: two train graphs and histories, one val graph */
 	CHECK_EQ_INT(net_memory_estimate(n.tg, n.vg, SOLVER_SGD, "ref", 2, &a), DD_OK);
 	CHECK_EQ_INT(a.params, 3 * 4 * 431080LL);
@@ -88,7 +90,7 @@ static void test_lenet(void)
 	CHECK_EQ_INT(a.feed, 4 * (2 * 128 * 784LL + 784) + 4 * (2 * 64 * 784LL + 784));
 	/* on a GPU only the feeds and the runtime are the machine's */
 	CHECK_EQ_INT(net_memory_estimate(n.tg, n.vg, SOLVER_SGD, "cuda:0", 1, &a), DD_OK);
-	CHECK(a.device && a.host == a.feed + a.runtime && a.host < a.total);
+	CHECK(a.device && a.host == a.feed + a.snapshot + a.runtime && a.host < a.total);
 	cJSON *j = net_memory_json(&m);
 	CHECK(j && cJSON_GetObjectItem(j, "total")->valuedouble == (double)m.total);
 	CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "breakdown"), "history")->valuedouble == 4 * 431080.0);

@@ -574,7 +574,7 @@ export function mountNewModel(root, { navigate }) {
     const b = m.breakdown || {};
     const parts = [['weights', b.params], ['gradients', b.grads], ['solver state', b.history], ['activations', b.activations],
       ['activation gradients', b.activation_grads], ['layer state', (b.saved || 0) + (b.layer_state || 0)],
-      ['workspace', b.workspace], ['data feed', b.feed], ['runtime', b.runtime]];
+      ['workspace', b.workspace], ['data feed', b.feed], ['snapshot read on resume', b.snapshot], ['runtime', b.runtime]];
     return `Memory to train, estimated${m.device ? ' (on the GPU, but for the feed and runtime)' : ''}: ` +
       parts.filter(([, v]) => v).map(([k, v]) => `${k} ${binBytes(v)}`).join(', ') +
       (m.limit ? `; the per-job limit is ${binBytes(m.limit)}` : '');
