@@ -45,9 +45,9 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../networks/memory.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
-#include "../networks/memory.h"
 #include "job.h"
 #include "kind_train_memory.h"
 #include "worker.h"
@@ -1008,7 +1008,7 @@ static int run(struct worker *w, struct dd_err *err)
 
 	struct train_hooks h = { &c, on_metric, on_log, on_stop };
 	if ((rc = train_run(&o, &h, err))) {
-		if (rc == DD_ENOMEM)
+		if (rc == DD_ENOMEM || strcasestr(err->msg, "out of memory")) /* oneDNN's too */
 			train_memory_oom_message(w->dir, err);
 		goto out;
 	}
