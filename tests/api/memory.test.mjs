@@ -2,17 +2,18 @@
 // training would take more than --job-memory-max is refused by the network check's
 // verdict, by POST /models and by POST /jobs (kind model), and on clone and resume
 // once the limit is lower, each naming the estimate and the limit; a normal network
-// passes with its estimate shown; a worker that runs out of memory under its limit,
-// or is killed as the kernel's OOM killer kills, ends "out of memory (N MiB …)" and
-// the server goes on.
+// passes with its estimate shown; a worker that runs out of memory under its limit
+// (a runaway test job; a training that passes the check but whose worker, under a
+// hard RLIMIT_DATA below it, cannot get its memory), or is killed as the kernel's OOM
+// killer kills, ends "out of memory (N MiB …)" and the server goes on.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, killTrackedPids, trackPid, writeColourFolders, TINY_NET,
-  folderDataset, getJob,
+  folderDataset, getJob, BIN,
 } from './helpers.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
@@ -117,12 +118,12 @@ describe('memory', () => {
     assert.equal(c.body.memory.limit, 200 * MIB);
   });
 
-  test('a worker that runs out of memory ends "out of memory", and the server goes on', async () => {
+  test('a worker that runs out of memory ends "out of memory", and the server goes on', async (t) => {
     // (the server now runs with --job-memory-max 200M)
     // a runaway allocation stops at the worker's RLIMIT_DATA
-    const t = await server.api('POST', '/api/v1/jobs', { kind: 'test', name: 'hog', params: { alloc_mb: 4096, steps: 1 } });
-    assert.equal(t.status, 202, JSON.stringify(t.body));
-    const hog = await waitState(server, t.body.job.id, ['done', 'error'], 60000);
+    const h = await server.api('POST', '/api/v1/jobs', { kind: 'test', name: 'hog', params: { alloc_mb: 4096, steps: 1 } });
+    assert.equal(h.status, 202, JSON.stringify(h.body));
+    const hog = await waitState(server, h.body.job.id, ['done', 'error'], 60000);
     assert.equal(hog.state, 'error');
     assert.match(hog.error, /^out of memory \((\d+) MiB\)/);
     const got = Number(/^out of memory \((\d+) MiB\)/.exec(hog.error)[1]);
@@ -141,6 +142,7 @@ describe('memory', () => {
     process.kill(pid, 'SIGKILL');
     const dead = await waitState(server, id, ['error', 'done', 'aborted'], 30000);
     assert.equal(dead.state, 'error');
+    t.diagnostic(dead.error);
     assert.match(dead.error, /^out of memory \(\d+ MiB at batch 4, limit \d+ MiB\): the worker was killed by signal 9 .*lower batch_size/);
 
     // the server goes on: a small training still runs to the end
@@ -148,5 +150,35 @@ describe('memory', () => {
     assert.equal(ok.status, 202, JSON.stringify(ok.body));
     const fine = await waitState(server, ok.body.job.id, ['done', 'error'], 60000);
     assert.equal(fine.state, 'done', fine.error);
+  });
+
+  test('a training under the check whose real use exceeds its worker\'s limit ends "out of memory (N MiB at batch B)"', async (t) => {
+    // The server (and so every worker) under a hard RLIMIT_DATA of 640 MiB, below a
+    // --job-memory-max of 4G: a network of about 1.3 GiB passes the check and then
+    // cannot get its memory in the worker.
+    const wrapper = join(work, 'limited.sh');
+    writeFileSync(wrapper, `#!/bin/sh\nexec prlimit --data=${640 * MIB} ${BIN} "$@"\n`);
+    chmodSync(wrapper, 0o755);
+    const tight = await startServer({ bin: wrapper, args: ['--data-root', work, '--job-memory-max', '4G', '--threads', '16'] });
+    try {
+      const ds = await folderDataset(tight, join(work, 'colours'));
+      const big = wide(250000);
+      const c = await tight.api('POST', '/api/v1/networks/check', { prototxt: big, dataset: ds });
+      assert.equal(c.body.valid, true, JSON.stringify(c.body.error));
+      assert.ok(c.body.memory.total > 1000 * MIB && c.body.memory.total < 4096 * MIB, `${c.body.memory.total}`);
+      const m = await tight.api('POST', '/api/v1/models', { name: 'over', dataset: ds, network: { prototxt: big }, epochs: 1 });
+      assert.equal(m.status, 202, JSON.stringify(m.body));
+      const end = await waitState(tight, m.body.job.id, ['done', 'error'], 120000);
+      assert.equal(end.state, 'error');
+      t.diagnostic(end.error);
+      const mib = Math.round(c.body.memory.total / MIB);
+      assert.match(end.error, new RegExp(`^out of memory \\(${mib} MiB at batch 4, limit 640 MiB\\): .*lower batch_size`));
+      // and the server goes on
+      const ok = await tight.api('POST', '/api/v1/models', { name: 'small', dataset: ds, network: { prototxt: TINY_NET }, epochs: 1 });
+      assert.equal((await waitState(tight, ok.body.job.id, ['done', 'error'], 60000)).state, 'done');
+    } finally {
+      await tight.stop();
+      tight.cleanup();
+    }
   });
 });
