@@ -257,8 +257,10 @@ void train_memory_enter(const char *dir, const struct net_memory *m, char *msg, 
 		if (m->device) {
 			rl.rlim_cur = rl.rlim_max; /* the CUDA driver's own mappings are not ours to bound */
 		} else {
+			/* only under a limit the executor set (not `--job-memory-max off`,
+			 * not Slurm, whose --mem is its own) */
 			int64_t want = m->host + m->host / 4 + thread_margin();
-			if (rl.rlim_cur == RLIM_INFINITY || (int64_t)rl.rlim_cur > want)
+			if (rl.rlim_cur != RLIM_INFINITY && (int64_t)rl.rlim_cur > want)
 				rl.rlim_cur = (rlim_t)want;
 		}
 		setrlimit(RLIMIT_DATA, &rl);

@@ -61,8 +61,9 @@ int train_memory_check(const cJSON *params, struct dd_err *err);
 int train_memory_over(const struct net_memory *m, const char *largest, int64_t lp, struct dd_err *err);
 
 /* In a worker about to train (dir its folder): write memory.json, lower this
- * process's RLIMIT_DATA to a margin over m's host bytes (on cuda raise it back to
- * the hard limit, since the driver maps what it needs), and have a crash after a
+ * process's RLIMIT_DATA, when it started under one (the local executor's), to a
+ * margin over m's host bytes (on cuda raise it back to the hard limit, since the
+ * driver maps what it needs), and have a crash after a
  * failed allocation say so in worker.log.  Fills msg with a line for the job's log. */
 void train_memory_enter(const char *dir, const struct net_memory *m, char *msg, size_t len);
 
