@@ -94,7 +94,7 @@ int job_memory_parse(const char *s, int64_t *bytes, struct dd_err *err)
 	if (end && *end) {
 		static const char *const units = "KMGT";
 		const char *u = strchr(units, end[0] & ~0x20);
-		if (!u || !end[0])
+		if (!u || !*u) /* not a unit (strchr finds the terminator for a NUL) */
 			goto bad;
 		for (const char *p = units; p <= u; p++)
 			unit *= 1024;

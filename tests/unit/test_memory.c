@@ -192,6 +192,11 @@ static void test_limit_and_death(void)
 	CHECK_EQ_INT(job_memory_parse("4X", &b, &err), DD_EINVAL);
 	CHECK_CONTAINS(err.msg, "--job-memory-max");
 	CHECK_EQ_INT(job_memory_parse("-1", &b, &err), DD_EINVAL);
+	CHECK_EQ_INT(job_memory_parse("4 ", &b, &err), DD_EINVAL);
+	CHECK_EQ_INT(job_memory_parse("4GX", &b, &err), DD_EINVAL);
+	CHECK_EQ_INT(job_memory_parse("", &b, &err), DD_EINVAL);
+	CHECK_EQ_INT(job_memory_parse("1.5k", &b, &err), DD_OK);
+	CHECK_EQ_INT(b, 1536);
 
 	/* over the limit: the figure, the limit and what to lower */
 	struct net_memory m = { .batch = 64, .params = 300 * MIB, .grads = 300 * MIB, .history = 300 * MIB,
