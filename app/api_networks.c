@@ -53,7 +53,9 @@
 #include "../jobs/executor.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
+#include "../jobs/kind_train_memory.h"
 #include "../jobs/sched.h"
+#include "../networks/memory.h"
 #include "../networks/net.h"
 #include "../networks/solver.h"
 #include "../networks/train.h"
@@ -121,6 +123,8 @@ struct net_req {
 	enum net_stage stage;
 	struct net_input in;    /* n and crop as asked; c, h, w, classes as given (0: default) */
 	int model_c, model_h, model_w, model_classes; /* a model's settings.json, when it has them */
+	const char *solver, *backend; /* for the memory estimate: borrowed from the body; NULL: sgd, cpu */
+	int replicas;
 };
 
 /* What a model job settled about its input (settings.json: "input": [c, h, w],
@@ -151,8 +155,8 @@ static void model_input(const char *dir, struct net_req *q)
  * built or a model that has not written its network yet. */
 static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 {
-	static const char *const fields[] = { "prototxt", "standard", "model",	    "dataset",	 "input",
-					      "classes",  "stage",	"batch_size", "crop_size", NULL };
+	static const char *const fields[] = { "prototxt",  "standard",  "model",  "dataset", "input",	"classes",
+					      "stage",	   "batch_size", "crop_size", "solver", "backend", "gpus", NULL };
 	int rc;
 	memset(q, 0, sizeof *q);
 	if ((rc = http_only_fields(r->c, body, fields, "")))
@@ -224,6 +228,22 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 	    (rc = int_field(r, body, "batch_size", 1, 4096, &q->in.n)) ||
 	    (rc = int_field(r, body, "crop_size", 1, 4096, &q->in.crop)))
 		return rc;
+	/* what the memory estimate needs besides the network: the model form's solver
+	 * (its type), backend and gpus, as POST /api/v1/models takes them */
+	const cJSON *so = get(body, "solver"), *be = get(body, "backend"), *gp = get(body, "gpus");
+	const cJSON *sot = cJSON_IsObject(so) ? get(so, "type") : so;
+	enum solver_type stype;
+	if (sot && (!cJSON_IsString(sot) || solver_type_parse(sot->valuestring, &stype, NULL) != DD_OK))
+		return http_error(r->c, 400, "invalid",
+				  "solver: a solver type (sgd, nesterov, adagrad, rmsprop, adadelta, adam) or {\"type\": TYPE, ...}");
+	if (be && (!cJSON_IsString(be) || strlen(be->valuestring) > 16))
+		return http_error(r->c, 400, "invalid", "backend: must be cpu, ref or cuda");
+	if (gp && !cJSON_IsNumber(gp) && !cJSON_IsArray(gp) && !cJSON_IsString(gp))
+		return http_error(r->c, 400, "invalid", "gpus: a count, a list of GPU ids, or \"any\"");
+	q->solver = sot ? sot->valuestring : NULL;
+	q->backend = be ? be->valuestring : NULL;
+	q->replicas = cJSON_IsNumber(gp) && gp->valuedouble >= 1 && gp->valuedouble <= 16 ? (int)gp->valuedouble
+		      : cJSON_IsArray(gp) ? cJSON_GetArraySize(gp) : 1;
 	q->stage = NET_STAGE_TRAIN;
 	const cJSON *st = get(body, "stage");
 	if (st) {
@@ -412,6 +432,38 @@ static cJSON *valid_json(const struct net_graph *g)
 	return o;
 }
 
+/* The memory estimate of training def on g's input (networks/memory.h) with q's
+ * batch, crop, solver, backend and copies: *out {"total","host","batch","replicas",
+ * "device","breakdown":{...},"limit"} (limit 0: none); over gets train_memory_over's
+ * verdict (code 0 when it fits).  DD_OK, or DD_ENOMEM. */
+static int memory_json(const struct net_req *q, const struct net *def, const struct net_graph *g, cJSON **out,
+		       struct dd_err *over)
+{
+	struct net_input in = { .n = q->in.n, .c = g->in.c, .h = g->in.h, .w = g->in.w, .crop = q->in.crop,
+				.classes = g->in.classes };
+	struct net_graph *tg = NULL, *vg = NULL;
+	struct dd_err err = { 0 };
+	struct net_memory m;
+	enum solver_type st = SOLVER_SGD;
+	int rc = DD_OK;
+	*out = NULL;
+	if (q->solver)
+		solver_type_parse(q->solver, &st, NULL); /* read_net_req checked it */
+	/* every stage instantiated already (verdict): these cannot fail on the input */
+	if (net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, &err) || net_instantiate(def, NET_STAGE_VAL, &in, &vg, &err) ||
+	    net_memory_estimate(tg, vg, st, q->backend, q->replicas, &m) || !(*out = net_memory_json(&m))) {
+		rc = DD_ENOMEM;
+		goto done;
+	}
+	cJSON_AddNumberToObject(*out, "limit", (double)job_memory_max());
+	int k = net_memory_largest_layer(tg);
+	train_memory_over(&m, k >= 0 ? tg->node[k].l.name : NULL, k >= 0 ? tg->node[k].nparams : 0, over);
+done:
+	net_graph_free(tg);
+	net_graph_free(vg);
+	return rc;
+}
+
 int api_networks_check(struct req *r)
 {
 	cJSON *body = NULL;
@@ -430,8 +482,23 @@ int api_networks_check(struct req *r)
 		rc = http_json(r->c, 200, invalid_json(def, &err, bad_stage));
 	else if (v)
 		rc = http_error_dd(r->c, &err);
-	else
-		rc = http_json(r->c, 200, valid_json(g));
+	else {
+		/* what it will take to train, against the per-job limit: a network over it
+		 * is refused by POST /api/v1/models, so the verdict says so here */
+		cJSON *mem = NULL;
+		struct dd_err over = { 0 };
+		if ((rc = memory_json(&q, def, g, &mem, &over)))
+			rc = http_error(r->c, 500, "internal", "out of memory");
+		else if (over.code) {
+			cJSON *o = invalid_json(def, &over, NULL);
+			cJSON_AddItemToObject(o, "memory", mem);
+			rc = http_json(r->c, 200, o);
+		} else {
+			cJSON *o = valid_json(g);
+			cJSON_AddItemToObject(o, "memory", mem);
+			rc = http_json(r->c, 200, o);
+		}
+	}
 out:
 	net_graph_free(g);
 	net_free(def);
@@ -1087,7 +1154,8 @@ int api_lr_preview(struct req *r)
 	}
 	/* the model kind's own checks and defaults, on a stand-in for the rest of a model */
 	params = cJSON_CreateObject();
-	cJSON_AddNumberToObject(params, "dataset", 1);
+	/* no such job: nothing for the model kind's memory rule to estimate */
+	cJSON_AddNumberToObject(params, "dataset", 9007199254740991.0);
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(params, "network"), "standard", net_standards[0].name);
 	cJSON_AddItemToObject(params, "solver", solver ? cJSON_Duplicate(solver, 1) : cJSON_CreateObject());
 	struct dd_err err = { 0 };

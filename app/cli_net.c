@@ -12,6 +12,7 @@
 
 #include "../common/fsutil.h"
 #include "../networks/graph.h"
+#include "../networks/memory.h"
 #include "../networks/net.h"
 #include "../networks/prototxt.h"
 #include "../networks/solver.h"
@@ -27,7 +28,9 @@ const char cli_net_usage[] =
 	"       (DIGITS' stages and clean-up, shapes, parameter counts); print one line per\n"
 	"       layer (name, type, top shapes, parameters) and a total, or the first error as\n"
 	"       FILE:LINE:COL: message on stderr and exit 1.  NAME is a standard network.\n"
-	"       Without --stage all three stages are checked and the train stage is shown.\n"
+	"       Without --stage all three stages are checked and the train stage is shown,\n"
+	"       then the memory a training takes at that batch (SGD on the CPU: the estimate\n"
+	"       deepdesk serve checks against --job-memory-max; JSON: \"memory\").\n"
 	"time   instantiate the network with seeded random data and labels and time it as\n"
 	"       `caffe time` does: warm-up passes, then --iters training iterations (forward,\n"
 	"       backward and an SGD momentum update) or, with --stage deploy, forward passes;\n"
@@ -250,8 +253,18 @@ static int net_check(int argc, char **argv)
 		else
 			net_graph_free(one);
 	}
+	/* what training it takes (SGD on oneDNN), for the train and val stages at this input */
+	struct net_graph *tg = NULL, *vg = NULL;
+	struct net_memory mem;
+	int have_mem = net_instantiate(def, NET_STAGE_TRAIN, &in, &tg, &err) == DD_OK &&
+		       net_instantiate(def, NET_STAGE_VAL, &in, &vg, &err) == DD_OK &&
+		       net_memory_estimate(tg, vg, SOLVER_SGD, "cpu", 1, &mem) == DD_OK;
+	net_graph_free(tg);
+	net_graph_free(vg);
 	if (json) {
 		cJSON *j = net_graph_json(g);
+		if (j && have_mem)
+			cJSON_AddItemToObject(j, "memory", net_memory_json(&mem));
 		char *s = j ? cJSON_Print(j) : NULL;
 		cJSON_Delete(j);
 		if (!s) {
@@ -262,6 +275,10 @@ static int net_check(int argc, char **argv)
 		free(s);
 	} else if (net_graph_print(g, stdout)) {
 		goto done;
+	} else if (have_mem) {
+		char h[32];
+		net_memory_human(mem.total, h, sizeof h);
+		printf("training at batch %d (SGD, cpu): about %s of memory\n", mem.batch, h);
 	}
 	rc = 0;
 done:

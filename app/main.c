@@ -8,6 +8,7 @@
 
 #include "../common/log.h"
 #include "../common/version.h"
+#include "../jobs/kind_train_memory.h"
 #include "../jobs/worker.h"
 #include "api.h"
 #include "cli.h"
@@ -50,6 +51,10 @@ static const char serve_usage[] =
 	"                       No other server path is ever read on a user's behalf.\n"
 	"  --cpu-slots N        CPU slots jobs may hold at once (default: one per core)\n"
 	"  --abort-grace SEC    after an abort's SIGTERM, SIGKILL this much later (default 10)\n"
+	"  --job-memory-max BYTES|auto|off  the memory one training may take, by its estimate\n"
+	"                       (a size like 4G or 512M; default auto: half the machine's\n"
+	"                       memory, or of the server's cgroup limit); over it a job is\n"
+	"                       refused, and each worker runs under RLIMIT_DATA near it\n"
 	"  --threads N          HTTP threads (default 128); WebSockets may hold all but an\n"
 	"                       eighth of them (112 of 128)\n"
 	"  --max-upload MIB     largest archive upload accepted, in MiB (default 16384)\n"
@@ -91,7 +96,7 @@ static int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
 	       O_AFILES, O_AMIB, O_ACCOUNTS, O_CERT, O_KEY, O_IDLE, O_SMAX,
-	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME, O_METRICS };
+	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME, O_METRICS, O_JOBMEM };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -116,6 +121,7 @@ static int cmd_serve(int argc, char **argv)
 		{ "slurm-cpus", required_argument, NULL, O_SCPUS },
 		{ "slurm-mem", required_argument, NULL, O_SMEM },
 		{ "slurm-time", required_argument, NULL, O_STIME },
+		{ "job-memory-max", required_argument, NULL, O_JOBMEM },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -210,6 +216,16 @@ static int cmd_serve(int argc, char **argv)
 			break;
 		case O_SMEM: o.slurm.mem = optarg; break;
 		case O_STIME: o.slurm.time = optarg; break;
+		case O_JOBMEM: {
+			struct dd_err merr = { 0 };
+			int64_t bytes;
+			if (job_memory_parse(optarg, &bytes, &merr) != DD_OK) {
+				fprintf(stderr, "deepdesk: %s\n", merr.msg);
+				return 2;
+			}
+			job_memory_set_max(bytes);
+			break;
+		}
 		case 'h': fputs(serve_usage, stdout); return 0;
 		default: fputs(serve_usage, stderr); return 2;
 		}

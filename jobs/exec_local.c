@@ -3,7 +3,8 @@
  * The worker gets its own session (POSIX_SPAWN_SETSID) so that a Ctrl-C or a
  * SIGTERM to the server does not reach it: a server that stops leaves its workers
  * running, and the next server adopts them (exec_handle.is_child = 0), watching
- * them by pid and start time instead of waitpid. */
+ * them by pid and start time instead of waitpid.  Each worker starts under the
+ * per-job memory limit (job_memory_cap, as RLIMIT_DATA). */
 #define _GNU_SOURCE
 #include "executor.h"
 
@@ -15,8 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "../common/fsutil.h"
+#include "kind_train_memory.h"
 
 extern char **environ;
 
@@ -53,6 +60,24 @@ int64_t exec_local_pid_start(int pid)
 	return -1;
 }
 
+/* Does the job in dir run on a GPU (job.json params.backend "cuda…")?  The CUDA
+ * driver maps host memory of its own as it sees fit, so such a worker is not put
+ * under RLIMIT_DATA; its host share (feeds, runtime) is checked when it is created. */
+static int on_gpu(const char *dir)
+{
+	char path[PATH_MAX], *text = NULL;
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) != DD_OK)
+		return 0;
+	cJSON *job = cJSON_Parse(text);
+	free(text);
+	const char *be = cJSON_GetStringValue(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "params"), "backend"));
+	int gpu = be && !strncmp(be, "cuda", 4);
+	cJSON_Delete(job);
+	return gpu;
+}
+
 static int local_start(const char *exe, const char *dir, struct exec_handle *h, struct dd_err *err)
 {
 	char log[PATH_MAX];
@@ -79,6 +104,15 @@ static int local_start(const char *exe, const char *dir, struct exec_handle *h, 
 	posix_spawnattr_destroy(&attr);
 	if (rc != 0)
 		return dd_err_sys(err, DD_EIO, rc, "cannot start the worker %s", exe);
+	/* the per-job memory limit, as RLIMIT_DATA's soft limit (kind_train_memory.h says
+	 * why that one).  The child is still starting (posix_spawn returns once it
+	 * has exec'd); a training lowers it further once it knows its estimate. */
+	struct rlimit rl;
+	int64_t cap = on_gpu(dir) ? 0 : job_memory_cap();
+	if (cap > 0 && prlimit(pid, RLIMIT_DATA, NULL, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || (int64_t)rl.rlim_max > cap)) {
+		rl.rlim_cur = (rlim_t)cap;
+		prlimit(pid, RLIMIT_DATA, &rl, NULL);
+	}
 	h->pid = pid;
 	h->is_child = 1;
 	h->pid_start = exec_local_pid_start(pid);

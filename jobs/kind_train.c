@@ -48,10 +48,12 @@
 
 #include "../common/fsutil.h"
 #include "../common/json.h"
+#include "../networks/memory.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "job.h"
 #include "kind_check.h"
+#include "kind_train_memory.h"
 #include "worker.h"
 
 #define MAX_PROTOTXT (4u << 20)
@@ -615,7 +617,9 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	cJSON *g = get(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
-	return who ? check_related(params, who, uses, err) : DD_OK;
+	if (who && (rc = check_related(params, who, uses, err)))
+		return rc;
+	return train_memory_check(params, err); /* the per-job memory limit (kind_train_memory.c) */
 }
 
 /* ---- the folder and the events (the worker's and `deepdesk train`'s) ---- */
@@ -1068,9 +1072,21 @@ static int run(struct worker *w, struct dd_err *err)
 	if ((rc = model_write_folder(w->dir, text, netname, ds, o.batch, o.crop, cJSON_Duplicate(p, 1), err)))
 		goto out;
 
+	/* under a memory limit with a margin over the estimate (kind_train_memory.h) */
+	struct net_memory mem;
+	char mem_msg[256];
+	if (train_memory_estimate(text, ds, o.batch, o.crop, type, o.backend, o.replicas, &mem, NULL, 0, NULL, NULL) ==
+	    DD_OK) {
+		train_memory_enter(w->dir, &mem, mem_msg, sizeof mem_msg);
+		worker_log(w, "info", "%s", mem_msg);
+	}
+
 	struct train_hooks h = { &c, on_metric, on_log, on_stop };
-	if ((rc = train_run(&o, &h, err)))
+	if ((rc = train_run(&o, &h, err))) {
+		if (rc == DD_ENOMEM || strcasestr(err->msg, "out of memory")) /* oneDNN's too */
+			train_memory_oom_message(w->dir, err);
 		goto out;
+	}
 
 	worker_event(w, model_result_event(&res));
 	const char *base = strrchr(res.snapshot, '/');

@@ -40,6 +40,7 @@
 #include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
+#include "kind_train_memory.h"
 
 #define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
 
@@ -366,7 +367,9 @@ static int settle(struct running *r, int wait_status, int recovering)
 	} else {
 		char tail[320];
 		worker_log_tail(dir, tail, sizeof tail);
-		if (sig > 0)
+		if (train_memory_death(dir, sig, code, tail, why, sizeof why))
+			; /* "out of memory (N MiB at batch B): ..." */
+		else if (sig > 0)
 			snprintf(why, sizeof why, "the worker was killed by signal %d (%s)%s%s", sig,
 				 strsignal(sig), tail[0] ? "; last output: " : "", tail);
 		else if (code >= 0)

@@ -6,9 +6,13 @@
  *   params.crash_at: die by SIGSEGV at that step (no final status);
  *   params.exit_at + params.exit_code: _exit with that code at that step;
  *   params.ignore_term: keep running after SIGTERM (to test the SIGKILL grace);
- *   params.log_lines: log lines per step (for event-volume tests). */
+ *   params.log_lines: log lines per step (for event-volume tests);
+ *   params.alloc_mb: at the first step allocate (and touch) this many MiB, 1 MiB at
+ *   a time, as a runaway training would: under the worker's memory limit
+ *   (exec_local.c) the allocation fails and the job ends "out of memory". */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +39,7 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	if (who && !who->admin && !(open && strcmp(open, "anyone") == 0))
 		return dd_err_set(err, DD_EPERM, "kind: \"test\" jobs are for admins only");
 	static const char *const keys[] = { "steps", "step_ms", "fail_at", "crash_at", "exit_at",
-					    "exit_code", "ignore_term", "log_lines", NULL };
+					    "exit_code", "ignore_term", "log_lines", "alloc_mb", NULL };
 	cJSON *it;
 	cJSON_ArrayForEach(it, params)
 	{
@@ -65,6 +69,14 @@ static int run(struct worker *w, struct dd_err *err)
 	int ignore_term = cJSON_IsTrue(ign) || (cJSON_IsNumber(ign) && ign->valueint);
 	if (ignore_term)
 		signal(SIGTERM, SIG_IGN);
+	int alloc_mb = (int)num(w->params, "alloc_mb", 0);
+	for (int mb = 0; mb < alloc_mb; mb++) {
+		char *p = malloc(1 << 20);
+		if (!p)
+			return dd_err_set(err, DD_ENOMEM, "out of memory (%d MiB): an allocation failed after %d MiB of the %d asked for",
+					  mb, mb, alloc_mb);
+		memset(p, 1, 1 << 20); /* kept: the worker is about to end */
+	}
 	for (int i = 0; i < steps; i++) {
 		if (!ignore_term && worker_should_stop(w)) {
 			worker_log(w, "info", "stopping at step %d of %d", i, steps);

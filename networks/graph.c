@@ -218,6 +218,51 @@ static void plan_saves(struct graph *gr, struct gnode *gn, struct carve *c, int6
 		gn->saved_out = take(c, (size_t)count * sizeof(float));
 }
 
+int graph_bytes_plan(const struct net_graph *g, struct graph_bytes *b)
+{
+	memset(b, 0, sizeof *b);
+	struct graph gr = { .g = g };
+	gr.node = calloc((size_t)g->nnode + 1, sizeof *gr.node);
+	if (!gr.node)
+		return DD_ENOMEM;
+	struct carve c = { NULL, 0 };
+	int64_t tmp_max = 0, np = 0, na = 0;
+	for (int k = 0; k < g->nnode; k++) {
+		gr.node[k].nd = &g->node[k];
+		np += g->node[k].nparams;
+	}
+	for (int k = 0; k < g->nnode; k++)
+		plan_saves(&gr, &gr.node[k], &c, &tmp_max);
+	take(&c, (size_t)tmp_max * sizeof(float));
+	for (int i = 0; i < g->nblob; i++)
+		na += g->blob[i].count;
+	int infer = g->stage == NET_STAGE_DEPLOY;
+	b->params = np * (int64_t)sizeof(float);
+	b->grads = infer ? 0 : b->params;
+	b->acts = na * (int64_t)sizeof(float);
+	b->dacts = infer ? 0 : b->acts;
+	b->saved = (int64_t)c.off;
+	free(gr.node);
+	return DD_OK;
+}
+
+void graph_bytes_of(const struct graph *gr, struct graph_bytes *b)
+{
+	b->params = gr->nparams * (int64_t)sizeof(float);
+	b->grads = gr->grads ? b->params : 0;
+	b->acts = gr->nacts * (int64_t)sizeof(float);
+	b->dacts = gr->dacts ? b->acts : 0;
+	/* the scratch arena: its carving ends at tmp + the largest in-place count */
+	int64_t tmp_max = 0;
+	for (int k = 0; k < gr->g->nnode; k++) {
+		const struct net_node *nd = &gr->g->node[k];
+		if (nd->in_place && nd->l.ntop && gr->g->blob[nd->top[0]].count > tmp_max)
+			tmp_max = gr->g->blob[nd->top[0]].count;
+	}
+	b->saved = (int64_t)((unsigned char *)gr->tmp - (unsigned char *)gr->scratch) +
+		   (int64_t)(((size_t)tmp_max * sizeof(float) + 63) & ~(size_t)63);
+}
+
 /* Fill node k's struct backend_layer: descriptors and the pointers it reads and
  * writes.  x, dx and cs are the node's slices of the pointer arena. */
 static void describe_node(struct graph *gr, struct gnode *gn, const float **x, float **dx, int *cs)

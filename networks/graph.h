@@ -88,6 +88,21 @@ int graph_layer_time(const struct graph *gr, int k, double *fwd_ms, double *bwd_
 uint64_t *graph_rng(struct graph *gr);
 /* The backend it runs on (borrowed). */
 struct backend *graph_backend(const struct graph *gr);
+/* The bytes of graph_create's five arenas for g (graph.c's design note), without
+ * allocating them: what a graph of g on any backend holds before the backend's own
+ * per-layer state and temporaries.  grads and dacts are 0 for a deploy graph.
+ * DD_OK, or DD_ENOMEM for the small planning array. */
+struct graph_bytes {
+	int64_t params;  /* 4 x parameter elements */
+	int64_t grads;   /* the same, for their gradients */
+	int64_t acts;    /* 4 x blob elements (an in-place top shares its bottom's) */
+	int64_t dacts;   /* the same, for the activation gradients */
+	int64_t saved;   /* the scratch arena: saved inputs/outputs and the in-place tmp */
+};
+int graph_bytes_plan(const struct net_graph *g, struct graph_bytes *b);
+/* What gr's arenas really hold (the + 1 and alignment slack left out): equal to
+ * graph_bytes_plan of its net_graph, which tests/unit/test_memory.c checks. */
+void graph_bytes_of(const struct graph *gr, struct graph_bytes *b);
 /* The instantiated network it runs (borrowed). */
 const struct net_graph *graph_net(const struct graph *gr);
 

@@ -99,6 +99,8 @@ test('2. New model: LeNet on it, a short training, checked before it is queued',
     const params = Number(await attr('.net-check [data-params]', 'data-params'));
     assert.ok(params > 1000, `LeNet has ${params} parameters`);
     assert.ok(await page.locator('.layers-table tbody tr[data-layer]').count() >= 4);
+    // and what training it will take (networks/memory.c's estimate)
+    await page.locator('.net-check .check-memory').filter({ hasText: /^ · about \d+ MiB at batch 16$/ }).waitFor();
 
     // Customize: the text goes into the editor; a typo is marked at its line in the gutter.
     await page.locator('[data-action="customize"]').click();

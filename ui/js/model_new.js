@@ -196,7 +196,7 @@ export function mountNewModel(root, { navigate }) {
       field('solver.weight_decay', 'Weight decay', wdIn, 'L2 penalty on the weights.')),
     h('div', { class: 'field-row three policy-row' },
       field('solver.lr_policy.policy', 'Learning rate policy', polSel, null), ...polFields));
-  typeSel.addEventListener('change', updateSolverFields);
+  typeSel.addEventListener('change', () => { updateSolverFields(); scheduleCheck(); });
   polSel.addEventListener('change', () => { applyPolicyDefaults(); updateSolverFields(); schedulePreview(); });
 
   /* ---------- 4. data and hardware ---------- */
@@ -220,7 +220,7 @@ export function mountNewModel(root, { navigate }) {
     wrapRadio('backend', 'Device', backendR));
   for (const i of [...meanR.inputs]) i.addEventListener('change', scheduleCheck);
   // the GPU radios come later (loadGpus): one listener on the group sees them all
-  backendR.el.addEventListener('change', () => { updateBatchHint(); schedulePreview(); updateSubmit(); });
+  backendR.el.addEventListener('change', () => { updateBatchHint(); schedulePreview(); updateSubmit(); scheduleCheck(); });
   cropIn.addEventListener('input', scheduleCheck);
   batchIn.addEventListener('input', scheduleCheck);
 
@@ -539,6 +539,14 @@ export function mountNewModel(root, { navigate }) {
     const bs = firstNumber(batchIn.value), cs = firstNumber(cropIn.value);
     if (bs) body.batch_size = bs;
     if (cs) body.crop_size = cs;
+    // the memory estimate depends on the solver (its history) and where it runs
+    body.solver = typeSel.value;
+    const be = backendR.value() || 'cpu';
+    if (be.startsWith('cuda:')) {
+      body.backend = 'cuda';
+      const ids = be.slice(5).split(',').filter((x) => /^\d+$/.test(x));
+      if (ids.length > 1) body.gpus = ids.length;
+    } else body.backend = be;
     setCheck({ ...check, state: 'checking' });
     try {
       const r = await post('/networks/check', body);
@@ -553,6 +561,23 @@ export function mountNewModel(root, { navigate }) {
       else if (e instanceof ApiError && e.status === 400) setCheck({ state: 'invalid', error: { message: e.message } });
       else setCheck({ state: 'error', message: e.message });
     }
+  }
+  /** 1288490189 → "1.2 GiB": the units the server's memory messages use. */
+  function binBytes(n) {
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return `${i >= 3 ? n.toFixed(1) : Math.round(n)} ${u[i]}`;
+  }
+  /** The estimate's breakdown, for a tooltip. */
+  function memoryTitle(m) {
+    const b = m.breakdown || {};
+    const parts = [['weights', b.params], ['gradients', b.grads], ['solver state', b.history], ['activations', b.activations],
+      ['activation gradients', b.activation_grads], ['layer state', (b.saved || 0) + (b.layer_state || 0)],
+      ['workspace', b.workspace], ['data feed', b.feed], ['snapshot read on resume', b.snapshot], ['runtime', b.runtime]];
+    return `Memory to train, estimated${m.device ? ' (on the GPU, but for the feed and runtime)' : ''}: ` +
+      parts.filter(([, v]) => v).map(([k, v]) => `${k} ${binBytes(v)}`).join(', ') +
+      (m.limit ? `; the per-job limit is ${binBytes(m.limit)}` : '');
   }
   function firstNumber(s) {
     const v = String(s).split(',')[0].trim();
@@ -578,7 +603,8 @@ export function mountNewModel(root, { navigate }) {
       const r = c.result, i = r.input || {};
       setChildren(checkStatus, icon('check', 'check-ok'),
         h('span', { class: 'check-msg' }, 'Valid: ', h('strong', { class: 'num', dataset: { params: r.params } }, int(r.params)), ' parameters',
-          i.c ? ` · input ${i.n ?? '?'}×${i.c}×${i.h}×${i.w}` : '', i.classes ? ` · ${i.classes} classes` : ''));
+          i.c ? ` · input ${i.n ?? '?'}×${i.c}×${i.h}×${i.w}` : '', i.classes ? ` · ${i.classes} classes` : '',
+          r.memory ? h('span', { class: 'check-memory', title: memoryTitle(r.memory) }, ` · about ${binBytes(r.memory.host)} at batch ${r.memory.batch}`) : null));
     }
     layersTable.hidden = c.state !== 'valid';
     if (c.state === 'valid') {
