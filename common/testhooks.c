@@ -16,6 +16,7 @@ static const char *const testhook_env[] = {
 	[TESTHOOK_DRAW_TIMEOUT_MS] = "DEEPDESK_DRAW_TIMEOUT_MS",
 	[TESTHOOK_DRAW_FAULT] = "DEEPDESK_DRAW_FAULT",
 	[TESTHOOK_TEST_KIND] = "DEEPDESK_TEST_KIND",
+	[TESTHOOK_OOM_KILLS] = "DEEPDESK_OOM_KILLS",
 };
 static_assert(sizeof testhook_env / sizeof testhook_env[0] == TESTHOOK_COUNT, "a testhook without its variable");
 

@@ -16,6 +16,7 @@ enum testhook {
 	TESTHOOK_DRAW_TIMEOUT_MS, /* DEEPDESK_DRAW_TIMEOUT_MS: a shorter deadline for a network drawing */
 	TESTHOOK_DRAW_FAULT,     /* DEEPDESK_DRAW_FAULT: segv, hang or flood: how the drawing child misbehaves */
 	TESTHOOK_TEST_KIND,      /* DEEPDESK_TEST_KIND: "anyone" opens the test job kind to every account */
+	TESTHOOK_OOM_KILLS,      /* DEEPDESK_OOM_KILLS: a file whose number adds to the kernel's count of OOM kills */
 	TESTHOOK_COUNT
 };
 

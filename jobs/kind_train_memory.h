@@ -69,10 +69,16 @@ void train_memory_enter(const char *dir, const struct net_memory *m, char *msg, 
 
 /* "out of memory (N MiB at batch B): ..." for a job in dir whose worker ended
  * with signal sig (-1: none) or exit code (-1: unknown) and no final status, tail
- * the end of its log: 1 and why when that looks like memory (SIGKILL, the OOM
- * killer's signal, that the server did not send; a crash or exit whose log says
- * out of memory), else 0. */
-int train_memory_death(const char *dir, int sig, int code, const char *tail, char *why, size_t len);
+ * the end of its log: 1 and why when that was memory — a SIGKILL the server did not
+ * send while the kernel's out-of-memory killer killed (oom_killed: the machine's
+ * count of OOM kills, /proc/vmstat oom_kill, rose during the run), or a crash or
+ * exit whose log says out of memory — else 0 (a person's kill -9 stays one). */
+int train_memory_death(const char *dir, int sig, int code, int oom_killed, const char *tail, char *why, size_t len);
+
+/* The kernel's count of processes its out-of-memory killer has killed since boot
+ * (/proc/vmstat oom_kill), or -1 where it is not known.  In the test build the
+ * number in the file DEEPDESK_OOM_KILLS names is added, for the tests of an OOM kill. */
+long long train_memory_oom_kills(void);
 
 /* err (DD_ENOMEM from a training) as "out of memory (N MiB at batch B): MESSAGE;
  * lower ...", using dir's memory.json. */

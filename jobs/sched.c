@@ -55,6 +55,7 @@ struct running {
 	int gpus[SCHED_MAX_GPUS]; /* the GPU ids it holds */
 	int ngpus;
 	const struct job_kind *kind; /* its row, for the ended hook; NULL if this build lacks it */
+	long long oom_kills;         /* the kernel's OOM-kill count when it started (or was adopted); -1 unknown */
 	struct events_tail tail;
 	int64_t kill_at; /* monotonic ms for SIGKILL, 0 when no abort pending */
 	int abort;
@@ -367,7 +368,9 @@ static int settle(struct running *r, int wait_status, int recovering)
 	} else {
 		char tail[320];
 		worker_log_tail(dir, tail, sizeof tail);
-		if (train_memory_death(dir, sig, code, tail, why, sizeof why))
+		long long kills = train_memory_oom_kills();
+		int oom = kills >= 0 && r->oom_kills >= 0 && kills > r->oom_kills;
+		if (train_memory_death(dir, sig, code, oom, tail, why, sizeof why))
 			; /* "out of memory (N MiB at batch B): ..." */
 		else if (sig > 0)
 			snprintf(why, sizeof why, "the worker was killed by signal %d (%s)%s%s", sig,
@@ -497,6 +500,7 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 	if (r) {
 		r->id = row->id;
 		r->kind = job_kind_find(row->kind);
+		r->oom_kills = train_memory_oom_kills();
 		r->ex = ex;
 		r->h = h;
 		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
@@ -783,6 +787,7 @@ static int recover(struct dd_err *err)
 		sched_job_dir(rows[i].id, dir, sizeof dir);
 		r->id = rows[i].id;
 		r->kind = job_kind_find(rows[i].kind);
+		r->oom_kills = train_memory_oom_kills();
 		memset(&r->h, 0, sizeof r->h);
 		r->h.pid = rows[i].pid;
 		r->h.pid_start = rows[i].pid_start;

@@ -42,15 +42,21 @@ const MEDIUM = wide(100000);
 const MIB = 1024 * 1024;
 
 describe('memory', () => {
+  let oomFile;
   let server, work, dsId;
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-memory-'));
     writeColourFolders(join(work, 'colours'), COLOURS, 16);
-    server = await startServer({ args: ['--data-root', work] });
+    // the test build adds the number in this file to the kernel's count of OOM kills:
+    // raising it stands in for the kernel's out-of-memory killer having killed
+    oomFile = join(work, 'oom_kills');
+    writeFileSync(oomFile, '0');
+    process.env.DEEPDESK_OOM_KILLS = oomFile;
+    server = await startServer({ args: ['--data-root', work] }); // and every restart of it
     dsId = await folderDataset(server, join(work, 'colours'));
   });
-  after(async () => {
+  after(async () => { delete process.env.DEEPDESK_OOM_KILLS;
     for (const j of (await server?.api('GET', '/api/v1/jobs?limit=100'))?.body?.jobs || [])
       if (j.state === 'running' || j.state === 'queued') await server.api('POST', `/api/v1/jobs/${j.id}/abort`, {});
     killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
@@ -129,7 +135,9 @@ describe('memory', () => {
     const got = Number(/^out of memory \((\d+) MiB\)/.exec(hog.error)[1]);
     assert.ok(got >= 100 && got < 1024, `stopped after ${got} MiB`);
 
-    // a training killed as the kernel's OOM killer kills (SIGKILL that no abort sent)
+    // a training killed by the kernel's OOM killer (a SIGKILL no abort sent, while the
+    // machine's count of OOM kills rose); then the same kill with no OOM kill counted
+    // is a person's kill -9 and is told as one
     const m = await server.api('POST', '/api/v1/models', {
       name: 'killed', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 10000, snapshot_interval: 10000, val_interval: 10000,
     });
@@ -139,11 +147,22 @@ describe('memory', () => {
     await waitFor(async () => existsSync(rec) && (await getJob(server, id)).pid > 0, 30000);
     const pid = (await getJob(server, id)).pid;
     trackPid(pid);
+    writeFileSync(oomFile, '1');
     process.kill(pid, 'SIGKILL');
     const dead = await waitState(server, id, ['error', 'done', 'aborted'], 30000);
     assert.equal(dead.state, 'error');
     t.diagnostic(dead.error);
     assert.match(dead.error, /^out of memory \(\d+ MiB at batch 4, limit \d+ MiB\): the worker was killed by signal 9 .*lower batch_size/);
+    const m2 = await server.api('POST', `/api/v1/jobs/${id}/clone`);
+    assert.equal(m2.status, 202, JSON.stringify(m2.body));
+    const id2 = m2.body.job.id;
+    const rec2 = join(server.dataDir, 'jobs', String(id2), 'memory.json');
+    await waitFor(async () => existsSync(rec2) && (await getJob(server, id2)).pid > 0, 30000);
+    const pid2 = (await getJob(server, id2)).pid;
+    trackPid(pid2);
+    process.kill(pid2, 'SIGKILL');
+    const killed = await waitState(server, id2, ['error', 'done', 'aborted'], 30000);
+    assert.match(killed.error, /^the worker was killed by signal 9 \(Killed\)/, 'no OOM kill was counted: a person did it');
 
     // the server goes on: a small training still runs to the end
     const ok = await server.api('POST', '/api/v1/models', { name: 'after', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 1 });

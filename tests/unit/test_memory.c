@@ -227,20 +227,22 @@ static void test_limit_and_death(void)
 	FILE *f = fopen(path, "w");
 	fputs("{\"estimate\":104857600,\"batch\":32,\"limit\":209715200}\n", f);
 	fclose(f);
-	CHECK_EQ_INT(train_memory_death(dir, SIGKILL, -1, "", why, sizeof why), 1);
+	CHECK_EQ_INT(train_memory_death(dir, SIGKILL, -1, 1, "", why, sizeof why), 1);
 	CHECK_CONTAINS(why, "out of memory (100 MiB at batch 32, limit 200 MiB): the worker was killed by signal 9");
-	CHECK_EQ_INT(train_memory_death(dir, SIGSEGV, -1, "deepdesk worker: out of memory (an allocation failed)", why,
+	/* a SIGKILL while the OOM killer killed nothing is a person's kill -9: the scheduler tells it */
+	CHECK_EQ_INT(train_memory_death(dir, SIGKILL, -1, 0, "", why, sizeof why), 0);
+	CHECK_EQ_INT(train_memory_death(dir, SIGSEGV, -1, 0, "deepdesk worker: out of memory (an allocation failed)", why,
 					 sizeof why),
 		     1);
 	CHECK_CONTAINS(why, "out of memory (100 MiB at batch 32, limit 200 MiB): the worker crashed (signal 11");
-	CHECK_EQ_INT(train_memory_death(dir, -1, 1, "libgomp: Out of memory allocating 4096 bytes", why, sizeof why), 1);
+	CHECK_EQ_INT(train_memory_death(dir, -1, 1, 0, "libgomp: Out of memory allocating 4096 bytes", why, sizeof why), 1);
 	CHECK_CONTAINS(why, "exited with status 1 after an allocation failed");
 	/* a crash that is not memory's stays the scheduler's to tell */
-	CHECK_EQ_INT(train_memory_death(dir, SIGSEGV, -1, "segfault somewhere", why, sizeof why), 0);
-	CHECK_EQ_INT(train_memory_death(dir, -1, 3, "", why, sizeof why), 0);
+	CHECK_EQ_INT(train_memory_death(dir, SIGSEGV, -1, 0, "segfault somewhere", why, sizeof why), 0);
+	CHECK_EQ_INT(train_memory_death(dir, -1, 3, 0, "", why, sizeof why), 0);
 	remove(path);
 	/* not a training (no memory.json): no figure, no advice about batches */
-	CHECK_EQ_INT(train_memory_death(dir, SIGKILL, -1, "", why, sizeof why), 1);
+	CHECK_EQ_INT(train_memory_death(dir, SIGKILL, -1, 1, "", why, sizeof why), 1);
 	CHECK_STR(why, "out of memory: the worker was killed by signal 9 (SIGKILL), as the kernel's out-of-memory killer "
 		       "ends a process");
 	f = fopen(path, "w");
