@@ -659,6 +659,7 @@ static int on_begin_request(struct mg_connection *c)
 
 #define GUARD_PERIOD_MS 100
 #define GUARD_GRACE_MS 100 /* younger than this, a waiting connection's headers may be on the way */
+#define GUARD_RESERVE_GRACE_MS 300
 #define GUARD_MAX_SOCKS 16384
 
 struct guard_flight {
@@ -673,12 +674,14 @@ struct guard_sock {
 	char addr[48];
 	int64_t since; /* first seen waiting */
 	int cut;
+	int plain; /* requests its address has under way (WebSockets aside) */
 };
 
 static struct {
 	pthread_mutex_t lock; /* flight */
 	struct guard_flight *flight;
 	int nflight, per_addr;
+	int nthreads, reserve; /* the guard keeps `reserve` threads free */
 	int ports[8], nports;
 	pthread_t thread;
 	int started;
@@ -724,6 +727,13 @@ static int guard_by_fd(const void *a, const void *b)
 	return (x->fd > y->fd) - (x->fd < y->fd);
 }
 
+/* The longest waiting first. */
+static int guard_by_age(const void *a, const void *b)
+{
+	const struct guard_sock *x = a, *y = b;
+	return (x->since > y->since) - (x->since < y->since);
+}
+
 /* Address first, then the longest waiting first. */
 static int guard_by_addr_age(const void *a, const void *b)
 {
@@ -732,7 +742,19 @@ static int guard_by_addr_age(const void *a, const void *b)
 	return c ? c : (x->since > y->since) - (x->since < y->since);
 }
 
-/* One look at our sockets: cut what waits beyond each address's share. */
+/* Cut s (shut it down), if it is still the connection seen (not a new one on a
+ * reused descriptor). */
+static void guard_cut(struct guard_sock *s)
+{
+	char addr[48];
+	int port;
+	if (guard_is_ours(s->fd, addr, sizeof addr, &port) && port == s->port && strcmp(addr, s->addr) == 0)
+		shutdown(s->fd, SHUT_RDWR);
+	s->cut = 1;
+}
+
+/* One look at our sockets: cut what waits beyond each address's share, then,
+ * if the threads left free are fewer than the reserve, what waited longest. */
 static void guard_pass(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -750,10 +772,11 @@ static void guard_pass(void)
 		s->fd = (int)fd;
 		s->since = now;
 		s->cut = 0;
+		s->plain = 0;
 		n++;
 	}
 	closedir(d);
-	int w = 0; /* keep those not in a request */
+	int w = 0; /* keep those not in a request; count the plain requests of each */
 	pthread_mutex_lock(&G.lock);
 	for (int i = 0; i < n; i++) {
 		int busy = 0;
@@ -762,6 +785,9 @@ static void guard_pass(void)
 		if (!busy)
 			G.now[w++] = G.now[i];
 	}
+	for (int i = 0; i < w; i++)
+		for (int j = 0; j < G.nflight; j++)
+			G.now[i].plain += G.flight[j].c && !G.flight[j].ws && strcmp(G.flight[j].addr, G.now[i].addr) == 0;
 	pthread_mutex_unlock(&G.lock);
 	for (int i = 0; i < w; i++) {
 		struct guard_sock *s = &G.now[i];
@@ -772,10 +798,11 @@ static void guard_pass(void)
 		}
 	}
 	qsort(G.now, (size_t)w, sizeof *G.now, guard_by_addr_age);
-	int cut = 0, addrs = 0;
+	int cut = 0, addrs = 0, held = n;
 	const char *cut_addr = NULL;
 	for (int i = 0, j; i < w; i = j) {
-		int waiting = 0;
+		/* an address's share: per_addr connections, waiting or in a request */
+		int waiting = G.now[i].plain;
 		for (j = i; j < w && strcmp(G.now[j].addr, G.now[i].addr) == 0; j++)
 			waiting += !G.now[j].cut;
 		for (int k = i; k < j && waiting > G.per_addr; k++) {
@@ -784,13 +811,26 @@ static void guard_pass(void)
 				continue;
 			if (now - s->since < GUARD_GRACE_MS)
 				break; /* the rest are younger still */
-			char addr[48];
-			int port;
-			/* the same connection still (not a new one on a reused descriptor) */
-			if (guard_is_ours(s->fd, addr, sizeof addr, &port) && port == s->port && strcmp(addr, s->addr) == 0)
-				shutdown(s->fd, SHUT_RDWR);
-			s->cut = 1;
+			guard_cut(s);
 			waiting--;
+			cut++;
+			addrs += !cut_addr || strcmp(cut_addr, s->addr) != 0;
+			cut_addr = s->addr;
+		}
+	}
+	for (int i = 0; i < w; i++)
+		held -= G.now[i].cut;
+	if (held > G.nthreads - G.reserve) {
+		/* too few threads left: whoever has waited longest goes */
+		qsort(G.now, (size_t)w, sizeof *G.now, guard_by_age);
+		for (int i = 0; i < w && held > G.nthreads - G.reserve; i++) {
+			struct guard_sock *s = &G.now[i];
+			if (s->cut)
+				continue;
+			if (now - s->since < GUARD_RESERVE_GRACE_MS)
+				break;
+			guard_cut(s);
+			held--;
 			cut++;
 			addrs += !cut_addr || strcmp(cut_addr, s->addr) != 0;
 			cut_addr = s->addr;
@@ -799,8 +839,8 @@ static void guard_pass(void)
 	if (cut && now - G.logged_ms > 10000) {
 		G.logged_ms = now;
 		log_warn("cut %d connection%s from %s%s that waited longest for their request's headers: an address may "
-			 "keep %d waiting (serve --conns-per-addr)", cut, cut == 1 ? "" : "s", cut_addr,
-			 addrs > 1 ? " and others" : "", G.per_addr);
+			 "hold %d connections (serve --conns-per-addr), and %d of the %d threads are kept free", cut,
+			 cut == 1 ? "" : "s", cut_addr, addrs > 1 ? " and others" : "", G.per_addr, G.reserve, G.nthreads);
 	}
 	qsort(G.now, (size_t)w, sizeof *G.now, guard_by_fd);
 	struct guard_sock *t = G.was;
@@ -825,6 +865,8 @@ static int guard_init(int nthreads, int conns_per_addr)
 {
 	G.nflight = nthreads + 16;
 	G.per_addr = conns_per_addr;
+	G.nthreads = nthreads;
+	G.reserve = nthreads / 8 > 4 ? nthreads / 8 : 4;
 	G.flight = calloc((size_t)G.nflight, sizeof *G.flight);
 	G.was = calloc(GUARD_MAX_SOCKS, sizeof *G.was);
 	G.now = calloc(GUARD_MAX_SOCKS, sizeof *G.now);
