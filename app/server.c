@@ -648,12 +648,16 @@ static int on_begin_request(struct mg_connection *c)
  *  - connections waiting for their headers have no callback (CivetWeb says
  *    nothing before the headers are in), so guard_main looks at this process's
  *    sockets every GUARD_PERIOD_MS: a connected one on a port we listen on that
- *    is not in G.flight is waiting.  Of an address with more than conns_per_addr
- *    waiting, the ones that waited longest are shut down (shutdown(2), never
- *    close: the descriptor stays CivetWeb's, whose read then ends and which
- *    closes it).  A browser's requests send their headers at once and are never
- *    among the oldest; an idle kept-alive connection may be, and the browser
- *    opens another.
+ *    is not in G.flight is waiting (for a thread, for its headers, or for the
+ *    next request of a kept-alive connection).  An address may have
+ *    conns_per_addr connections waiting or in plain requests; beyond, its
+ *    connections that waited longest are shut down (shutdown(2), never close:
+ *    the descriptor stays CivetWeb's, whose read then ends and which closes
+ *    it).  Then, if fewer than G.reserve threads would be left free, anyone's
+ *    that waited longest go, so that a new request always finds a thread.
+ *    A browser's requests send their headers at once and are never among the
+ *    oldest; an idle kept-alive connection may be, and the browser opens
+ *    another.  One pass costs three system calls per open descriptor.
  * Invariant: an entry of G.flight is a request of a live connection; the
  * connection_close callback removes any that end_request did not. */
 
