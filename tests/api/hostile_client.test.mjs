@@ -14,7 +14,9 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import http from 'node:http';
 import { Worker } from 'node:worker_threads';
+import { rmSync } from 'node:fs';
 import { startServer, sleep, WebSocket } from './helpers.mjs';
+import { makeAccounts, login } from '../lib/auth.mjs';
 
 const THREADS = 64;
 const TIMEOUT_S = 3;
@@ -222,5 +224,45 @@ describe('a hostile client', () => {
     ws.terminate();
     assert.equal((await info()) < 1000, true);
     assert.deepEqual(slowIn(phase), []);
+  });
+});
+
+describe('a hostile user, with accounts on', () => {
+  let server, acc;
+  const open = [];
+  before(async () => {
+    acc = makeAccounts({ ann: 'learner', ben: 'learner' });
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--threads', String(THREADS)] });
+  });
+  after(async () => {
+    open.forEach((ws) => ws.terminate());
+    await server?.stop();
+    rmSync(acc.dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
+  });
+
+  /** A WebSocket as session s from addr: {ws} or {status, body}. */
+  const wsAs = (s, addr) => new Promise((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, headers: { cookie: s.cookie } });
+    ws.on('open', () => { open.push(ws); resolve({ ws }); });
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    ws.on('error', (e) => resolve({ error: e.message }));
+  });
+
+  test('one user gets 8 WebSockets, from whatever addresses; the next is refused 429, another user is not', async () => {
+    const ann = await login(server, 'ann');
+    const ben = await login(server, 'ben');
+    // each from an address of its own, so that only the per-user limit counts
+    const tries = await Promise.all(Array.from({ length: 12 }, (_, i) => wsAs(ann, `127.0.1.${i + 1}`)));
+    const ok = tries.filter((t) => t.ws);
+    const refused = tries.filter((t) => t.status === 429);
+    console.log(`# WebSockets of one user from 12 addresses: ${ok.length} open, ${refused.length} refused 429`);
+    assert.equal(ok.length, 8, JSON.stringify(tries.filter((t) => !t.ws)));
+    assert.equal(refused.length, 4);
+    assert.match(JSON.parse(refused[0].body).error.message, /you have 8 live-update connections \(WebSockets\) open already/);
+    assert.ok((await wsAs(ben, '127.0.1.1')).ws, 'another user, from an address ann uses too');
   });
 });
