@@ -200,17 +200,18 @@ static void send_json(struct ws_client *cl, cJSON *j)
 	msg_unref(m);
 }
 
-/* Refuse an upgrade with an HTTP answer that says why (status 429 or 503). */
+/* Refuse an upgrade with an HTTP answer that says why (status 401, 429 or 503). */
 static void refuse(struct mg_connection *c, int status, const char *why)
 {
 	cJSON *body = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(body, "error");
-	cJSON_AddStringToObject(e, "code", status == 429 ? "rate_limited" : "unavailable");
+	cJSON_AddStringToObject(e, "code", status == 401 ? "unauthenticated" : status == 429 ? "rate_limited" : "unavailable");
 	cJSON_AddStringToObject(e, "message", why);
 	char *text = cJSON_PrintUnformatted(body);
 	cJSON_Delete(body);
 	size_t n = text ? strlen(text) : 0;
 	http_send_head(c, &(struct http_head){ .status = status, .type = "application/json", .len = (long long)n,
-					       .extra = "Retry-After: 5\r\nConnection: close\r\n" });
+					       .extra = status == 401 ? "Connection: close\r\n" :
+									"Retry-After: 5\r\nConnection: close\r\n" });
 	if (n)
 		mg_write(c, text, n);
 	free(text);
@@ -255,8 +256,10 @@ static int on_connect(const struct mg_connection *c, void *data)
 	(void)data;
 	struct auth_state who;
 	auth_identify(c, &who);
-	if (who.accounts && !who.authenticated)
-		return 1; /* nobody logged in: refused */
+	if (who.accounts && !who.authenticated) {
+		refuse((struct mg_connection *)c, 401, "log in first: live updates need a session or an API token");
+		return 1;
+	}
 	int64_t user = who.accounts ? who.user.id : 0, now = fs_mono_ms();
 	char why[256];
 	int status = 0, free_at = -1;

@@ -264,5 +264,9 @@ describe('a hostile user, with accounts on', () => {
     assert.equal(refused.length, 4);
     assert.match(JSON.parse(refused[0].body).error.message, /you have 8 live-update connections \(WebSockets\) open already/);
     assert.ok((await wsAs(ben, '127.0.1.1')).ws, 'another user, from an address ann uses too');
+    // and nobody logged in is told so
+    const anon = await wsAs({ cookie: '' }, '127.0.1.20');
+    assert.equal(anon.status, 401, JSON.stringify(anon));
+    assert.equal(JSON.parse(anon.body).error.code, 'unauthenticated');
   });
 });
