@@ -37,6 +37,9 @@ int api_job_resources(struct req *r);
 int api_networks_list(struct req *r);
 int api_networks_check(struct req *r);
 int api_networks_visualize(struct req *r);
+/* `deepdesk draw-network` (hidden; api_networks_visualize starts it): a graph as
+ * JSON on stdin, its SVG on stdout; exit 0, or 1 with a sentence on stdout. */
+int api_networks_draw_main(int argc, char **argv);
 int api_lr_preview(struct req *r);
 int api_model_classify(struct req *r);
 int api_model_bundle(struct req *r);
@@ -94,7 +97,8 @@ int api_digits_model(struct req *r);
 
 /* Helpers the handlers share.  Each returns 0, or the status of the error it sent. */
 struct job_row;
-/* Job id's row, which must be of kind; the error names field ("dataset",
+/* Job id's row, which must be of kind and one r may use (kind_use_job, the rule
+ * the kinds' validate uses); the error names field ("dataset",
  * "network.previous"): 400 for no such job or another kind (api_jobs.c). */
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row);
 /* Job id as the image-classification dataset something is made from: a finished
@@ -106,9 +110,5 @@ int api_finished_dataset(struct req *r, int64_t id, const char *field, const cha
 /* The stored archive of upload id (POST /api/v1/uploads) into path; 1 when there
  * is one (api_datasets.c). */
 int api_upload_find(const char *id, char *path, size_t len);
-/* A job's source {"upload": ID, …}: the upload's archive into "file", and the
- * server's caps on unpacking into "limits" (users cannot set them).  0, or the
- * status of the 400 sent for an unknown id (api_datasets.c). */
-int api_upload_source(struct req *r, cJSON *src);
 
 #endif

@@ -154,6 +154,14 @@ int api_class_delete(struct req *r)
 }
 
 /* POST /api/v1/classes/{id}/members {"name"} -> 200 {"class"} */
+/* May r enrol accounts other than learners?  Admins (and the local user) only:
+ * an instructor enrols learners, so that a class never names an admin's or
+ * another instructor's account (perm_sees_owner also ignores such members). */
+static int enrols_any(const struct req *r)
+{
+	return !r->auth || !r->auth->accounts || r->auth->user.role == ROLE_ADMIN;
+}
+
 int api_class_member_add(struct req *r)
 {
 	static const char *const fields[] = { "name", NULL };
@@ -175,6 +183,11 @@ int api_class_member_add(struct req *r)
 			rc = http_error(r->c, 400, "invalid", "name: there is no account called \"%.40s\"", name);
 		else
 			rc = http_error_dd(r->c, &err);
+		goto out;
+	}
+	if (!enrols_any(r) && u.role != ROLE_LEARNER) {
+		rc = http_error(r->c, 403, "forbidden", "name: %.40s is an %s; an instructor enrols learners only", name,
+				auth_role_name(u.role));
 		goto out;
 	}
 	if (store_class_member_add(r->id, u.id, &err) != DD_OK) {
@@ -231,6 +244,25 @@ int api_class_roster(struct req *r)
 	passwords = calloc((size_t)n, sizeof *passwords);
 	if (!e || !hashes || !passwords) {
 		rc = http_error(r->c, 500, "internal", "out of memory");
+		goto out;
+	}
+	/* an instructor's roster enrols learners only: every line that names or
+	 * makes another role is refused, all of them named, and nothing is done */
+	char why[1024] = "";
+	for (int i = 0; i < n && !enrols_any(r); i++) {
+		struct auth_user u;
+		size_t l = strlen(why);
+		if (auth_user_find(lines[i].name, &u, NULL, NULL, NULL) == DD_OK) {
+			if (u.role != ROLE_LEARNER)
+				snprintf(why + l, sizeof why - l, "%sline %d: %s is an %s; an instructor enrols learners only",
+					 l ? "; " : "", lines[i].line, lines[i].name, auth_role_name(u.role));
+		} else if (lines[i].role != ROLE_LEARNER) {
+			snprintf(why + l, sizeof why - l, "%sline %d: role: only an admin's roster makes %ss", l ? "; " : "",
+				 lines[i].line, auth_role_name(lines[i].role));
+		}
+	}
+	if (why[0]) {
+		rc = http_error(r->c, 403, "forbidden", "csv: %s", why);
 		goto out;
 	}
 	/* the existing accounts are only added; the others get a password, hashed
@@ -418,7 +450,7 @@ int api_class_preset_create(struct req *r)
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
 	}
-	if (job_kind_find("model")->validate(check, &err) != DD_OK) {
+	if (job_kind_find("model")->validate(check, NULL, NULL, &err) != DD_OK) {
 		dd_err_prefix(&err, "settings");
 		rc = http_error_dd(r->c, &err);
 		goto out;

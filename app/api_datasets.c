@@ -18,12 +18,14 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../datasets/create.h"
 #include "../datasets/datum.h"
 #include "../datasets/example.h"
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
+#include "../jobs/kind_check.h"
 #include "../jobs/sched.h"
 #include "api.h"
 #include "perm.h"
@@ -63,42 +65,10 @@ static int new_upload_path(const char *name, char *path, size_t len, char *id, s
 	return DD_OK;
 }
 
-/* Find the stored file of upload id; 1 found. */
+/* Find the stored file of upload id; 1 found (kind_upload_path names them). */
 int api_upload_find(const char *id, char *path, size_t len)
 {
-	if (strlen(id) != UPLOAD_ID_LEN || strspn(id, "0123456789abcdef") != UPLOAD_ID_LEN)
-		return 0;
-	char dir[PATH_MAX];
-	upload_dir(dir, sizeof dir);
-	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
-	for (int i = 0; exts[i]; i++) {
-		snprintf(path, len, "%s/%s%s", dir, id, exts[i]);
-		if (access(path, R_OK) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-int api_upload_source(struct req *r, cJSON *src)
-{
-	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload"));
-	char path[PATH_MAX];
-	if (!id || !api_upload_find(id, path, sizeof path))
-		return http_error(r->c, 400, "invalid", "source.upload: no upload has this id (uploads are used once)");
-	cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
-	cJSON_DeleteItemFromObjectCaseSensitive(src, "limits");
-	cJSON_AddStringToObject(src, "file", path);
-	/* the server's caps on unpacking go with the job (users cannot set them) */
-	long long files, bytes;
-	server_archive_limits(&files, &bytes);
-	if (files > 0 || bytes > 0) {
-		cJSON *lim = cJSON_AddObjectToObject(src, "limits");
-		if (files > 0)
-			cJSON_AddNumberToObject(lim, "max_files", (double)files);
-		if (bytes > 0)
-			cJSON_AddNumberToObject(lim, "max_bytes", (double)bytes);
-	}
-	return 0;
+	return kind_upload_path(server_data_dir(), id, path, len);
 }
 
 /* Stream the request body into path; 0 or the status of the error sent. */
@@ -186,63 +156,6 @@ int api_uploads_create(struct req *r)
 
 /* ---- creating a dataset ---- */
 
-/* Resolve and check a server path field of source; 0 or the status sent. */
-static int allowed_path(struct req *r, cJSON *src, const char *key, int required)
-{
-	cJSON *v = cJSON_GetObjectItemCaseSensitive(src, key);
-	if (!v && !required)
-		return 0;
-	if (!cJSON_IsString(v))
-		return http_error(r->c, 400, "invalid", "source.%s: required, a server path", key);
-	char real[PATH_MAX];
-	struct stat st;
-	if (stat(v->valuestring, &st) != 0 || !server_path_allowed(v->valuestring, real))
-		return http_error(r->c, 403, "forbidden",
-				  "source.%s: %s is not a folder or file below an allowed --data-root", key,
-				  v->valuestring);
-	cJSON_SetValuestring(v, real);
-	return 0;
-}
-
-/* Turn the request's source into what the dataset job reads; 0 or the status sent. */
-static int check_source(struct req *r, cJSON *src)
-{
-	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "type"));
-	if (!cJSON_IsObject(src) || !type)
-		return http_error(r->c, 400, "invalid", "source: required, an object with \"type\": upload, folder, lists or example");
-	int rc;
-	if (strcmp(type, "upload") == 0) {
-		return api_upload_source(r, src);
-	}
-	if (strcmp(type, "folder") == 0) {
-		if ((rc = allowed_path(r, src, "train", 1)) || (rc = allowed_path(r, src, "val", 0)) ||
-		    (rc = allowed_path(r, src, "test", 0)))
-			return rc;
-		return 0;
-	}
-	if (strcmp(type, "lists") == 0) {
-		if ((rc = allowed_path(r, src, "train", 1)) || (rc = allowed_path(r, src, "val", 0)) ||
-		    (rc = allowed_path(r, src, "test", 0)) || (rc = allowed_path(r, src, "labels", 1)))
-			return rc;
-		if (!cJSON_GetObjectItemCaseSensitive(src, "base")) {
-			char base[PATH_MAX];
-			snprintf(base, sizeof base, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(src, "train")));
-			*strrchr(base, '/') = 0;
-			cJSON_AddStringToObject(src, "base", base);
-		}
-		return allowed_path(r, src, "base", 1);
-	}
-	if (strcmp(type, "example") == 0) {
-		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "name"));
-		if (!name || strcmp(name, "fashion-mnist") != 0)
-			return http_error(r->c, 400, "invalid", "source.name: the example is \"fashion-mnist\"");
-		if (!example_fashion_mnist_available())
-			return http_error(r->c, 400, "invalid", "source: Fashion-MNIST is not installed on the server (apt-get install dataset-fashion-mnist)");
-		return 0;
-	}
-	return http_error(r->c, 400, "invalid", "source.type: must be upload, folder, lists or example");
-}
-
 /* Submit a dataset job from {name, group?, source, options?}; body is consumed. */
 static int submit_dataset(struct req *r, cJSON *body)
 {
@@ -251,9 +164,6 @@ static int submit_dataset(struct req *r, cJSON *body)
 	cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "name");
 	if (!rc && (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 200))
 		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to 200 characters");
-	cJSON *src = cJSON_GetObjectItemCaseSensitive(body, "source");
-	if (!rc)
-		rc = check_source(r, src);
 	if (rc) {
 		cJSON_Delete(body);
 		return rc;
@@ -268,7 +178,11 @@ static int submit_dataset(struct req *r, cJSON *body)
 		cJSON_AddItemToObject(params, "group", group);
 	struct dd_err err = { 0 };
 	int64_t id;
-	rc = sched_submit("dataset", name->valuestring, server_user(r), params, 0, NULL, 0, &id, &err);
+	/* the source's rules (server paths below --data-root, an upload by its id,
+	 * the server's caps) are the kind's, with the caller, as for POST /api/v1/jobs */
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	rc = sched_submit("dataset", name->valuestring, &pc.c, params, 0, NULL, 0, &id, &err);
 	cJSON_Delete(params);
 	cJSON_Delete(body);
 	if (rc != DD_OK) {
@@ -370,12 +284,28 @@ static int create_multipart(struct req *r)
 		status = http_error(r->c, 400, "invalid", "%s", f.bad ? f.why : "malformed multipart form");
 		goto out;
 	}
+	/* what a JSON body could not carry (json.h) a form must not bring either:
+	 * text that is not UTF-8 (a name cut at 255 bytes is refused here too) */
+	const char *const texts[][2] = { { "name", f.name }, { "group", f.group }, { "archive", f.archive_name } };
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		const char *why = NULL;
+		size_t tl = strlen(texts[i][1]), at = json_utf8_check(texts[i][1], tl, &why);
+		if (at != tl) {
+			status = http_error(r->c, 400, "invalid", "%s: not valid UTF-8 (%s at byte %zu)", texts[i][0], why, at);
+			goto out;
+		}
+	}
 	body = cJSON_CreateObject();
 	cJSON_AddStringToObject(body, "name", f.name);
 	if (f.group[0])
 		cJSON_AddStringToObject(body, "group", f.group);
 	if (f.options && *f.options) {
-		cJSON *o = cJSON_Parse(f.options);
+		cJSON *o = NULL;
+		struct dd_err jerr = { 0 };
+		if (json_parse_str(f.options, "options", &o, &jerr)) {
+			status = http_error(r->c, 400, "invalid", "%s", jerr.msg);
+			goto out;
+		}
 		if (!cJSON_IsObject(o)) {
 			cJSON_Delete(o);
 			status = http_error(r->c, 400, "invalid", "options: must be a JSON object");
@@ -383,7 +313,14 @@ static int create_multipart(struct req *r)
 		}
 		cJSON_AddItemToObject(body, "options", o);
 	}
-	cJSON *src = f.source && *f.source ? cJSON_Parse(f.source) : cJSON_CreateObject();
+	cJSON *src = NULL;
+	struct dd_err serr = { 0 };
+	if (!(f.source && *f.source))
+		src = cJSON_CreateObject();
+	else if (json_parse_str(f.source, "source", &src, &serr)) {
+		status = http_error(r->c, 400, "invalid", "%s", serr.msg);
+		goto out;
+	}
 	if (!cJSON_IsObject(src)) {
 		cJSON_Delete(src);
 		status = http_error(r->c, 400, "invalid", "source: must be a JSON object");
@@ -440,7 +377,7 @@ static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
 	snprintf(path, sizeof path, "%s/dataset.json", dir);
 	if (row.state != JOB_DONE || fs_read_file(path, 64u << 20, &text, NULL, NULL) != DD_OK)
 		return 0; /* not finished: no summary yet */
-	*summary = cJSON_Parse(text);
+	json_parse_str(text, "dataset.json", summary, NULL);
 	free(text);
 	return 0;
 }
@@ -771,20 +708,10 @@ out:
 int api_finished_dataset(struct req *r, int64_t id, const char *field, const char *purpose, char *dir,
 			 size_t dirlen)
 {
-	struct job_row row;
-	int rc = api_job_of_kind(r, id, "dataset", field, &row);
-	if (rc)
-		return rc;
-	if (row.state != JOB_DONE)
-		return http_error(r->c, 409, "conflict", "%s: job %lld is %s; %s", field, (long long)id,
-				  job_state_name(row.state), purpose);
-	sched_job_dir(id, dir, dirlen);
-	char db[PATH_MAX + 16], json[PATH_MAX + 16];
-	snprintf(db, sizeof db, "%s/train_db", dir);
-	snprintf(json, sizeof json, "%s/dataset.json", dir);
-	if (access(db, R_OK) != 0 || access(json, R_OK) != 0)
-		return http_error(r->c, 400, "invalid",
-				  "%s: job %lld is not an image classification dataset (no dataset.json or train_db)",
-				  field, (long long)id);
+	struct dd_err err = { 0 };
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	if (kind_use_dataset(&pc.c, NULL, id, field, purpose, dir, dirlen, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
 	return 0;
 }

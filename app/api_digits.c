@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/version.h"
 #include "../jobs/kind_train.h"
 #include "../jobs/sched.h"
@@ -60,12 +61,10 @@ static const char *digits_status(const char *state)
 /* DIR/file parsed, or NULL when it is missing or not JSON. */
 static cJSON *read_json(const char *dir, const char *file)
 {
-	char path[PATH_MAX + 64], *text = NULL;
+	char path[PATH_MAX + 64];
 	snprintf(path, sizeof path, "%s/%s", dir, file);
-	if (fs_read_file(path, 16u << 20, &text, NULL, NULL) != DD_OK)
-		return NULL;
-	cJSON *j = cJSON_Parse(text);
-	free(text);
+	cJSON *j = NULL;
+	json_read_file(path, 16u << 20, &j, NULL);
 	return j;
 }
 

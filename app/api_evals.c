@@ -12,8 +12,9 @@
  *   GET  .../{id}/results.csv, results.json  the rows so far, streamed from the files
  *   GET  .../{id}/images/{n}                 an uploaded image, as uploaded
  *
- * Creating one checks here what needs other jobs: the model exists and has the
- * snapshot (409 when it has none yet), the dataset is finished and has the split,
+ * Creating one is checked by the evaluation kind with the caller (sched_validate,
+ * as for POST /api/v1/jobs): the model is theirs to use and has the snapshot (409
+ * when it has none yet), the dataset is finished, theirs to use and has the split,
  * the upload exists.  The model and the dataset become the job's parents. */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -26,75 +27,18 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/image.h"
 #include "../jobs/events.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
 #include "../jobs/sched.h"
 #include "api.h"
+#include "perm.h"
 #include "server.h"
-
-#define UPLOAD_ID_LEN 24 /* as api_datasets.c makes them */
 #include "store.h"
 
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
-
-/* The model's snapshot: the label asked for (body "snapshot") or the latest, set
- * into body.  0 or the status sent. */
-static int resolve_snapshot(struct req *r, cJSON *body, int64_t model, const struct job_row *row)
-{
-	char dir[PATH_MAX];
-	sched_job_dir(model, dir, sizeof dir);
-	struct model_snapshot *snaps = NULL;
-	int n = 0;
-	struct dd_err err = { 0 };
-	if (model_snapshots(dir, &snaps, &n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	const char *want = cJSON_GetStringValue(get(body, "snapshot"));
-	double epoch = -1;
-	if (want)
-		model_snapshot_label_ok(want, &epoch); /* validate() checked the label */
-	int i = model_snapshot_find(snaps, n, epoch);
-	if (i < 0) {
-		free(snaps);
-		if (want)
-			return http_error(r->c, 404, "not_found", "snapshot: model %lld has no snapshot at epoch %s",
-					  (long long)model, want);
-		return http_error(r->c, 409, "conflict", "model: model %lld has no snapshot yet (%s)", (long long)model,
-				  row->state == JOB_QUEUED || row->state == JOB_RUNNING ? "it is still training" :
-											  "it ended before writing one");
-	}
-	cJSON_DeleteItemFromObjectCaseSensitive(body, "snapshot");
-	cJSON_AddStringToObject(body, "snapshot", snaps[i].label);
-	free(snaps);
-	return 0;
-}
-
-/* The source against other jobs and the uploads; 0 or the status sent. */
-static int check_source(struct req *r, cJSON *src, int64_t *parents, int *np)
-{
-	if (get(src, "dataset")) {
-		int64_t ds = (int64_t)get(src, "dataset")->valuedouble;
-		char dir[PATH_MAX], path[PATH_MAX + 32];
-		int rc = api_finished_dataset(r, ds, "source.dataset", "an evaluation needs a finished dataset", dir,
-					      sizeof dir);
-		if (rc)
-			return rc;
-		const char *split = cJSON_GetStringValue(get(src, "split"));
-		snprintf(path, sizeof path, "%s/%s_db/data.mdb", dir, split);
-		if (access(path, R_OK) != 0)
-			return http_error(r->c, 400, "invalid", "source.split: dataset %lld has no %s split", (long long)ds,
-					  split);
-		parents[(*np)++] = ds;
-		return 0;
-	}
-	if (get(src, "file") || get(src, "limits"))
-		return http_error(r->c, 400, "invalid", "source: give an upload by its id, {\"upload\": ID}");
-	int rc = api_upload_source(r, src);
-	if (rc == 0 && !get(src, "name"))
-		cJSON_AddStringToObject(src, "name", strrchr(cJSON_GetStringValue(get(src, "file")), '/') + 1);
-	return rc;
-}
 
 int api_evals_create(struct req *r)
 {
@@ -104,9 +48,7 @@ int api_evals_create(struct req *r)
 	if (rc)
 		return rc;
 	struct dd_err err = { 0 };
-	struct job_row row;
-	int64_t parents[2], id = 0;
-	int np = 0;
+	int64_t id = 0;
 	char name[256];
 	if ((rc = http_only_fields(r->c, body, fields, "")))
 		goto out;
@@ -115,30 +57,22 @@ int api_evals_create(struct req *r)
 		rc = http_error(r->c, 400, "invalid", "name: a string of 1 to 200 characters");
 		goto out;
 	}
-	cJSON *src = get(body, "source");
-	if (cJSON_IsObject(src) && get(src, "file")) {
-		rc = http_error(r->c, 400, "invalid", "source.file: unknown field; give an upload by its id, {\"upload\": ID}");
-		goto out;
-	}
-	const struct job_kind *kind = job_kind_find("evaluation");
 	int named = nm != NULL;
 	if (named)
 		snprintf(name, sizeof name, "%s", nm->valuestring);
 	cJSON_DeleteItemFromObjectCaseSensitive(body, "name"); /* the job's name, not a param */
-	if (kind->validate(body, &err) != DD_OK) {
+	/* the model, its snapshot, the dataset or upload: the kind's rules with the
+	 * caller (as for POST /api/v1/jobs); the default name needs the snapshot */
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	if (sched_validate("evaluation", body, &pc.c, NULL, 0, NULL, &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}
-	int64_t model = (int64_t)get(body, "model")->valuedouble;
-	if ((rc = api_job_of_kind(r, model, "model", "model", &row)))
-		goto out;
-	parents[np++] = model;
-	if ((rc = resolve_snapshot(r, body, model, &row)) || (rc = check_source(r, get(body, "source"), parents, &np)))
-		goto out;
 	if (!named)
-		snprintf(name, sizeof name, "Evaluation of model %lld, epoch %s", (long long)model,
-			 cJSON_GetStringValue(get(body, "snapshot")));
-	if ((rc = sched_submit("evaluation", name, server_user(r), body, 0, parents, np, &id, &err)) != DD_OK) {
+		snprintf(name, sizeof name, "Evaluation of model %lld, epoch %s",
+			 (long long)get(body, "model")->valuedouble, cJSON_GetStringValue(get(body, "snapshot")));
+	if ((rc = sched_submit("evaluation", name, &pc.c, body, 0, NULL, 0, &id, &err)) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}
@@ -183,7 +117,7 @@ static int load_metrics(struct req *r, cJSON **out)
 	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) != DD_OK)
 		return http_error(r->c, 409, "conflict", "evaluation %lld has no metrics yet: they come when it ends",
 				  (long long)r->id);
-	*out = cJSON_Parse(text);
+	json_parse_str(text, "metrics.json", out, NULL);
 	free(text);
 	if (!*out)
 		return http_error(r->c, 500, "internal", "evaluation %lld: metrics.json does not parse", (long long)r->id);
@@ -226,7 +160,7 @@ int api_eval_get(struct req *r)
 	char *text = NULL;
 	cJSON *m = NULL;
 	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) == DD_OK)
-		m = cJSON_Parse(text);
+		json_parse_str(text, "metrics.json", &m, NULL);
 	free(text);
 	if (m) {
 		/* the big parts have routes of their own */

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/version.h"
 #include "../datasets/archive.h"
 #include "../jobs/events.h"
@@ -356,10 +357,12 @@ int api_models_import(struct req *r)
 	snprintf(info, sizeof info, "%s/" BUNDLE_MANIFEST, scratch);
 	if ((rc = fs_read_file(info, 16u << 20, &text, NULL, &err)))
 		goto bad;
-	man = cJSON_Parse(text);
+	struct dd_err jerr = { 0 };
+	int jrc = json_parse_str(text, "info.json", &man, &jerr);
 	free(text);
-	if (!cJSON_IsObject(man)) {
-		rc = dd_err_set(&err, DD_EINVAL, "%s: info.json is not a JSON object", f.shown);
+	if (jrc || !cJSON_IsObject(man)) {
+		rc = dd_err_set(&err, DD_EINVAL, "%s: info.json is not a JSON object%s%s%s", f.shown,
+				jrc ? " (" : "", jrc ? jerr.msg : "", jrc ? ")" : "");
 		goto bad;
 	}
 	if ((rc = open_model(scratch, &err))) {

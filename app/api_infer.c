@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
@@ -211,10 +212,13 @@ static int read_image(struct mg_connection *c, struct upload *u)
 			if (!u->data)
 				return http_error(c, 500, "internal", "out of memory");
 			if (u->len == cap) {
-				if (cap >= IMAGE_UPLOAD_CAP)
+				/* room for one byte past the cap: an image of exactly the cap
+				 * fits (as it does in a form), one byte more is refused */
+				if (cap > IMAGE_UPLOAD_CAP)
 					return http_error(c, 413, "too_large", "the image is over the %u-byte limit",
 							  IMAGE_UPLOAD_CAP);
-				char *g = realloc(u->data, cap *= 2);
+				cap = cap * 2 > IMAGE_UPLOAD_CAP ? (size_t)IMAGE_UPLOAD_CAP + 1 : cap * 2;
+				char *g = realloc(u->data, cap);
 				if (!g)
 					return http_error(c, 500, "internal", "out of memory");
 				u->data = g;
@@ -596,7 +600,8 @@ static void bundle_work(void *arg)
 	if (t->rc)
 		return;
 	const char *s;
-	t->man = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info"))) ? cJSON_Parse(s) : NULL;
+	t->man = NULL;
+	json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "info")), "info.json", &t->man, NULL);
 	t->text = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "text"))) ? strdup(s) : NULL;
 	t->deploy = (s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "deploy"))) ? strdup(s) : NULL;
 	s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "mean"));

@@ -1,6 +1,7 @@
 /* api_jobs.c — /api/v1/jobs: list, create, read, rename, delete, abort, clone, and
- * page through a job's event log.  Validation happens here (field by field, each
- * error naming the field); the work happens in jobs/sched. */
+ * page through a job's event log.  The body's shape is checked here; everything a
+ * job of its kind must obey (with the caller: the jobs it names, server paths,
+ * uploads, who may submit it) is sched_validate's, the same for every route. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "../jobs/events.h"
 #include "../jobs/job.h"
+#include "../jobs/kind_check.h"
 #include "../jobs/sched.h"
 #include "api.h"
 #include "perm.h"
@@ -109,10 +111,6 @@ int api_jobs_create(struct req *r)
 		rc = http_error(r->c, 400, "invalid", "kind: required, a string");
 		goto out;
 	}
-	if (!job_kind_find(kind->valuestring)) {
-		rc = http_error(r->c, 400, "invalid", "kind: unknown job kind \"%.64s\"", kind->valuestring);
-		goto out;
-	}
 	if ((rc = opt_string(r, body, "name", NAME_MAX_LEN, &name)))
 		goto out;
 	if (params && !cJSON_IsObject(params)) {
@@ -138,10 +136,6 @@ int api_jobs_create(struct req *r)
 							(long long)parents[i]);
 					goto out;
 				}
-			if (!perm_job_visible(r, (int64_t)p->valuedouble)) { /* as the store says it */
-				rc = http_error(r->c, 400, "invalid", "parent job %lld does not exist", (long long)p->valuedouble);
-				goto out;
-			}
 			parents[np++] = (int64_t)p->valuedouble;
 		}
 	}
@@ -162,7 +156,11 @@ int api_jobs_create(struct req *r)
 	cJSON *p = params ? params : cJSON_AddObjectToObject(body, "params");
 	struct dd_err err = { 0 };
 	int64_t id;
-	if (sched_submit(kind->valuestring, name, server_user(r), p, slots, parents, np, &id, &err) != DD_OK) {
+	/* every rule of the kind, with the caller, as the dedicated routes pass them
+	 * (sched_validate): this route is no way around any of them */
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	if (sched_submit(kind->valuestring, name, &pc.c, p, slots, parents, np, &id, &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}
@@ -223,7 +221,8 @@ int api_job_clone(struct req *r)
 {
 	struct dd_err err = { 0 };
 	int64_t id;
-	if (sched_clone(r->id, &id, &err) != DD_OK)
+	struct perm_caller owner; /* the clone is the owner's: checked as the owner, now */
+	if (perm_caller_owner(r, r->id, &owner, &err) != DD_OK || sched_clone(r->id, &owner.c, &id, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
 	return reply_job(r, 202, id);
 }
@@ -265,13 +264,10 @@ int api_ws_plain(struct req *r)
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
 {
 	struct dd_err err = { 0 };
-	int rc = perm_job_visible(r, id) ? store_job_row(id, row, &err) : DD_ENOENT;
-	if (rc == DD_ENOENT)
-		return http_error(r->c, 400, "invalid", "%s: there is no job %lld", field, (long long)id);
-	if (rc)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row->kind, kind) != 0)
-		return http_error(r->c, 400, "invalid", "%s: job %lld is a %s job, not a %s", field, (long long)id,
-				  row->kind, kind);
-	return 0;
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	int rc = kind_use_job(&pc.c, NULL, id, kind, field, NULL, NULL, 0, &err);
+	if (rc == DD_OK)
+		rc = store_job_row(id, row, &err);
+	return rc ? http_error_dd(r->c, &err) : 0;
 }

@@ -3,12 +3,13 @@
  * resume or extend one, download a snapshot, and delete snapshots (one, or all but
  * the last N or the best).
  *
- * Creating a model checks here what needs other jobs — the dataset is a finished
- * image classification dataset, a previous or fine-tuned model exists and has
- * what is asked of it — and the network against the dataset's image shape, so that
- * a bad network is refused at once with the layer and LINE:COL, not minutes later
- * by a worker.  The dataset (and a previous or fine-tuned model) become the job's
- * parents, so they cannot be deleted while the model exists. */
+ * Creating a model is checked by the model kind with the caller (sched_validate,
+ * the same for POST /api/v1/jobs): the dataset is a finished image classification
+ * dataset the caller may use, a previous or fine-tuned model is one they may use
+ * and has what is asked of it, and the network fits the dataset's image shape, so
+ * that a bad network is refused at once with the layer and LINE:COL, not minutes
+ * later by a worker.  The dataset (and a previous or fine-tuned model) become the
+ * job's parents, so they cannot be deleted while the model exists. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../jobs/events.h"
 #include "../jobs/job.h"
 #include "../jobs/kind_train.h"
@@ -33,83 +35,6 @@
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static int64_t id_of(const cJSON *v) { return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0; }
-
-/* Whether model folder dir has a snapshot at epoch (< 0: any). */
-static int has_snapshot(const char *dir, double epoch)
-{
-	struct model_snapshot *snaps = NULL;
-	int n = 0;
-	if (model_snapshots(dir, &snaps, &n, NULL) != DD_OK)
-		return 0;
-	int found = model_snapshot_find(snaps, n, epoch) >= 0;
-	free(snaps);
-	return found;
-}
-
-/* The checks that need other jobs, and the network against the dataset; fills
- * parents.  what (may be "") ends a network error: which combination of a sweep it
- * is, since the batch size is part of the check.  0 or the status of the error sent. */
-static int check_related(struct req *r, cJSON *params, int64_t *parents, int *np, const char *what)
-{
-	struct job_row row;
-	char dir[PATH_MAX], path[PATH_MAX + 32];
-	int rc;
-	*np = 0;
-	int64_t ds = id_of(get(params, "dataset"));
-	char ds_dir[PATH_MAX];
-	if ((rc = api_finished_dataset(r, ds, "dataset", "a model needs a finished dataset", ds_dir, sizeof ds_dir)))
-		return rc;
-	parents[(*np)++] = ds;
-
-	const cJSON *net = get(params, "network");
-	const char *text = NULL;
-	char *prev_text = NULL;
-	if (cJSON_IsString(get(net, "standard")))
-		text = net_standard_text(get(net, "standard")->valuestring);
-	else if (cJSON_IsString(get(net, "prototxt")))
-		text = get(net, "prototxt")->valuestring;
-	else {
-		int64_t prev = id_of(get(net, "previous"));
-		if ((rc = api_job_of_kind(r, prev, "model", "network.previous", &row)))
-			return rc;
-		sched_job_dir(prev, dir, sizeof dir);
-		snprintf(path, sizeof path, "%s/network.prototxt", dir);
-		if (fs_read_file(path, 4u << 20, &prev_text, NULL, NULL) != DD_OK)
-			return http_error(r->c, 409, "conflict", "network.previous: model %lld has not written its network yet",
-					  (long long)prev);
-		text = prev_text;
-		parents[(*np)++] = prev;
-	}
-	const cJSON *ft = get(params, "finetune");
-	if (ft) {
-		int64_t m = id_of(get(ft, "model"));
-		const cJSON *fs = get(ft, "snapshot"); /* a number: validate() turned a label into one */
-		double ep = cJSON_IsNumber(fs) ? fs->valuedouble : -1;
-		if ((rc = api_job_of_kind(r, m, "model", "finetune.model", &row))) {
-			free(prev_text);
-			return rc;
-		}
-		sched_job_dir(m, dir, sizeof dir);
-		if (!has_snapshot(dir, ep)) {
-			free(prev_text);
-			return ep >= 0 ? http_error(r->c, 409, "conflict", "finetune.snapshot: model %lld has no snapshot at epoch %g",
-						    (long long)m, ep) :
-				    http_error(r->c, 409, "conflict", "finetune.model: model %lld has no snapshot yet",
-					       (long long)m);
-		}
-		if (*np < 2 || parents[1] != m)
-			parents[(*np)++] = m;
-	}
-	struct dd_err err = { 0 };
-	rc = model_check_network(text, ds_dir, (int)id_of(get(params, "batch_size")),
-				 (int)id_of(get(params, "crop_size")), NULL, NULL, NULL, &err);
-	free(prev_text);
-	if (rc == DD_EINVAL || rc == DD_ENOENT)
-		return http_error(r->c, 400, "invalid", "network: %s%s", err.msg, what);
-	if (rc)
-		return http_error_dd(r->c, &err);
-	return 0;
-}
 
 /* {"job": detail} as POST /api/v1/datasets answers. */
 static int reply_job(struct req *r, int status, int64_t id)
@@ -180,8 +105,10 @@ int api_models_create(struct req *r)
 					      "precision", NULL };
 	cJSON *body = NULL, *detached = NULL, *out = NULL;
 	cJSON *params[SWEEP_MAX] = { 0 };
-	int64_t parents[SWEEP_MAX][3], ids[SWEEP_MAX];
-	int np[SWEEP_MAX], made = 0, nc = 0;
+	int64_t ids[SWEEP_MAX];
+	int made = 0, nc = 0;
+	struct perm_caller pc;
+	perm_caller(r, &pc);
 	char (*names)[256] = NULL;
 	int rc = http_read_json(r->c, &body);
 	if (rc)
@@ -219,7 +146,6 @@ int api_models_create(struct req *r)
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
 	}
-	const struct job_kind *kind = job_kind_find("model");
 	cJSON *group = get(body, "group");
 	for (int i = 0; i < nc; i++) {
 		const cJSON *lr = lrs[i / nb], *bs = bss[i % nb];
@@ -240,18 +166,17 @@ int api_models_create(struct req *r)
 		char in_combo[96] = "";
 		if (nc > 1)
 			snprintf(in_combo, sizeof in_combo, " (the sweep's combination%s)", what);
-		if (kind->validate(p, &err) != DD_OK) {
+		/* every rule, with the caller (the dataset and models it names are theirs
+		 * to use, the network fits): the kind's, as for POST /api/v1/jobs */
+		if (sched_validate("model", p, &pc.c, NULL, 0, NULL, &err) != DD_OK) {
 			size_t l = strlen(err.msg);
 			snprintf(err.msg + l, sizeof err.msg - l, "%s", in_combo);
 			rc = http_error_dd(r->c, &err);
 			goto out;
 		}
-		if ((rc = check_related(r, p, parents[i], &np[i], in_combo)))
-			goto out;
 	}
 	for (; made < nc; made++) {
-		if (sched_submit("model", names[made], server_user(r), params[made], 0, parents[made], np[made], &ids[made],
-				 &err) != DD_OK) {
+		if (sched_submit("model", names[made], &pc.c, params[made], 0, NULL, 0, &ids[made], &err) != DD_OK) {
 			/* the store failed midway: take back what was queued, so that a
 			 * sweep is all there or not at all */
 			for (int i = 0; i < made; i++) {
@@ -330,7 +255,7 @@ static void add_model_fields(cJSON *job, int detail)
 	snprintf(path, sizeof path, "%s/settings.json", dir);
 	char *text = NULL;
 	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK)
-		settings = cJSON_Parse(text);
+		json_parse_str(text, path, &settings, NULL);
 	free(text);
 	if (!cJSON_IsObject(settings)) {
 		cJSON_Delete(settings);
@@ -341,7 +266,8 @@ static void add_model_fields(cJSON *job, int detail)
 		snprintf(path, sizeof path, "%s/job.json", dir);
 		text = NULL;
 		if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK) {
-			cJSON *j = cJSON_Parse(text);
+			cJSON *j = NULL;
+			json_parse_str(text, path, &j, NULL);
 			params = cJSON_DetachItemFromObjectCaseSensitive(j, "params");
 			cJSON_Delete(j);
 		}
@@ -560,7 +486,8 @@ int api_model_resume(struct req *r)
 	cJSON_AddNumberToObject(params, "epochs", total);
 	cJSON_DeleteItemFromObjectCaseSensitive(params, "resume");
 	cJSON_AddNumberToObject(cJSON_AddObjectToObject(params, "resume"), "snapshot", from->epoch);
-	if (sched_requeue(r->id, params, &err) != DD_OK) {
+	struct perm_caller owner; /* the resumed run is the owner's: checked as the owner, now */
+	if (perm_caller_owner(r, r->id, &owner, &err) != DD_OK || sched_requeue(r->id, params, &owner.c, &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}

@@ -17,15 +17,23 @@
  * A network that does not fit is an answer (200, "valid": false), not a bad request:
  * 400 is only for a request that is malformed or names jobs that do not exist.
  *
- * Graphviz (libgvc, libcgraph) is not thread-safe — its parser, string pool and
- * layout keep global state — and CivetWeb runs handlers on many threads, so every
- * call into it holds gv_lock, and one context, made on first use, lives as long as
- * the process.  The SVG is copied out before the lock is released and sent after.
+ * Graphviz (libgvc, libcgraph) never runs in the server: it is not thread-safe,
+ * and its dot layout recurses deep enough on a long chain of layers to overflow a
+ * CivetWeb thread's 100 KiB stack (500 ReLUs did, and took the server with it).
+ * Each drawing is a `deepdesk draw-network` child, given the graph on its stdin,
+ * a big stack, a time and an output limit ("drawing in a child process" below).
  * Labels are plain (lines joined by \n), not HTML-like: in 2.42 the HTML label parser
  * and the Pango markup a <B> needs leak on every layout (valgrind: ~4 KiB a drawing);
  * with plain labels what remains is fontconfig's one-time set-up. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -38,6 +46,8 @@
 
 #include <graphviz/gvc.h>
 
+#include "../common/json.h"
+#include "../common/log.h"
 #include "../common/fsutil.h"
 #include "../jobs/executor.h"
 #include "../jobs/job.h"
@@ -116,12 +126,11 @@ struct net_req {
  * "classes"), as the default shape for checking its network without a dataset. */
 static void model_input(const char *dir, struct net_req *q)
 {
-	char path[PATH_MAX + 32], *text = NULL;
+	char path[PATH_MAX + 32];
 	snprintf(path, sizeof path, "%s/settings.json", dir);
-	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) != DD_OK)
+	cJSON *j = NULL;
+	if (json_read_file(path, 8u << 20, &j, NULL) != DD_OK)
 		return;
-	cJSON *j = cJSON_Parse(text);
-	free(text);
 	const cJSON *in = get(j, "input"), *cl = get(j, "classes");
 	if (cJSON_IsArray(in) && cJSON_GetArraySize(in) == 3) {
 		const cJSON *c = cJSON_GetArrayItem(in, 0), *h = cJSON_GetArrayItem(in, 1), *w = cJSON_GetArrayItem(in, 2);
@@ -432,9 +441,6 @@ out:
 
 /* ---- the drawing ---- */
 
-static pthread_mutex_t gv_lock = PTHREAD_MUTEX_INITIALIZER;
-static GVC_t *gv_ctx; /* under gv_lock; made on first use, kept for the process */
-
 /* Append s to buf (at *k, size n) escaped for a Graphviz label: a backslash doubled
  * (Graphviz reads \N, \n, \l, ... in labels), control characters and bytes that are
  * not UTF-8 as '?', at most max characters (then "...").  The SVG renderer escapes
@@ -549,41 +555,293 @@ static void node_label(const struct net_graph *g, const struct net_node *nd, cha
 	}
 }
 
-/* Draw g as SVG with dot: layers as boxes, blobs as edges from the layer that last
- * wrote them (so in-place layers stack in a chain), labelled with the blob's name
- * where it is not the name of the layer that made it.  *svg is malloc'd (caller
- * frees).  Takes gv_lock. */
-static int draw_svg(const struct net_graph *g, char **svg, size_t *svg_len, struct dd_err *err)
+/* ---- drawing in a child process ----
+ *
+ * Graphviz runs where it cannot take the server down: `deepdesk draw-network`
+ * (api_networks_draw_main), a process of its own started for each drawing.  The
+ * server sends it the graph as JSON on its stdin ({"nodes":[{"name","label",
+ * "fill"}], "edges":[[from, to, label|null]]}, labels already escaped) and reads
+ * the SVG from its stdout.  The child lays out on a thread with a DRAW_STACK
+ * stack (dot recurses along a long chain: 500 ReLUs overflowed the 100 KiB of a
+ * CivetWeb thread), under RLIMIT_AS and RLIMIT_CPU; the server gives it
+ * DRAW_TIMEOUT_MS and DRAW_MAX_SVG bytes of output, then kills it.  A crash, a
+ * timeout or too much output is that request's error; the server goes on.  At
+ * most DRAW_PARALLEL drawings run at once.
+ *
+ * For the tests, as DEEPDESK_INFER_DELAY_MS is for the inference service:
+ * DEEPDESK_DRAW_FAULT=segv|hang|flood makes the child crash, hang or write 40 MiB,
+ * and DEEPDESK_DRAW_TIMEOUT_MS shortens the deadline (never lengthens it). */
+
+#define DRAW_TIMEOUT_MS 20000
+#define DRAW_MAX_SVG (32u << 20)
+#define DRAW_MAX_SPEC (64u << 20)
+#define DRAW_STACK ((size_t)256 << 20)
+#define DRAW_MAX_AS ((rlim_t)8 << 30) /* address space: the program's libraries, the stack, the layout */
+#define DRAW_PARALLEL 2
+
+extern char **environ;
+
+/* The graph as the child wants it; NULL when out of memory. */
+static char *draw_spec(const struct net_graph *g)
 {
-	int rc = DD_OK;
-	char *label = malloc(4096);
+	char *label = malloc(4096), *text = NULL;
 	int *writer = malloc((size_t)(g->nblob ? g->nblob : 1) * sizeof *writer);
-	Agnode_t **an = calloc((size_t)(g->nnode ? g->nnode : 1), sizeof *an);
-	*svg = NULL;
-	if (!label || !writer || !an) {
-		free(label);
-		free(writer);
-		free(an);
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	}
+	cJSON *spec = cJSON_CreateObject();
+	cJSON *nodes = cJSON_AddArrayToObject(spec, "nodes"), *edges = cJSON_AddArrayToObject(spec, "edges");
+	if (!label || !writer || !nodes || !edges)
+		goto out;
 	for (int b = 0; b < g->nblob; b++)
 		writer[b] = g->blob[b].producer;
+	for (int k = 0; k < g->nnode; k++) {
+		const struct net_node *nd = &g->node[k];
+		char name[256];
+		node_name(nd, name, sizeof name);
+		/* a name cut at 255 bytes may end inside a character: the child's JSON must be UTF-8 */
+		char *fixed = json_utf8_fix(name, strlen(name), NULL);
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToArray(nodes, o);
+		cJSON_AddStringToObject(o, "name", fixed ? fixed : "?");
+		free(fixed);
+		node_label(g, nd, label, 4096);
+		cJSON_AddStringToObject(o, "label", label);
+		cJSON_AddStringToObject(o, "fill", type_colour(nd->l.type));
+		for (int i = 0; i < nd->l.nbottom; i++) {
+			int b = nd->bottom[i];
+			cJSON *e = cJSON_CreateArray();
+			cJSON_AddItemToArray(edges, e);
+			cJSON_AddItemToArray(e, cJSON_CreateNumber(writer[b]));
+			cJSON_AddItemToArray(e, cJSON_CreateNumber(k));
+			const struct net_node *maker = &g->node[g->blob[b].producer];
+			if (!maker->l.name || strcmp(maker->l.name, g->blob[b].name) != 0) {
+				size_t at = 0;
+				label_escape(label, 4096, &at, g->blob[b].name, 32);
+				cJSON_AddItemToArray(e, cJSON_CreateString(label));
+			} else {
+				cJSON_AddItemToArray(e, cJSON_CreateNull());
+			}
+		}
+		for (int t = 0; t < nd->l.ntop; t++)
+			writer[nd->top[t]] = k;
+	}
+	text = cJSON_PrintUnformatted(spec);
+out:
+	cJSON_Delete(spec);
+	free(label);
+	free(writer);
+	return text;
+}
 
-	pthread_mutex_lock(&gv_lock);
+static pthread_mutex_t draw_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t draw_cond = PTHREAD_COND_INITIALIZER;
+static int drawing; /* children running, under draw_lock */
+
+/* Run `exe draw-network` on spec; its stdout into *svg (malloc'd, caller frees).
+ * The child's exit: 0 is the SVG, 1 an error sentence (DD_EINTERNAL), a signal a
+ * crash (DD_EINTERNAL); too slow or too much output is DD_EINVAL. */
+static int draw_in_child(const char *spec, size_t spec_len, int nlayers, const char *stage, char **svg,
+			 size_t *svg_len, struct dd_err *err)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return dd_err_sys(err, DD_EINTERNAL, errno, "drawing: cannot find this program's own path");
+	exe[n] = 0;
+
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DRAW_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&draw_lock);
+	while (drawing >= DRAW_PARALLEL)
+		if (pthread_cond_timedwait(&draw_cond, &draw_lock, &until) == ETIMEDOUT) {
+			pthread_mutex_unlock(&draw_lock);
+			return dd_err_set(err, DD_EBUSY, "the server is drawing %d networks already; try again", DRAW_PARALLEL);
+		}
+	drawing++;
+	pthread_mutex_unlock(&draw_lock);
+
+	int rc = DD_OK, in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	pid_t pid = 0;
+	char *buf = NULL;
+	size_t len = 0, cap = 0, sent = 0;
+	*svg = NULL;
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
+		rc = dd_err_sys(err, DD_EINTERNAL, errno, "drawing: cannot make a pipe");
+		goto done;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&attr);
+	posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none); /* the server's threads block SIGTERM */
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	char *argv[] = { exe, "draw-network", NULL };
+	int src = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(in[0]);
+	close(out[1]);
+	in[0] = out[1] = -1;
+	if (src != 0) {
+		pid = 0;
+		rc = dd_err_sys(err, DD_EINTERNAL, src, "drawing: cannot start %s draw-network", exe);
+		goto done;
+	}
+	fcntl(in[1], F_SETFL, O_NONBLOCK);
+	int timeout_ms = DRAW_TIMEOUT_MS;
+	const char *t_env = getenv("DEEPDESK_DRAW_TIMEOUT_MS");
+	if (t_env && atoi(t_env) >= 100 && atoi(t_env) < DRAW_TIMEOUT_MS)
+		timeout_ms = atoi(t_env);
+	int64_t deadline = fs_mono_ms() + timeout_ms;
+	int too_big = 0, timed_out = 0;
+	for (;;) {
+		struct pollfd pf[2] = { { out[0], POLLIN, 0 }, { in[1], POLLOUT, 0 } };
+		int64_t left = deadline - fs_mono_ms();
+		if (left <= 0) {
+			timed_out = 1;
+			break;
+		}
+		int pr = poll(pf, in[1] >= 0 ? 2 : 1, (int)left);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr < 0) {
+			rc = dd_err_sys(err, DD_EINTERNAL, errno, "drawing: poll");
+			break;
+		}
+		if (in[1] >= 0 && pf[1].revents) {
+			ssize_t w = write(in[1], spec + sent, spec_len - sent);
+			if (w > 0)
+				sent += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) || sent == spec_len) {
+				close(in[1]); /* done, or the child went away (EPIPE): its exit says why */
+				in[1] = -1;
+			}
+		}
+		if (pf[0].revents) {
+			if (len == cap) {
+				size_t ncap = cap ? cap * 2 : 65536;
+				char *g = realloc(buf, ncap + 1);
+				if (!g) {
+					rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+					break;
+				}
+				buf = g;
+				cap = ncap;
+			}
+			ssize_t r = read(out[0], buf + len, cap - len);
+			if (r < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (r <= 0)
+				break; /* the child closed its stdout: it is done */
+			len += (size_t)r;
+			if (len > DRAW_MAX_SVG) {
+				too_big = 1;
+				break;
+			}
+		}
+	}
+	if (timed_out || too_big || rc)
+		kill(pid, SIGKILL);
+	/* its stdout is closed; it has until the deadline to exit as well */
+	int st = 0;
+	pid_t w;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && fs_mono_ms() < deadline)
+		usleep(2000);
+	if (w == 0) {
+		timed_out = 1;
+		kill(pid, SIGKILL);
+	}
+	if (w <= 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	pid = 0;
+	if (rc)
+		goto done;
+	if (timed_out) {
+		rc = dd_err_set(err, DD_EINVAL,
+				"the network is too large to draw (%d layers in the %s stage; Graphviz did not finish in %.1f s)",
+				nlayers, stage, timeout_ms / 1000.0);
+	} else if (too_big) {
+		rc = dd_err_set(err, DD_EINVAL,
+				"the network is too large to draw (%d layers in the %s stage; the drawing passed %u MiB)",
+				nlayers, stage, DRAW_MAX_SVG >> 20);
+	} else if (WIFSIGNALED(st)) {
+		rc = dd_err_set(err, DD_EINTERNAL, "Graphviz crashed drawing the %s stage (%d layers): %s", stage, nlayers,
+				strsignal(WTERMSIG(st)));
+	} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+			len--;
+		rc = dd_err_set(err, DD_EINTERNAL, "drawing the %s stage (%d layers) failed: %.*s", stage, nlayers,
+				(int)(len < 300 ? len : 300), len && buf ? buf : "the helper exited without a word");
+	} else if (len == 0) {
+		rc = dd_err_set(err, DD_EINTERNAL, "drawing the %s stage: Graphviz gave no SVG", stage);
+	} else {
+		*svg = buf;
+		*svg_len = len;
+		buf = NULL;
+	}
+done:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+	}
+	free(buf);
+	pthread_mutex_lock(&draw_lock);
+	drawing--;
+	pthread_cond_signal(&draw_cond);
+	pthread_mutex_unlock(&draw_lock);
+	return rc;
+}
+
+/* Draw g as SVG with dot (in a child: draw_in_child).  *svg is malloc'd (caller
+ * frees). */
+static int draw_svg(const struct net_graph *g, char **svg, size_t *svg_len, struct dd_err *err)
+{
+	char *spec = draw_spec(g);
+	if (!spec)
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	int rc = draw_in_child(spec, strlen(spec), g->nnode, net_stage_name(g->stage), svg, svg_len, err);
+	free(spec);
+	return rc;
+}
+
+/* ---- the child: deepdesk draw-network ---- */
+
+struct draw_job {
+	const cJSON *spec;
+	char *data;
+	unsigned int len;
+	char why[256];
+};
+
+/* Lay out and render job->spec: layers as boxes, blobs as edges from the layer
+ * that last wrote them (so in-place layers stack in a chain). */
+static void *draw_main(void *arg)
+{
+	struct draw_job *job = arg;
+	const cJSON *nodes = get(job->spec, "nodes"), *edges = get(job->spec, "edges");
+	int nn = cJSON_GetArraySize(nodes);
+	Agnode_t **an = calloc((size_t)(nn ? nn : 1), sizeof *an);
+	agseterr(AGERR); /* warnings would go to stderr */
+	GVC_t *gvc = gvContext();
 	Agraph_t *G = NULL;
 	int laid_out = 0;
-	if (!gv_ctx) {
-		agseterr(AGERR); /* warnings would go to the server's stderr */
-		gv_ctx = gvContext();
-	}
-	if (!gv_ctx) {
-		rc = dd_err_set(err, DD_EINTERNAL, "Graphviz: cannot make a context (is libgvc's config6 installed?)");
-		goto unlock;
-	}
-	G = agopen("network", Agdirected, NULL);
-	if (!G) {
-		rc = dd_err_set(err, DD_ENOMEM, "Graphviz: cannot make a graph");
-		goto unlock;
+	if (!an || !gvc || !(G = agopen("network", Agdirected, NULL))) {
+		snprintf(job->why, sizeof job->why, "Graphviz: cannot make a context (is libgvc's config6 installed?)");
+		goto out;
 	}
 	agattr(G, AGRAPH, "rankdir", "TB");
 	agattr(G, AGRAPH, "nodesep", "0.3");
@@ -602,65 +860,134 @@ static int draw_svg(const struct net_graph *g, char **svg, size_t *svg_len, stru
 	agattr(G, AGEDGE, "color", "#666666");
 	agattr(G, AGEDGE, "arrowsize", "0.7");
 	agattr(G, AGEDGE, "label", "");
-	for (int k = 0; k < g->nnode; k++) {
-		const struct net_node *nd = &g->node[k];
-		char name[256];
-		node_name(nd, name, sizeof name);
-		an[k] = agnode(G, name, 1);
-		if (!an[k]) {
-			rc = dd_err_set(err, DD_ENOMEM, "Graphviz: cannot add a node");
-			goto unlock;
+	int k = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, nodes)
+	{
+		const char *name = cJSON_GetStringValue(get(it, "name")), *label = cJSON_GetStringValue(get(it, "label"));
+		const char *fill = cJSON_GetStringValue(get(it, "fill"));
+		if (!name || !label || !fill || !(an[k] = agnode(G, (char *)name, 1))) {
+			snprintf(job->why, sizeof job->why, "Graphviz: cannot add node %d", k);
+			goto out;
 		}
-		node_label(g, nd, label, 4096);
-		agsafeset(an[k], "label", label, "\\N");
-		agsafeset(an[k], "fillcolor", (char *)type_colour(nd->l.type), "#c5d6f2");
-		for (int i = 0; i < nd->l.nbottom; i++) {
-			int b = nd->bottom[i];
-			Agedge_t *e = agedge(G, an[writer[b]], an[k], NULL, 1);
-			if (!e) {
-				rc = dd_err_set(err, DD_ENOMEM, "Graphviz: cannot add an edge");
-				goto unlock;
-			}
-			const struct net_node *maker = &g->node[g->blob[b].producer];
-			if (!maker->l.name || strcmp(maker->l.name, g->blob[b].name) != 0) {
-				size_t at = 0;
-				label_escape(label, 4096, &at, g->blob[b].name, 32);
-				agsafeset(e, "label", label, "");
-			}
-		}
-		for (int t = 0; t < nd->l.ntop; t++)
-			writer[nd->top[t]] = k;
+		agsafeset(an[k], "label", (char *)label, "\\N");
+		agsafeset(an[k], "fillcolor", (char *)fill, "#c5d6f2");
+		k++;
 	}
-	if (gvLayout(gv_ctx, G, "dot") != 0) {
-		rc = dd_err_set(err, DD_EINTERNAL, "Graphviz: the dot layout failed");
-		goto unlock;
+	cJSON_ArrayForEach(it, edges)
+	{
+		const cJSON *a = cJSON_GetArrayItem(it, 0), *b = cJSON_GetArrayItem(it, 1);
+		const char *label = cJSON_GetStringValue(cJSON_GetArrayItem(it, 2));
+		int from = cJSON_IsNumber(a) ? a->valueint : -1, to = cJSON_IsNumber(b) ? b->valueint : -1;
+		Agedge_t *e = from >= 0 && from < nn && to >= 0 && to < nn ? agedge(G, an[from], an[to], NULL, 1) : NULL;
+		if (!e) {
+			snprintf(job->why, sizeof job->why, "Graphviz: cannot add an edge from %d to %d", from, to);
+			goto out;
+		}
+		if (label)
+			agsafeset(e, "label", (char *)label, "");
+	}
+	if (gvLayout(gvc, G, "dot") != 0) {
+		snprintf(job->why, sizeof job->why, "Graphviz: the dot layout failed");
+		goto out;
 	}
 	laid_out = 1;
-	char *data = NULL;
-	unsigned int len = 0;
-	if (gvRenderData(gv_ctx, G, "svg", &data, &len) != 0 || !data) {
-		gvFreeRenderData(data);
-		rc = dd_err_set(err, DD_EINTERNAL, "Graphviz: rendering SVG failed");
-		goto unlock;
+	if (gvRenderData(gvc, G, "svg", &job->data, &job->len) != 0 || !job->data) {
+		snprintf(job->why, sizeof job->why, "Graphviz: rendering SVG failed");
+		job->data = NULL;
 	}
-	*svg = malloc(len ? len : 1);
-	if (*svg) {
-		memcpy(*svg, data, len);
-		*svg_len = len;
-	} else {
-		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
-	}
-	gvFreeRenderData(data);
-unlock:
+out:
 	if (laid_out)
-		gvFreeLayout(gv_ctx, G);
+		gvFreeLayout(gvc, G);
 	if (G)
 		agclose(G);
-	pthread_mutex_unlock(&gv_lock);
-	free(label);
-	free(writer);
 	free(an);
-	return rc;
+	return NULL; /* the process ends: gvc is not freed */
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int api_networks_draw_main(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server's thread that started it went away */
+	close_range(3, ~0u, 0);           /* whatever the server had open without O_CLOEXEC */
+	struct rlimit as = { DRAW_MAX_AS, DRAW_MAX_AS }, cpu = { DRAW_TIMEOUT_MS / 1000 + 1, DRAW_TIMEOUT_MS / 1000 + 2 };
+	setrlimit(RLIMIT_AS, &as);
+	setrlimit(RLIMIT_CPU, &cpu);
+	setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 });
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 1 << 16;
+			char *g = cap <= DRAW_MAX_SPEC ? realloc(buf, cap) : NULL;
+			if (!g) {
+				const char *m = "the drawing's spec is too large\n";
+				write_all(1, m, strlen(m));
+				return 1;
+			}
+			buf = g;
+		}
+		ssize_t r = read(0, buf + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	const char *fault = getenv("DEEPDESK_DRAW_FAULT");
+	if (fault && strcmp(fault, "segv") == 0)
+		raise(SIGSEGV);
+	if (fault && strcmp(fault, "hang") == 0)
+		for (;;)
+			pause();
+	if (fault && strcmp(fault, "flood") == 0) {
+		static char junk[1 << 16];
+		memset(junk, '<', sizeof junk);
+		for (int i = 0; i < 640; i++)
+			if (write_all(1, junk, sizeof junk))
+				return 1;
+		return 0;
+	}
+	struct draw_job job = { 0 };
+	struct dd_err err = { 0 };
+	cJSON *spec = NULL;
+	if (json_parse(buf, len, "the drawing's spec", &spec, &err) != DD_OK) {
+		write_all(1, err.msg, strlen(err.msg));
+		return 1;
+	}
+	free(buf);
+	job.spec = spec;
+	pthread_attr_t at;
+	pthread_t th;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, DRAW_STACK);
+	if (pthread_create(&th, &at, draw_main, &job) != 0) {
+		const char *m = "cannot start the drawing thread\n";
+		write_all(1, m, strlen(m));
+		return 1;
+	}
+	pthread_join(th, NULL);
+	pthread_attr_destroy(&at);
+	if (!job.data) {
+		write_all(1, job.why, strlen(job.why));
+		return 1;
+	}
+	return write_all(1, job.data, job.len) == 0 ? 0 : 1;
 }
 
 int api_networks_visualize(struct req *r)
@@ -694,7 +1021,12 @@ int api_networks_visualize(struct req *r)
 		goto out;
 	}
 	if (draw_svg(g, &svg, &len, &err) != DD_OK) {
-		rc = http_error_dd(r->c, &err);
+		/* a crashed or failed helper is said as it is: nothing secret in it */
+		if (err.code == DD_EINTERNAL) {
+			log_error("visualize: %s", err.msg);
+			rc = http_error(r->c, 500, "internal", "%s", err.msg);
+		} else
+			rc = http_error_dd(r->c, &err);
 		goto out;
 	}
 	/* the user's names are in it (escaped); no script runs in it even opened on its own */
@@ -759,7 +1091,7 @@ int api_lr_preview(struct req *r)
 	cJSON_AddItemToObject(params, "solver", solver ? cJSON_Duplicate(solver, 1) : cJSON_CreateObject());
 	struct dd_err err = { 0 };
 	const struct job_kind *kind = job_kind_find("model");
-	if (!kind || (kind->validate && kind->validate(params, &err) != DD_OK)) {
+	if (!kind || (kind->validate && kind->validate(params, NULL, NULL, &err) != DD_OK)) {
 		rc = kind ? http_error_dd(r->c, &err) : http_error(r->c, 500, "internal", "no model job kind");
 		goto out;
 	}

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../jobs/kind_train.h"
 #include "../networks/infer.h"
@@ -331,7 +332,8 @@ int cli_classify(int argc, char **argv)
 		/* the bundle's own record of its snapshot */
 		char *text = NULL;
 		if (fs_read_file(info, 16u << 20, &text, NULL, NULL) == DD_OK) {
-			cJSON *j = cJSON_Parse(text);
+			cJSON *j = NULL;
+			json_parse_str(text, info, &j, NULL);
 			const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "snapshot"));
 			snprintf(label, sizeof label, "%s", s ? s : "");
 			cJSON_Delete(j);

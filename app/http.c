@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/json.h"
 #include "../common/log.h"
 
 static const char *reason(int status)
@@ -60,7 +61,17 @@ int http_json(struct mg_connection *c, int status, cJSON *body)
 	if (!text)
 		return send_text(c, 500, "application/json",
 				 "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 58);
-	int rc = send_text(c, status, "application/json", text, strlen(text));
+	/* JSON is UTF-8 (RFC 8259), and cJSON copies a string's bytes as they are: a
+	 * name from an archive or an old row that is not UTF-8 goes out as U+FFFD */
+	size_t len = strlen(text);
+	if (json_utf8_check(text, len, NULL) != len) {
+		char *fixed = json_utf8_fix(text, len, &len);
+		free(text);
+		if (!(text = fixed))
+			return send_text(c, 500, "application/json",
+					 "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 58);
+	}
+	int rc = send_text(c, status, "application/json", text, len);
 	free(text);
 	return rc;
 }
@@ -175,25 +186,13 @@ int http_read_json(struct mg_connection *c, cJSON **out)
 		free(buf);
 		return http_error(c, 400, "invalid", "the request body is empty; a JSON object was expected");
 	}
-	const char *end = NULL;
-	cJSON *obj = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-	if (!obj) {
-		size_t at = end ? (size_t)(end - buf) : 0;
-		int line = 1, col = 1;
-		for (size_t i = 0; i < at && i < len; i++, col++)
-			if (buf[i] == '\n')
-				line++, col = 0;
-		free(buf);
-		return http_error(c, 400, "invalid", "malformed JSON at line %d, column %d", line, col);
-	}
-	/* trailing garbage after the object */
-	for (const char *p = end; p && *p; p++)
-		if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
-			cJSON_Delete(obj);
-			free(buf);
-			return http_error(c, 400, "invalid", "malformed JSON: unexpected text after the object");
-		}
+	/* json_parse scans before cJSON recurses: nesting, UTF-8, escapes (json.h) */
+	cJSON *obj = NULL;
+	struct dd_err err = { 0 };
+	int prc = json_parse(buf, len, "body", &obj, &err);
 	free(buf);
+	if (prc)
+		return http_error(c, 400, "invalid", "%s", err.msg);
 	if (!cJSON_IsObject(obj)) {
 		cJSON_Delete(obj);
 		return http_error(c, 400, "invalid", "the request body must be a JSON object");

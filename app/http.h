@@ -78,9 +78,11 @@ int http_no_content(struct mg_connection *c);
 /* HTTP status for a DD_E* code. */
 int http_status_for(int code);
 
-/* Read a JSON object body of at most HTTP_BODY_CAP bytes.  On failure the
- * error reply has been sent and its status is returned (400/413); on success
- * returns 0 and *out is the object (caller frees). */
+/* Read a JSON object body of at most HTTP_BODY_CAP bytes, through json_parse
+ * (common/json.h: at most 64 levels deep, UTF-8, nothing after the value), with
+ * no key twice in one object.  On failure the error reply has been sent and its
+ * status is returned (400/413); on success returns 0 and *out is the object
+ * (caller frees). */
 int http_read_json(struct mg_connection *c, cJSON **out);
 
 /* Query parameter `name` into buf (at most 1024 bytes); 1 when present, 0 when

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../datasets/image.h"
 #include "../networks/infer.h"
@@ -131,7 +132,7 @@ static int wire_recv(int fd, size_t head_max, size_t data_max, cJSON **head, cha
 		return rc;
 	}
 	h[hl] = 0;
-	*head = cJSON_ParseWithLength(h, hl);
+	json_parse(h, hl, "head", head, NULL);
 	free(h);
 	if (!cJSON_IsObject(*head)) {
 		cJSON_Delete(*head);
@@ -834,7 +835,13 @@ int infer_service_start(const char *exe, const char *data_dir, struct dd_err *er
 		return dd_err_sys(err, DD_EIO, errno, "cannot make the inference socket %s", V.sock);
 	}
 	V.stopping = 0;
-	if (pthread_create(&V.sup, NULL, supervise, NULL) != 0) {
+	/* the supervisor only spawns, waits and logs */
+	pthread_attr_t sat;
+	pthread_attr_init(&sat);
+	pthread_attr_setstacksize(&sat, 256u << 10);
+	int prc = pthread_create(&V.sup, &sat, supervise, NULL);
+	pthread_attr_destroy(&sat);
+	if (prc != 0) {
 		close(V.lfd);
 		V.lfd = -1;
 		unlink(V.sock);

@@ -9,6 +9,7 @@
 #include "../common/log.h"
 #include "../common/version.h"
 #include "../jobs/worker.h"
+#include "api.h"
 #include "cli.h"
 #include "infer_service.h"
 #include "server.h"
@@ -300,6 +301,8 @@ int main(int argc, char **argv)
 		return cmd_routes(argc, argv);
 	if (strcmp(verb, "infer-service") == 0) /* hidden: the server starts it */
 		return infer_service_main(argc, argv);
+	if (strcmp(verb, "draw-network") == 0) /* hidden: visualize starts it */
+		return api_networks_draw_main(argc, argv);
 	if (strcmp(verb, "dataset") == 0)
 		return cli_dataset(argc, argv);
 	if (strcmp(verb, "example") == 0)

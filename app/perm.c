@@ -8,6 +8,7 @@
 #include <sodium.h>
 
 #include "../common/log.h"
+#include "../jobs/sched.h"
 #include "store.h"
 
 struct rule {
@@ -34,7 +35,7 @@ static const struct rule rules[] = {
 	{ "DELETE", "/api/v1/users/{id}", PERM_ADMIN },
 	{ "POST", "/api/v1/jobs/{id}/priority", PERM_JOB_WRITE }, /* and not a learner: its handler */
 	{ "GET", "/api/v1/jobs", PERM_USER },
-	{ "POST", "/api/v1/jobs", PERM_USER },
+	{ "POST", "/api/v1/jobs", PERM_USER }, /* what the job may use: sched_validate, with the caller */
 	{ "GET", "/api/v1/jobs/{id}", PERM_JOB_READ },
 	{ "PATCH", "/api/v1/jobs/{id}", PERM_JOB_WRITE },
 	{ "DELETE", "/api/v1/jobs/{id}", PERM_JOB_WRITE },
@@ -119,6 +120,9 @@ int perm_sees_owner(const struct auth_state *a, int64_t owner_id)
 		return 1;
 	if (owner_id != 0 && owner_id == a->user.id)
 		return 1;
+	/* an instructor's classes give rights over their learners' work only: an
+	 * admin or an instructor enrolled (store_class_instructs asks the role) gives
+	 * none, however they came to be enrolled */
 	return a->user.role == ROLE_INSTRUCTOR && owner_id != 0 && store_class_instructs(a->user.id, owner_id);
 }
 
@@ -182,14 +186,65 @@ static int check_class(struct req *r, enum perm_action action, int64_t id)
 	return 0;
 }
 
-int perm_job_visible(const struct req *r, int64_t id)
+/* May the user of a use job id (it exists, and they see it or it is a dataset
+ * shared with a class of theirs)? */
+static int visible(const struct auth_state *a, int64_t id)
 {
-	if (!r->auth || !r->auth->accounts)
+	if (!a || !a->accounts)
 		return 1;
 	int64_t owner;
-	if (store_job_owner(id, &owner, NULL) != DD_OK)
+	if (id <= 0 || store_job_owner(id, &owner, NULL) != DD_OK)
 		return 0;
-	return perm_sees_owner(r->auth, owner) || shared_with(r->auth, id);
+	return perm_sees_owner(a, owner) || shared_with(a, id);
+}
+
+int perm_job_visible(const struct req *r, int64_t id) { return visible(r->auth, id); }
+
+static int caller_may_use(const struct job_caller *who, int64_t id)
+{
+	const struct perm_caller *pc = who->ctx;
+	return visible(&pc->a, id);
+}
+
+static void caller_of(struct perm_caller *pc)
+{
+	const struct auth_state *a = &pc->a;
+	int local = !a->accounts || !a->authenticated || a->user.id == 0;
+	pc->c = (struct job_caller){
+		.user_id = local ? 0 : a->user.id,
+		.user = local ? "local" : a->user.name,
+		.admin = !a->accounts || (a->authenticated && a->user.role == ROLE_ADMIN),
+		.may_use = caller_may_use,
+		.ctx = pc,
+		.server = sched_server(),
+	};
+}
+
+void perm_caller(const struct req *r, struct perm_caller *pc)
+{
+	memset(pc, 0, sizeof *pc);
+	if (r->auth)
+		pc->a = *r->auth;
+	caller_of(pc);
+}
+
+int perm_caller_owner(const struct req *r, int64_t id, struct perm_caller *pc, struct dd_err *err)
+{
+	int64_t owner = 0;
+	int rc = store_job_owner(id, &owner, err);
+	if (rc)
+		return rc;
+	perm_caller(r, pc);
+	if (!pc->a.accounts || owner == 0 || owner == pc->a.user.id)
+		return DD_OK;
+	struct auth_user u;
+	if ((rc = auth_user_get(owner, &u, NULL, err)))
+		return rc;
+	pc->a.user = u;
+	pc->a.authenticated = 1;
+	pc->a.session_id = pc->a.token_id = 0;
+	caller_of(pc);
+	return DD_OK;
 }
 
 static int safe_method(const char *m)

@@ -14,12 +14,20 @@
  * not see is answered 404, as a job that does not exist, so that ids do not
  * tell what exists.  Classes ({id} a class id) have actions of their own: its
  * members and instructor read it, its instructor (and admins) change it.  With
- * accounts off every check passes: everything belongs to the local user. */
+ * accounts off every check passes: everything belongs to the local user.
+ * Class membership reaches learners only: an admin or an instructor who is a
+ * member of a class gives its instructor no rights over their work.
+ *
+ * What a job may use (other jobs named in its params, server folders, uploads)
+ * is not a route's question: perm_caller hands the scheduler the caller, and
+ * each kind's validate answers it (jobs/job.h, sched_validate), the same for
+ * every route that makes a job. */
 #ifndef DD_PERM_H
 #define DD_PERM_H
 
 #include <stdint.h>
 
+#include "../jobs/job.h"
 #include "auth.h"
 #include "http.h"
 
@@ -60,6 +68,20 @@ int perm_sees_owner(const struct auth_state *a, int64_t owner_id);
  * not exist or is not r's to see: the caller answers as it does for a job that
  * does not exist. */
 int perm_job_visible(const struct req *r, int64_t id);
+
+/* Who asks the scheduler for a job (jobs/job.h): r's account, admin when it is
+ * an admin or accounts are off, and may_use answering as perm_job_visible does.
+ * pc holds it all; pass &pc->c to sched_submit, sched_validate. */
+struct perm_caller {
+	struct job_caller c;
+	struct auth_state a;
+};
+void perm_caller(const struct req *r, struct perm_caller *pc);
+/* The same for the owner of job id, which a clone or a resume of it is checked
+ * as (the new work is the owner's, so it may use only what the owner may now);
+ * r's own when the job has no owner any more (admins only reach it) or accounts
+ * are off.  DD_ENOENT when the job does not exist. */
+int perm_caller_owner(const struct req *r, int64_t id, struct perm_caller *pc, struct dd_err *err);
 
 /* May r read class id (0 when the class does not exist or is not r's)?  And
  * change it (its instructor, or an admin)? */

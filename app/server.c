@@ -48,6 +48,7 @@
 #include "../common/log.h"
 #include "../common/version.h"
 #include "../datasets/example.h"
+#include "../jobs/kind_check.h"
 #include "../jobs/sched.h"
 #include "api.h"
 #include "infer_service.h"
@@ -78,10 +79,7 @@ const char *server_data_dir(void) { return S.data_dir; }
 
 int server_path_allowed(const char *path, char *resolved)
 {
-	for (int i = 0; i < S.opts.nroots; i++)
-		if (fs_path_under(path, S.opts.data_roots[i], resolved))
-			return 1;
-	return 0;
+	return kind_path_allowed(sched_server(), path, resolved); /* the jobs' rule, one place */
 }
 
 long long server_max_upload(void) { return S.opts.max_upload > 0 ? S.opts.max_upload : 16ll << 30; }
@@ -342,9 +340,41 @@ static int api_dispatch(struct mg_connection *c, void *data)
 			  ri->local_uri);
 }
 
+/* CivetWeb's request threads have the stack it was built with: Debian's 1.15 is
+ * built with USE_STACK_SIZE=102400, 100 KiB, and there is no option to change
+ * it at run time.  What a handler runs must fit in that: JSON is nested at most
+ * 64 levels (common/json.h; cJSON takes about 150 bytes a level, so 64 levels are
+ * under 20 KiB, where 800 overflowed), Graphviz draws in a child process
+ * (api_networks.c), a model is opened on a thread of 16 MiB (api_import.c) and
+ * classified in the inference service.  Measured (the lowest byte written on
+ * the thread's stack, after each request of the networks, datasets, infer,
+ * evals, models, bundle, digits and hostile_json API tests): at most 62 KiB, by
+ * POST /api/v1/networks/check; GET /api/v1/info alone reaches 36 KiB, most of it
+ * CivetWeb's own frames.  The first request measures the stack it runs on and
+ * says so; a CivetWeb built with less than HTTP_MIN_STACK is warned about. */
+#define HTTP_MIN_STACK (96u << 10)
+
+static void note_stack(void)
+{
+	pthread_attr_t a;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return;
+	pthread_attr_getstacksize(&a, &size);
+	pthread_attr_destroy(&a);
+	if (size < HTTP_MIN_STACK)
+		log_warn("CivetWeb's request threads have %zu KiB stacks, under the %u KiB the handlers are sized for; "
+			 "deep requests may crash the server (rebuild CivetWeb with a larger USE_STACK_SIZE)",
+			 size >> 10, HTTP_MIN_STACK >> 10);
+	else
+		log_info("CivetWeb's request threads have %zu KiB stacks", size >> 10);
+}
+
 /* api_dispatch, timed for /metrics. */
 static int api_dispatch_timed(struct mg_connection *c, void *data)
 {
+	static pthread_once_t stack_once = PTHREAD_ONCE_INIT;
+	pthread_once(&stack_once, note_stack);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int status = api_dispatch(c, data);
@@ -1380,6 +1410,10 @@ int server_run(const struct server_opts *opts)
 		.poll_ms = 20,
 		.executor = &exec_local,
 		.executor_for = executor_for,
+		.data_roots = opts->data_roots,
+		.nroots = opts->nroots,
+		.archive_max_files = opts->archive_max_files,
+		.archive_max_bytes = opts->archive_max_bytes,
 	};
 
 	/* Each connection holds a CivetWeb thread while it is read from (headers,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 
 static char db_path[PATH_MAX];
 static _Thread_local sqlite3 *thread_db;
@@ -175,13 +176,14 @@ static const char *const migrations[] = {
 int store_schema_version(void) { return SCHEMA_VERSION; }
 
 /* The SQL condition "job j is one account V may see" for a job list, with V a
- * bound parameter ("?3"): V's own jobs, the jobs of the members of the classes
- * V instructs (unless V is now a learner), and the datasets shared with the
+ * bound parameter ("?3"): V's own jobs, the jobs of the learners among the
+ * members of the classes V instructs (unless V is now a learner; a member who is
+ * an admin or an instructor gives no one rights over their work), and the datasets shared with the
  * classes V is a member of.  perm.c says the same for one job. */
 #define STORE_SEEN_BY(V)                                                                                  \
 	"(j.owner_id=" V " OR j.owner_id IN (SELECT m.user_id FROM class_members m JOIN classes c"          \
-	" ON c.id=m.class_id JOIN users u ON u.id=c.instructor_id WHERE c.instructor_id=" V                \
-	" AND u.role<>'learner') OR j.id IN (SELECT d.job_id FROM class_datasets d JOIN class_members m" \
+	" ON c.id=m.class_id JOIN users u ON u.id=c.instructor_id JOIN users mu ON mu.id=m.user_id"        \
+	" WHERE c.instructor_id=" V " AND u.role<>'learner' AND mu.role='learner') OR j.id IN (SELECT d.job_id FROM class_datasets d JOIN class_members m" \
 	" ON m.class_id=d.class_id WHERE m.user_id=" V "))"
 
 static int db_fail(struct dd_err *err, sqlite3 *db, const char *what)
@@ -461,9 +463,10 @@ static cJSON *row_json(sqlite3_stmt *st, int detail)
 	if (!detail)
 		return o;
 	cJSON_AddStringToObject(o, "notes", (const char *)sqlite3_column_text(st, 12));
-	cJSON *params = cJSON_Parse((const char *)sqlite3_column_text(st, 13));
+	cJSON *params = NULL, *res = NULL;
+	json_parse_str((const char *)sqlite3_column_text(st, 13), "params", &params, NULL);
 	cJSON_AddItemToObject(o, "params", params ? params : cJSON_CreateObject());
-	cJSON *res = cJSON_Parse((const char *)sqlite3_column_text(st, 14));
+	json_parse_str((const char *)sqlite3_column_text(st, 14), "resources", &res, NULL);
 	cJSON_AddItemToObject(o, "resources", res ? res : cJSON_CreateObject());
 	add_int_or_null(o, "pid", st, 15);
 	if (sqlite3_column_type(st, 16) == SQLITE_NULL && sqlite3_column_type(st, 17) == SQLITE_NULL) {
@@ -1281,8 +1284,11 @@ int store_class_is_member(int64_t class_id, int64_t user_id)
 
 int store_class_instructs(int64_t instructor_id, int64_t user_id)
 {
+	/* learners only: an admin or an instructor enrolled in a class gives its
+	 * instructor no rights over their work */
 	return ask_pair("SELECT 1 FROM class_members m JOIN classes c ON c.id=m.class_id"
-			" WHERE c.instructor_id=?1 AND m.user_id=?2 LIMIT 1",
+			" JOIN users u ON u.id=m.user_id"
+			" WHERE c.instructor_id=?1 AND m.user_id=?2 AND u.role='learner' LIMIT 1",
 			instructor_id, user_id);
 }
 
@@ -1496,7 +1502,8 @@ int store_preset_delete(int64_t class_id, int64_t id, struct dd_err *err)
 
 static void add_json_text(cJSON *o, const char *k, sqlite3_stmt *st, int col)
 {
-	cJSON *v = cJSON_Parse((const char *)sqlite3_column_text(st, col));
+	cJSON *v = NULL;
+	json_parse_str((const char *)sqlite3_column_text(st, col), k, &v, NULL);
 	cJSON_AddItemToObject(o, k, v ? v : cJSON_CreateNull());
 }
 
@@ -1563,7 +1570,7 @@ int store_class_runs(int64_t class_id, cJSON **out, struct dd_err *err)
 	*out = NULL;
 	sqlite3_stmt *st = prep("SELECT u.id,u.name,j.id,j.name,j.state,j.progress,j.created_at,j.started_at,"
 				"j.finished_at FROM class_members m JOIN users u ON u.id=m.user_id"
-				" JOIN jobs j ON j.owner_id=u.id AND j.kind='model' WHERE m.class_id=?"
+				" JOIN jobs j ON j.owner_id=u.id AND j.kind='model' WHERE m.class_id=? AND u.role='learner'"
 				" ORDER BY u.name, j.id",
 				err);
 	if (!st)

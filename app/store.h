@@ -171,7 +171,8 @@ int store_class_dataset_add(int64_t class_id, int64_t job_id, struct dd_err *err
 int store_class_dataset_remove(int64_t class_id, int64_t job_id, struct dd_err *err);
 /* 1 when user_id is a member of class_id; 0 otherwise (and on any failure). */
 int store_class_is_member(int64_t class_id, int64_t user_id);
-/* 1 when user_id is a member of some class that instructor_id instructs. */
+/* 1 when user_id is a learner and a member of some class that instructor_id
+ * instructs (an admin or an instructor enrolled gives no rights over their work). */
 int store_class_instructs(int64_t instructor_id, int64_t user_id);
 /* 1 when job_id is shared with some class user_id is a member of. */
 int store_class_dataset_shared(int64_t job_id, int64_t user_id);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "auth.h"
 #include "http.h"
@@ -36,6 +37,11 @@
 
 #define MAX_SUBS 64
 #define QUEUE_MAX_BYTES (16u << 20)
+/* A sender only writes frames (mg_websocket_write, OpenSSL's SSL_write under
+ * HTTPS) and logs a line: 256 KiB, not glibc's 8 MiB default, for each of up to
+ * --threads clients. */
+#define SENDER_STACK (256u << 10)
+#define WS_FRAME_MAX (64u << 10) /* a client's frame: {"subscribe": …} is a few bytes */
 
 struct msg {
 	atomic_int refs;
@@ -93,15 +99,26 @@ int ws_client_count(void)
 	return n;
 }
 
+/* Every frame we send is made here, and a TEXT frame must be UTF-8 (RFC 6455;
+ * browsers close the socket on one that is not): cJSON copies a string's bytes
+ * as they are, and a name from an archive or an old row may not be UTF-8, so any
+ * such bytes become U+FFFD here. */
 static struct msg *msg_new(const char *text)
 {
 	size_t len = strlen(text);
+	char *fixed = NULL;
+	if (json_utf8_check(text, len, NULL) != len) {
+		if (!(fixed = json_utf8_fix(text, len, &len)))
+			return NULL;
+		text = fixed;
+	}
 	struct msg *m = malloc(sizeof *m + len + 1);
-	if (!m)
-		return NULL;
-	atomic_init(&m->refs, 1);
-	m->len = len;
-	memcpy(m->text, text, len + 1);
+	if (m) {
+		atomic_init(&m->refs, 1);
+		m->len = len;
+		memcpy(m->text, text, len + 1);
+	}
+	free(fixed);
 	return m;
 }
 
@@ -298,7 +315,11 @@ static void on_ready(struct mg_connection *c, void *data)
 	auth_identify(c, &cl->who);
 	cl->user = cl->who.accounts ? cl->who.user.id : 0;
 	pthread_cond_init(&cl->wake, NULL);
-	int started = pthread_create(&cl->sender, NULL, sender_main, cl) == 0;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SENDER_STACK);
+	int started = pthread_create(&cl->sender, &at, sender_main, cl) == 0;
+	pthread_attr_destroy(&at);
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < PENDING_MAX; i++)
 		if (pending[i].c == c)
@@ -326,13 +347,19 @@ static int on_data(struct mg_connection *c, int bits, char *data, size_t len, vo
 		return 0;
 	if (opcode != MG_WEBSOCKET_OPCODE_TEXT || !cl)
 		return 1; /* pings are answered by CivetWeb; binary is ignored */
-	cJSON *msg = cJSON_ParseWithLength(data, len);
+	cJSON *msg = NULL;
+	struct dd_err perr = { 0 };
+	int bad = len > WS_FRAME_MAX ?
+			  dd_err_set(&perr, DD_ETOOBIG, "frame: %zu bytes, over the %u-byte limit", len, WS_FRAME_MAX) :
+			  json_parse(data, len, "frame", &msg, &perr) != DD_OK;
 	cJSON *sub = cJSON_GetObjectItemCaseSensitive(msg, "subscribe");
 	cJSON *unsub = cJSON_GetObjectItemCaseSensitive(msg, "unsubscribe");
 	cJSON *topic = sub ? sub : unsub;
 	int on = sub != NULL;
 	const char *err = NULL;
-	if (!cJSON_IsObject(msg) || !topic)
+	if (bad)
+		err = perr.msg;
+	else if (!cJSON_IsObject(msg) || !topic)
 		err = "expected {\"subscribe\":…} or {\"unsubscribe\":…}";
 	else if (cJSON_IsString(topic) && strcmp(topic->valuestring, "all") == 0) {
 		pthread_mutex_lock(&lock);

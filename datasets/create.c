@@ -341,6 +341,17 @@ static void free_names(char **names, int n)
 	free(names);
 }
 
+/* Whether a file or folder name holds a control character (a newline, a tab, an
+ * escape): one a line of labels.txt or train.txt could not hold, which would
+ * shift every later label. */
+static int name_has_control(const char *name)
+{
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return 1;
+	return 0;
+}
+
 /* Collect the images below dir (depth first, sorted) into out, up to max (0: all). */
 static int walk_class(struct build *b, const char *dir, int label, struct vec *out, int64_t max,
 		      int depth, struct dd_err *err)
@@ -361,7 +372,9 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 			if (lstat(path, &st) != 0)
 				continue;
 		}
-		if (S_ISLNK(st.st_mode)) {
+		if (name_has_control(names[i])) {
+			skip(b, shown(b, path), "its name holds a control character (a newline, a tab…): rename it");
+		} else if (S_ISLNK(st.st_mode)) {
 			skip(b, shown(b, path), "a symbolic link: not followed");
 		} else if (S_ISDIR(st.st_mode)) {
 			if (depth >= 32)
@@ -405,6 +418,11 @@ static int gather_folders(struct build *b, struct dd_err *err)
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof dir, "%s/%s", b->src->folder[DS_TRAIN], classes[c]);
 		struct stat st;
+		if (name_has_control(classes[c])) {
+			skip(b, classes[c], "a class folder whose name holds a control character (a newline, a tab…) "
+				 "cannot be a label: rename it");
+			continue;
+		}
 		if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 			skip(b, classes[c], S_ISLNK(st.st_mode) ? "a symbolic link: not followed" :
 				 "a file beside the class folders (images belong inside a class folder)");

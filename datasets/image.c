@@ -29,8 +29,9 @@
  *  - Fill noise: DIGITS draws ONE noise block and concatenates it on both ends
  *    (np.concatenate((noise, image, noise))), so the two pads are identical; we do
  *    the same, from a seeded splitmix64 instead of np.random.
- * Deliberate differences from DIGITS: EXIF orientation is applied (PIL's open() does
- * not); a scaled side that would round to 0 pixels becomes 1 (DIGITS crashes there).
+ * Deliberate differences from DIGITS: EXIF orientation is applied, a JPEG's and a
+ * PNG's eXIf chunk's (PIL's open() does not; browsers and exif_transpose do); a
+ * scaled side that would round to 0 pixels becomes 1 (DIGITS crashes there).
  *
  * Speed (the dataset pipeline aims at five times a PIL pipeline):
  *  - Decoders write straight into the output buffer when no conversion is needed.
@@ -220,6 +221,120 @@ int image_has_image_ext(const char *name)
 }
 
 /* ------------------------------------------------------------------------------
+ * EXIF orientation (JPEG APP1 "Exif" segments, PNG eXIf chunks): the TIFF
+ * block's IFD0 Orientation tag, and the turn or flip it asks for, applied after
+ * decoding as browsers and Pillow's ImageOps.exif_transpose do. */
+
+static unsigned rd16e(const uint8_t *p, int le)
+{
+	return le ? (unsigned)(p[0] | p[1] << 8) : (unsigned)(p[0] << 8 | p[1]);
+}
+
+static uint32_t rd32e(const uint8_t *p, int le)
+{
+	return le ? le32(p) : be32(p);
+}
+
+/* The orientation tag (0x0112) of IFD0 of an Exif TIFF block, or 0. */
+static int tiff_orientation(const uint8_t *t, size_t n)
+{
+	if (n < 8)
+		return 0;
+	int le;
+	if (t[0] == 'I' && t[1] == 'I')
+		le = 1;
+	else if (t[0] == 'M' && t[1] == 'M')
+		le = 0;
+	else
+		return 0;
+	if (rd16e(t + 2, le) != 42)
+		return 0;
+	uint32_t ifd = rd32e(t + 4, le);
+	if (ifd > n - 2)
+		return 0;
+	unsigned count = rd16e(t + ifd, le);
+	for (unsigned k = 0; k < count; k++) {
+		size_t e = (size_t)ifd + 2 + 12 * (size_t)k;
+		if (e + 12 > n)
+			break;
+		if (rd16e(t + e, le) != 0x0112)
+			continue;
+		unsigned type = rd16e(t + e + 2, le), v;
+		if (type == 3) /* SHORT: left-justified in the value field, either order */
+			v = rd16e(t + e + 8, le);
+		else if (type == 4) /* LONG, seen in the wild */
+			v = rd32e(t + e + 8, le);
+		else
+			return 0;
+		return v >= 1 && v <= 8 ? (int)v : 0;
+	}
+	return 0;
+}
+
+/* Apply an EXIF orientation: out(dx, dy) = in(base + dx*sdx + dy*sdy), in pixels.
+ * Orientations 5..8 swap width and height.  Replaces img->px. */
+static int apply_orientation(struct image *img, int o, const char *name, struct dd_err *err)
+{
+	int W = img->w, H = img->h, c = img->c;
+	ptrdiff_t base, sdx, sdy;
+	switch (o) {
+	case 2: base = W - 1; sdx = -1; sdy = W; break;
+	case 3: base = (ptrdiff_t)(H - 1) * W + W - 1; sdx = -1; sdy = -W; break;
+	case 4: base = (ptrdiff_t)(H - 1) * W; sdx = 1; sdy = -W; break;
+	case 5: base = 0; sdx = W; sdy = 1; break;
+	case 6: base = (ptrdiff_t)(H - 1) * W; sdx = -W; sdy = 1; break;
+	case 7: base = (ptrdiff_t)(H - 1) * W + W - 1; sdx = -W; sdy = -1; break;
+	case 8: base = W - 1; sdx = W; sdy = -1; break;
+	default: return DD_OK;
+	}
+	int ow = o >= 5 ? H : W, oh = o >= 5 ? W : H;
+	struct image t = {0};
+	int rc = img_alloc(&t, ow, oh, c, name, err);
+	if (rc)
+		return rc;
+	const uint8_t *src = img->px;
+	uint8_t *dst = t.px;
+	for (int dy = 0; dy < oh; dy++) {
+		ptrdiff_t s = base + dy * sdy;
+		if (c == 1) {
+			for (int dx = 0; dx < ow; dx++, s += sdx)
+				*dst++ = src[s];
+		} else {
+			for (int dx = 0; dx < ow; dx++, s += sdx) {
+				const uint8_t *q = src + 3 * s;
+				*dst++ = q[0];
+				*dst++ = q[1];
+				*dst++ = q[2];
+			}
+		}
+	}
+	image_free(img);
+	*img = t;
+	return DD_OK;
+}
+
+/* EXIF orientation 1..8 from an eXIf chunk before the first IDAT, where the PNG
+ * specification puts it and the only place Chromium looks (Pillow also takes one
+ * after the image data; a browser would show that image unturned, so we do too);
+ * 1 if none.  Only chunk lengths are trusted, each checked against the file. */
+static int png_orientation(const uint8_t *p, size_t len)
+{
+	size_t i = 8;
+	while (len >= 12 && i <= len - 12) {
+		uint32_t n = be32(p + i);
+		const uint8_t *type = p + i + 4;
+		if (memcmp(type, "IDAT", 4) == 0 || memcmp(type, "IEND", 4) == 0 || n > len - i - 12)
+			return 1;
+		if (memcmp(type, "eXIf", 4) == 0) {
+			int o = tiff_orientation(p + i + 8, n);
+			return o ? o : 1;
+		}
+		i += 12 + (size_t)n;
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------------------------------
  * PNG decoding (libpng's classic API: it lets us see IHDR before allocating and
  * keeps gamma out of it, as PIL does). */
 
@@ -405,6 +520,11 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
 	png_destroy_read_struct(&job.png, &job.info, NULL);
 	free(job.rows);
 	free(job.tmp);
+	int o = png_orientation(data, len);
+	if (o != 1 && (rc = apply_orientation(out, o, name, err))) {
+		image_free(out);
+		return rc;
+	}
 	return DD_OK;
 fail:
 	if (job.png)
@@ -417,52 +537,6 @@ fail:
 
 /* ------------------------------------------------------------------------------
  * JPEG decoding (TurboJPEG 2.1) */
-
-static unsigned rd16e(const uint8_t *p, int le)
-{
-	return le ? (unsigned)(p[0] | p[1] << 8) : (unsigned)(p[0] << 8 | p[1]);
-}
-
-static uint32_t rd32e(const uint8_t *p, int le)
-{
-	return le ? le32(p) : be32(p);
-}
-
-/* The orientation tag (0x0112) of IFD0 of an Exif TIFF block, or 0. */
-static int tiff_orientation(const uint8_t *t, size_t n)
-{
-	if (n < 8)
-		return 0;
-	int le;
-	if (t[0] == 'I' && t[1] == 'I')
-		le = 1;
-	else if (t[0] == 'M' && t[1] == 'M')
-		le = 0;
-	else
-		return 0;
-	if (rd16e(t + 2, le) != 42)
-		return 0;
-	uint32_t ifd = rd32e(t + 4, le);
-	if (ifd > n - 2)
-		return 0;
-	unsigned count = rd16e(t + ifd, le);
-	for (unsigned k = 0; k < count; k++) {
-		size_t e = (size_t)ifd + 2 + 12 * (size_t)k;
-		if (e + 12 > n)
-			break;
-		if (rd16e(t + e, le) != 0x0112)
-			continue;
-		unsigned type = rd16e(t + e + 2, le), v;
-		if (type == 3) /* SHORT: left-justified in the value field, either order */
-			v = rd16e(t + e + 8, le);
-		else if (type == 4) /* LONG, seen in the wild */
-			v = rd32e(t + e + 8, le);
-		else
-			return 0;
-		return v >= 1 && v <= 8 ? (int)v : 0;
-	}
-	return 0;
-}
 
 /* EXIF orientation 1..8 from the APP1 segments before the first scan; 1 if none. */
 static int jpeg_orientation(const uint8_t *p, size_t len)
@@ -493,48 +567,6 @@ static int jpeg_orientation(const uint8_t *p, size_t len)
 		i += 2 + seg;
 	}
 	return 1;
-}
-
-/* Apply an EXIF orientation: out(dx, dy) = in(base + dx*sdx + dy*sdy), in pixels.
- * Orientations 5..8 swap width and height.  Replaces img->px. */
-static int apply_orientation(struct image *img, int o, const char *name, struct dd_err *err)
-{
-	int W = img->w, H = img->h, c = img->c;
-	ptrdiff_t base, sdx, sdy;
-	switch (o) {
-	case 2: base = W - 1; sdx = -1; sdy = W; break;
-	case 3: base = (ptrdiff_t)(H - 1) * W + W - 1; sdx = -1; sdy = -W; break;
-	case 4: base = (ptrdiff_t)(H - 1) * W; sdx = 1; sdy = -W; break;
-	case 5: base = 0; sdx = W; sdy = 1; break;
-	case 6: base = (ptrdiff_t)(H - 1) * W; sdx = -W; sdy = 1; break;
-	case 7: base = (ptrdiff_t)(H - 1) * W + W - 1; sdx = -W; sdy = -1; break;
-	case 8: base = W - 1; sdx = W; sdy = -1; break;
-	default: return DD_OK;
-	}
-	int ow = o >= 5 ? H : W, oh = o >= 5 ? W : H;
-	struct image t = {0};
-	int rc = img_alloc(&t, ow, oh, c, name, err);
-	if (rc)
-		return rc;
-	const uint8_t *src = img->px;
-	uint8_t *dst = t.px;
-	for (int dy = 0; dy < oh; dy++) {
-		ptrdiff_t s = base + dy * sdy;
-		if (c == 1) {
-			for (int dx = 0; dx < ow; dx++, s += sdx)
-				*dst++ = src[s];
-		} else {
-			for (int dx = 0; dx < ow; dx++, s += sdx) {
-				const uint8_t *q = src + 3 * s;
-				*dst++ = q[0];
-				*dst++ = q[1];
-				*dst++ = q[2];
-			}
-		}
-	}
-	image_free(img);
-	*img = t;
-	return DD_OK;
 }
 
 static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_t max_pixels,

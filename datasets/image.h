@@ -2,8 +2,9 @@
  *
  * An image in memory is 8-bit, interleaved H×W×C, rows top to bottom, C = 1 (gray)
  * or 3 (RGB, in that order).  Decoders accept PNG (1..16-bit, gray, gray+alpha, RGB,
- * RGBA, palette with tRNS, interlaced), JPEG (baseline, progressive, gray, CMYK/YCCK
- * taken as Adobe-inverted like PIL, EXIF orientation applied), PPM/PGM (P5/P6, and
+ * RGBA, palette with tRNS, interlaced; the EXIF orientation of an eXIf chunk before
+ * IDAT applied), JPEG (baseline, progressive, gray, CMYK/YCCK taken as
+ * Adobe-inverted like PIL, EXIF orientation applied), PPM/PGM (P5/P6, and
  * P2/P3; maxval other than 255 rescaled), and BMP (uncompressed 1/4/8-bit palette,
  * 24/32-bit; RLE refused), and always produce C = 1 or 3: alpha is composited on white
  * as PIL's paste does, 16-bit reduced to 8 with rounding ((v*255 + 32767) / 65535).

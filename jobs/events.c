@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/json.h"
+
 int events_writer_open(struct events_writer *w, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX];
@@ -92,7 +94,8 @@ static size_t split_lines(const char *buf, size_t len, int64_t *seq, events_fn f
 		(*seq)++;
 		(*count)++;
 		if (fn) {
-			cJSON *ev = cJSON_ParseWithLength(buf + start, i - start);
+			cJSON *ev = NULL;
+			json_parse(buf + start, i - start, EVENTS_FILE, &ev, NULL);
 			if (ev && !cJSON_IsObject(ev)) {
 				cJSON_Delete(ev);
 				ev = NULL;
@@ -291,7 +294,8 @@ int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int6
 			c.more = 1;
 			break;
 		}
-		cJSON *ev = cJSON_ParseWithLength(line, (size_t)n - 1);
+		cJSON *ev = NULL;
+		json_parse(line, (size_t)n - 1, EVENTS_FILE, &ev, NULL);
 		if (ev && !cJSON_IsObject(ev)) {
 			cJSON_Delete(ev);
 			ev = NULL;

@@ -33,6 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 
 extern char **environ;
@@ -347,7 +348,6 @@ static int plain(const char *s)
 static int slurm_start(const char *exe, const char *dir, struct exec_handle *h, struct dd_err *err)
 {
 	char path[PATH_MAX + 32], log_path[PATH_MAX + 32], out[4096];
-	char *text = NULL;
 	cJSON *job = NULL;
 	FILE *f = NULL;
 	int rc = DD_OK;
@@ -356,10 +356,8 @@ static int slurm_start(const char *exe, const char *dir, struct exec_handle *h, 
 				  "--executor slurm: the data folder and program paths may not hold spaces or quotes (%s)",
 				  dir);
 	snprintf(path, sizeof path, "%s/job.json", dir);
-	if ((rc = fs_read_file(path, 1 << 20, &text, NULL, err)))
+	if ((rc = json_read_file(path, 1 << 20, &job, err)))
 		return rc;
-	job = cJSON_Parse(text);
-	free(text);
 	if (!cJSON_IsObject(job))
 		return dd_err_set(err, DD_EINVAL, "%s is not a JSON object", path);
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(job, "id");

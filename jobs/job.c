@@ -67,3 +67,14 @@ const struct job_kind *job_kind_find(const char *name)
 			return kinds[i];
 	return NULL;
 }
+
+int job_uses_add(struct job_uses *uses, int64_t id, struct dd_err *err)
+{
+	for (int i = 0; i < uses->n; i++)
+		if (uses->id[i] == id)
+			return DD_OK;
+	if (uses->n == JOB_MAX_USES)
+		return dd_err_set(err, DD_EINVAL, "params: name at most %d other jobs", JOB_MAX_USES);
+	uses->id[uses->n++] = id;
+	return DD_OK;
+}

@@ -12,6 +12,8 @@
 #ifndef DD_JOB_H
 #define DD_JOB_H
 
+#include <stdint.h>
+
 #include <cjson/cJSON.h>
 
 #include "../common/err.h"
@@ -31,26 +33,75 @@ int job_state_can_move(enum job_state from, enum job_state to);
 
 struct worker;
 
+/* What the server lets jobs use, from its own configuration only (never from a
+ * request or a job's params): the data folder (jobs in DATA/jobs/<id>, uploads in
+ * DATA/uploads), the --data-root folders server paths must lie below, and the caps
+ * on unpacking an archive (0: archive.h's defaults).  The scheduler owns it
+ * (sched_config) and gives it to every validation, and writes it into each job's
+ * job.json as "guard" for the worker's own checks (worker_path_allowed). */
+struct job_server {
+	const char *data_dir;
+	const char *const *roots;
+	int nroots;
+	long long max_files, max_bytes;
+};
+
+/* Who asks for a job: the account it will belong to and what that account may
+ * use.  The web layer fills it from the request (perm_caller); a clone or a resume
+ * is checked as its owner (perm_caller_owner).  admin: sees every job (an admin,
+ * or accounts off).  may_use(who, id): may the caller use job id, named in params
+ * or as a parent (their own, their classes' learners' for an instructor, a dataset
+ * shared with a class of theirs); NULL when admin.  server is set by the
+ * scheduler, which is the only caller of a kind's validate with a caller. */
+struct job_caller {
+	int64_t user_id;   /* 0: the local user (accounts off) */
+	const char *user;  /* the owner's name the job gets */
+	int admin;
+	int (*may_use)(const struct job_caller *who, int64_t id);
+	const void *ctx;   /* for may_use */
+	const struct job_server *server;
+};
+
+/* The jobs a job's params name (a dataset to train on, a model to evaluate): they
+ * become its parents, so that they cannot be deleted under it. */
+#define JOB_MAX_USES 8
+struct job_uses {
+	int64_t id[JOB_MAX_USES];
+	int n;
+};
+
 /* A kind of job: how to check its parameters when it is created, and how a worker
- * runs it.  Kinds register in jobs/kinds.c; a kind marked test_only exists only in
- * the test build (DD_TESTING). */
+ * runs it.  Kinds register in jobs/job.c; the "test" kind exists only in the test
+ * build (DD_TESTING). */
 struct job_kind {
 	const char *name;
 	const char *title; /* for people: "Image classification dataset" */
-	/* Check and normalise params in place; NULL means any object is fine. */
-	int (*validate)(cJSON *params, struct dd_err *err);
+	/* Check and normalise params in place: every rule a job of this kind obeys,
+	 * whichever route it came by.  With a caller (who, uses non-NULL; the
+	 * scheduler's sched_validate) also everything that needs the caller: each
+	 * job named is one who may use (into uses), each server path is below the
+	 * server's --data-root after realpath, an upload is named by its id, caps come
+	 * from who->server only.  who NULL checks the shape alone, for a preview
+	 * that creates nothing (lr-preview, a preset's settings).  The params it
+	 * leaves must pass it again (a clone or a resume re-runs it with the caller).
+	 * NULL: the kind takes any object, and only admins may submit it. */
+	int (*validate)(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err);
 	/* Run the job; returns DD_OK when done, a DD_E* code with err filled on failure.
 	 * Must return promptly (with DD_OK or an error) once worker_should_stop(). */
 	int (*run)(struct worker *w, struct dd_err *err);
 	int default_cpu_slots;   /* slots a job holds unless asked; -1: all the server has */
-	/* Optional: adjust a copy of params for a clone of the job whose folder is
-	 * orig_dir (e.g. point at that job's own copy of an upload). */
-	int (*clone_params)(cJSON *params, const char *orig_dir, struct dd_err *err);
+	/* Optional: adjust a copy of params for a clone of job orig_id, whose folder
+	 * is orig_dir (e.g. name that job's own copy of an upload); validate then
+	 * checks the result with the caller, as for any new job. */
+	int (*clone_params)(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err);
 };
 
 /* The kind named `name`, or NULL when there is none in this build. */
 const struct job_kind *job_kind_find(const char *name);
 /* NULL-terminated list of every kind in this build. */
 const struct job_kind *const *job_kinds(void);
+
+/* Add id to uses once; DD_EINVAL when there are already JOB_MAX_USES. */
+int job_uses_add(struct job_uses *uses, int64_t id, struct dd_err *err);
 
 #endif

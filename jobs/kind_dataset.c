@@ -3,17 +3,25 @@
  *
  * params = {
  *   "source": {"type":"folder", "train":DIR, "val"?:DIR, "test"?:DIR}
- *           | {"type":"upload", "file":PATH, "name"?:ORIGINAL_NAME,
+ *           | {"type":"upload", "upload":ID | "archive_of":DATASET_JOB_ID, "name"?:ORIGINAL_NAME,
  *              "train_list"?, "val_list"?, "test_list"?, "labels"?  (names inside it)}
  *           | {"type":"lists", "train":FILE, "val"?:FILE, "test"?:FILE,
- *              "labels":FILE, "base":DIR}
+ *              "labels":FILE, "base"?:DIR (the train list's folder)}
  *           | {"type":"example", "name":"fashion-mnist"},
  *   "options": { see ds_options_from_json },
  *   "group"?: "…"
  * }
- * Server paths are checked against --data-root by the API before a job exists;
- * an uploaded archive is unpacked into JOB/source/ and then deleted. */
+ * validate() with a caller checks every server path against --data-root (after
+ * realpath, so a symlink or ".." leading out is refused) and takes an upload by
+ * its id only, whichever route the job came by; the caps on unpacking are the
+ * server's, never the params'.  The worker checks each path again against the
+ * guard the scheduler wrote into job.json (worker_path_allowed) before it reads
+ * anything, and moves only DATA/uploads/<id>.<ext> into its own folder.  An
+ * uploaded archive is unpacked into JOB/source/ and that copy deleted once the
+ * databases exist; the archive stays (JOB/archive.<ext>) for clones, which name
+ * the original in source.archive_of. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +33,7 @@
 #include "../datasets/create.h"
 #include "../datasets/example.h"
 #include "job.h"
+#include "kind_check.h"
 #include "worker.h"
 
 static const char *str(const cJSON *o, const char *key)
@@ -32,43 +41,157 @@ static const char *str(const cJSON *o, const char *key)
 	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
 }
 
-static int validate(cJSON *params, struct dd_err *err)
+/* The fields each source type takes. */
+static const char *const folder_fields[] = { "type", "train", "val", "test", NULL };
+static const char *const lists_fields[] = { "type", "train", "val", "test", "labels", "base", NULL };
+static const char *const upload_fields[] = { "type", "upload", "archive_of", "name", "train_list",
+					     "val_list", "test_list", "labels", NULL };
+static const char *const example_fields[] = { "type", "name", NULL };
+
+static int only(const cJSON *o, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	static const char *const top[] = { "source", "options", "group", NULL };
 	const cJSON *it;
-	cJSON_ArrayForEach(it, params)
+	cJSON_ArrayForEach(it, o)
 	{
 		int known = 0;
-		for (int i = 0; top[i]; i++)
-			known |= strcmp(it->string, top[i]) == 0;
-		if (!known)
-			return dd_err_set(err, DD_EINVAL, "params.%s: unknown field", it->string);
+		for (int i = 0; allowed[i]; i++)
+			known |= strcmp(it->string, allowed[i]) == 0;
+		if (known)
+			continue;
+		if (!strcmp(it->string, "file"))
+			return dd_err_set(err, DD_EINVAL, "%sfile: unknown field; give an upload by its id, {\"upload\": ID}",
+					  where);
+		if (!strcmp(it->string, "limits"))
+			return dd_err_set(err, DD_EINVAL,
+					  "%slimits: unknown field; the caps on unpacking are the server's "
+					  "(--archive-max-files, --archive-max-mib)", where);
+		return dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, it->string);
 	}
-	const cJSON *src = cJSON_GetObjectItemCaseSensitive(params, "source");
+	return DD_OK;
+}
+
+static int is_id(const cJSON *v)
+{
+	return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 9007199254740991.0 &&
+	       v->valuedouble == (double)(int64_t)v->valuedouble;
+}
+
+/* The rules of a dataset's source, with the caller: server paths below
+ * --data-root (resolved), an upload by its id, a clone's archive from a dataset
+ * the caller may use, the example installed. */
+static int check_source(cJSON *src, const char *type, const struct job_caller *who, struct dd_err *err)
+{
+	int rc;
+	if (strcmp(type, "folder") == 0)
+		return (rc = kind_server_path(who, src, "source.", "train", 1, err)) ||
+				       (rc = kind_server_path(who, src, "source.", "val", 0, err)) ?
+			       rc :
+			       kind_server_path(who, src, "source.", "test", 0, err);
+	if (strcmp(type, "lists") == 0) {
+		if ((rc = kind_server_path(who, src, "source.", "train", 1, err)) ||
+		    (rc = kind_server_path(who, src, "source.", "val", 0, err)) ||
+		    (rc = kind_server_path(who, src, "source.", "test", 0, err)) ||
+		    (rc = kind_server_path(who, src, "source.", "labels", 1, err)))
+			return rc;
+		if (!cJSON_GetObjectItemCaseSensitive(src, "base")) {
+			/* the train list's folder (resolved above, so it has a '/') */
+			char base[PATH_MAX];
+			snprintf(base, sizeof base, "%s", str(src, "train"));
+			char *slash = strrchr(base, '/');
+			if (slash)
+				*(slash == base ? slash + 1 : slash) = 0;
+			cJSON_AddStringToObject(src, "base", base);
+		}
+		return kind_server_path(who, src, "source.", "base", 1, err);
+	}
+	if (strcmp(type, "upload") == 0) {
+		const char *id = str(src, "upload");
+		const cJSON *of = cJSON_GetObjectItemCaseSensitive(src, "archive_of");
+		if (of) {
+			/* a clone's: the kept archive of a dataset job the caller may use */
+			char dir[PATH_MAX], kept[PATH_MAX];
+			if (!is_id(of))
+				return dd_err_set(err, DD_EINVAL, "source.archive_of: must be a dataset job id");
+			if ((rc = kind_use_job(who, NULL, (int64_t)of->valuedouble, "dataset", "source.archive_of", NULL,
+					       dir, sizeof dir, err)))
+				return rc;
+			if (!archive_kept_find(dir, kept, sizeof kept))
+				return dd_err_set(err, DD_ECONFLICT,
+						  "the archive this dataset was made from is gone; upload it again to make a new dataset");
+			return DD_OK;
+		}
+		char path[PATH_MAX];
+		if (!kind_upload_path(who->server->data_dir, id, path, sizeof path))
+			return dd_err_set(err, DD_EINVAL, "source.upload: no upload has this id (uploads are used once)");
+		return DD_OK;
+	}
+	if (!example_fashion_mnist_available())
+		return dd_err_set(err, DD_EINVAL,
+				  "source: Fashion-MNIST is not installed on the server (apt-get install dataset-fashion-mnist)");
+	return DD_OK;
+}
+
+static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
+{
+	static const char *const top[] = { "source", "options", "group", NULL };
+	(void)uses; /* a dataset uses no other job (a clone's archive_of is read, not kept as a parent) */
+	int rc;
+	if (!cJSON_IsObject(params))
+		return dd_err_set(err, DD_EINVAL, "params: must be an object");
+	if ((rc = only(params, top, "params.", err)))
+		return rc;
+	cJSON *src = cJSON_GetObjectItemCaseSensitive(params, "source");
 	const char *type = str(src, "type");
 	if (!cJSON_IsObject(src) || !type)
-		return dd_err_set(err, DD_EINVAL, "source: required, an object with a \"type\"");
+		return dd_err_set(err, DD_EINVAL, "source: required, an object with \"type\": upload, folder, lists or example");
 	if (strcmp(type, "folder") == 0) {
+		if ((rc = only(src, folder_fields, "source.", err)))
+			return rc;
 		if (!str(src, "train"))
 			return dd_err_set(err, DD_EINVAL, "source.train: required, a folder");
 	} else if (strcmp(type, "upload") == 0) {
-		if (!str(src, "file"))
-			return dd_err_set(err, DD_EINVAL, "source.file: required, the uploaded archive");
+		if ((rc = only(src, upload_fields, "source.", err)))
+			return rc;
+		const cJSON *of = cJSON_GetObjectItemCaseSensitive(src, "archive_of");
+		if (!!str(src, "upload") == !!of)
+			return dd_err_set(err, DD_EINVAL, "source.upload: required, the id of an upload (POST /api/v1/uploads)");
 	} else if (strcmp(type, "example") == 0) {
+		if ((rc = only(src, example_fields, "source.", err)))
+			return rc;
 		if (!str(src, "name") || strcmp(str(src, "name"), "fashion-mnist") != 0)
 			return dd_err_set(err, DD_EINVAL, "source.name: the example is \"fashion-mnist\"");
 	} else if (strcmp(type, "lists") == 0) {
-		if (!str(src, "train") || !str(src, "labels") || !str(src, "base"))
-			return dd_err_set(err, DD_EINVAL, "source: list files need train, labels and base");
+		if ((rc = only(src, lists_fields, "source.", err)))
+			return rc;
+		if (!str(src, "train") || !str(src, "labels"))
+			return dd_err_set(err, DD_EINVAL, "source: list files need train and labels (and base, by default the train list's folder)");
 	} else {
-		return dd_err_set(err, DD_EINVAL, "source.type: must be folder, upload, lists or example");
+		return dd_err_set(err, DD_EINVAL, "source.type: must be upload, folder, lists or example");
 	}
 	const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
 	struct ds_options o;
 	ds_options_default(&o);
-	return ds_options_from_json(cJSON_GetObjectItemCaseSensitive(params, "options"), &o, err);
+	if ((rc = ds_options_from_json(cJSON_GetObjectItemCaseSensitive(params, "options"), &o, err)))
+		return rc;
+	return who ? check_source(src, type, who, err) : DD_OK;
+}
+
+/* The worker's own check of a server path field of src (absent: fine): inside
+ * the guard's --data-root folders, whatever the params say.  *out gets the
+ * resolved path (into buf) or NULL. */
+static int guarded(struct worker *w, const cJSON *src, const char *key, char *buf, const char **out,
+		   struct dd_err *err)
+{
+	const char *v = str(src, key);
+	*out = NULL;
+	if (!v)
+		return DD_OK;
+	if (!worker_path_allowed(w, v, buf))
+		return dd_err_set(err, DD_EPERM, "source.%s: %.300s is not below the server's --data-root folders", key, v);
+	*out = buf;
+	return DD_OK;
 }
 
 struct run_ctx {
@@ -110,6 +233,8 @@ static int run(struct worker *w, struct dd_err *err)
 {
 	const cJSON *src = cJSON_GetObjectItemCaseSensitive(w->params, "source");
 	const char *type = str(src, "type");
+	if (!type)
+		return dd_err_set(err, DD_EINVAL, "source.type: required");
 	struct ds_options o;
 	ds_options_default(&o);
 	int rc = ds_options_from_json(cJSON_GetObjectItemCaseSensitive(w->params, "options"), &o, err);
@@ -120,27 +245,16 @@ static int run(struct worker *w, struct dd_err *err)
 	char lists[4][PATH_MAX];
 	int drop_after = 0; /* the unpacked images are ours to remove once the databases exist */
 	if (strcmp(type, "upload") == 0) {
-		const char *file = str(src, "file");
-		char kept[PATH_MAX];
-		/* The upload becomes the job's own archive (a rename inside the data
-		 * folder), so a clone of this job can unpack it again. */
-		archive_kept_path(w->dir, file, kept, sizeof kept);
-		if (strstr(file, "/uploads/") && rename(file, kept) == 0)
-			file = kept;
+		char file[PATH_MAX];
+		if ((rc = worker_archive(w, src, file, sizeof file, err)))
+			return rc;
 		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
 		fs_rm_rf(unpacked, NULL);
 		const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
 		worker_log(w, "info", "unpacking %s", shown);
 		int64_t files = 0;
 		struct archive_limits lim;
-		archive_limits_default(&lim);
-		const cJSON *l = cJSON_GetObjectItemCaseSensitive(src, "limits");
-		const cJSON *mf = cJSON_GetObjectItemCaseSensitive(l, "max_files");
-		const cJSON *mb = cJSON_GetObjectItemCaseSensitive(l, "max_bytes");
-		if (cJSON_IsNumber(mf) && mf->valuedouble >= 1)
-			lim.max_entries = (int64_t)mf->valuedouble;
-		if (cJSON_IsNumber(mb) && mb->valuedouble >= 1)
-			lim.max_bytes = (int64_t)mb->valuedouble;
+		worker_archive_limits(w, &lim); /* the server's caps, never the params' */
 		if ((rc = archive_unpack(file, shown, unpacked, &lim, &files, err)))
 			return rc;
 		worker_log(w, "info", "unpacked %lld files", (long long)files);
@@ -186,15 +300,23 @@ static int run(struct worker *w, struct dd_err *err)
 		s.folder[DS_VAL] = val[0] ? val : NULL;
 		s.folder[DS_TEST] = test[0] ? test : NULL;
 	} else if (strcmp(type, "folder") == 0) {
-		s.folder[DS_TRAIN] = str(src, "train");
-		s.folder[DS_VAL] = str(src, "val");
-		s.folder[DS_TEST] = str(src, "test");
+		if ((rc = guarded(w, src, "train", train, &s.folder[DS_TRAIN], err)) ||
+		    (rc = guarded(w, src, "val", val, &s.folder[DS_VAL], err)) ||
+		    (rc = guarded(w, src, "test", test, &s.folder[DS_TEST], err)))
+			return rc;
+		if (!s.folder[DS_TRAIN])
+			return dd_err_set(err, DD_EINVAL, "source.train: required, a folder");
+	} else if (strcmp(type, "lists") == 0) {
+		if ((rc = guarded(w, src, "train", lists[0], &s.list[DS_TRAIN], err)) ||
+		    (rc = guarded(w, src, "val", lists[1], &s.list[DS_VAL], err)) ||
+		    (rc = guarded(w, src, "test", lists[2], &s.list[DS_TEST], err)) ||
+		    (rc = guarded(w, src, "labels", lists[3], &s.labels_file, err)) ||
+		    (rc = guarded(w, src, "base", unpacked, &s.list_base, err)))
+			return rc;
+		if (!s.list[DS_TRAIN] || !s.labels_file || !s.list_base)
+			return dd_err_set(err, DD_EINVAL, "source: list files need train, labels and base");
 	} else {
-		s.list[DS_TRAIN] = str(src, "train");
-		s.list[DS_VAL] = str(src, "val");
-		s.list[DS_TEST] = str(src, "test");
-		s.labels_file = str(src, "labels");
-		s.list_base = str(src, "base");
+		return dd_err_set(err, DD_EINVAL, "source.type: must be folder, upload, lists or example");
 	}
 	struct run_ctx c = { w, fs_mono_ms() };
 	struct ds_progress prog = { &c, on_progress, on_log, on_stop };
@@ -219,20 +341,22 @@ static int run(struct worker *w, struct dd_err *err)
 	return DD_OK;
 }
 
-/* A clone unpacks the original job's kept archive (uploads are used once). */
-static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
+/* A clone unpacks the original job's kept archive (uploads are used once):
+ * source.archive_of names the original, which validate checks the caller may use. */
+static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err)
 {
 	cJSON *src = cJSON_GetObjectItemCaseSensitive(params, "source");
 	const char *type = str(src, "type");
 	if (!type || strcmp(type, "upload") != 0)
 		return DD_OK;
 	char p[PATH_MAX];
-	if (archive_kept_find(orig_dir, p, sizeof p)) {
-		cJSON_DeleteItemFromObjectCaseSensitive(src, "file");
-		cJSON_AddStringToObject(src, "file", p);
-		return DD_OK;
-	}
-	return dd_err_set(err, DD_ECONFLICT, "the archive this dataset was made from is gone; upload it again to make a new dataset");
+	if (!archive_kept_find(orig_dir, p, sizeof p))
+		return dd_err_set(err, DD_ECONFLICT, "the archive this dataset was made from is gone; upload it again to make a new dataset");
+	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
+	for (int i = 0; drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
+	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
+	return DD_OK;
 }
 
 const struct job_kind dataset_job_kind = {

@@ -7,13 +7,16 @@
  *   "model": MODEL_JOB_ID,
  *   "snapshot": LABEL,                  the API resolves "latest" to a label
  *   "source": {"dataset": ID, "split": "val"|"test"|"train"}
- *           | {"file": PATH, "name"?: ORIGINAL_NAME}   an upload (the API turns
- *                                                       {"upload": ID} into this)
+ *           | {"upload": ID | "archive_of": EVALUATION_JOB_ID (a clone's),
+ *              "name"?: ORIGINAL_NAME}
  *   "top_n"?: N (images per class, default 10), "batch_size"?: B (default 64),
  *   "group"?: "…"
  * }
  * The model's and the dataset's folders are siblings of the job's own (DATA/jobs/
- * <id>); an upload's file must lie in DATA/uploads/.  An upload's images keep their
+ * <id>); an upload is DATA/uploads/<ID>.<ext>, moved into the job folder by
+ * worker_archive (the only file outside its folder a worker moves).  validate
+ * with a caller checks the model, the dataset and the upload as every route
+ * needs (check_related).  An upload's images keep their
  * label when their folder is named after one of the model's labels.  An image that
  * cannot be read is a row with an error naming the file, and the job goes on.
  *
@@ -40,6 +43,7 @@
 #include "../datasets/lmdbio.h"
 #include "../networks/infer.h"
 #include "job.h"
+#include "kind_check.h"
 #include "kind_train.h"
 #include "worker.h"
 
@@ -303,11 +307,73 @@ static int only(const cJSON *o, const char *const *allowed, const char *where, s
 	return DD_OK;
 }
 
-static int validate(cJSON *params, struct dd_err *err)
+/* What needs other jobs, with the caller: the model is one who may use and has
+ * the snapshot (the latest unless one is named, set as its label), the dataset is
+ * a finished one who may use with the split, an upload is named by its id (a
+ * clone's, archive_of: an evaluation who may use, with its kept archive). */
+static int check_related(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	enum job_state st;
+	int64_t model = (int64_t)get(params, "model")->valuedouble;
+	int rc = kind_use_job(who, uses, model, "model", "model", &st, dir, sizeof dir, err);
+	if (rc)
+		return rc;
+	struct model_snapshot *snaps = NULL;
+	int n = 0;
+	if ((rc = model_snapshots(dir, &snaps, &n, err)))
+		return rc;
+	const char *want = cJSON_GetStringValue(get(params, "snapshot"));
+	double epoch = -1;
+	if (want)
+		model_snapshot_label_ok(want, &epoch);
+	int i = model_snapshot_find(snaps, n, epoch);
+	if (i < 0) {
+		free(snaps);
+		if (want)
+			return dd_err_set(err, DD_ENOENT, "snapshot: model %lld has no snapshot at epoch %s", (long long)model,
+					  want);
+		return dd_err_set(err, DD_ECONFLICT, "model: model %lld has no snapshot yet (%s)", (long long)model,
+				  st == JOB_QUEUED || st == JOB_RUNNING ? "it is still training" : "it ended before writing one");
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(params, "snapshot");
+	cJSON_AddStringToObject(params, "snapshot", snaps[i].label);
+	free(snaps);
+	cJSON *src = get(params, "source");
+	if (get(src, "dataset")) {
+		int64_t ds = (int64_t)get(src, "dataset")->valuedouble;
+		if ((rc = kind_use_dataset(who, uses, ds, "source.dataset", "an evaluation needs a finished dataset", dir,
+					   sizeof dir, err)))
+			return rc;
+		const char *split = cJSON_GetStringValue(get(src, "split"));
+		snprintf(path, sizeof path, "%s/%s_db/data.mdb", dir, split);
+		if (access(path, R_OK) != 0)
+			return dd_err_set(err, DD_EINVAL, "source.split: dataset %lld has no %s split", (long long)ds, split);
+		return DD_OK;
+	}
+	const cJSON *of = get(src, "archive_of");
+	if (of) {
+		char kept[PATH_MAX];
+		if ((rc = kind_use_job(who, NULL, (int64_t)of->valuedouble, "evaluation", "source.archive_of", NULL, dir,
+				       sizeof dir, err)))
+			return rc;
+		if (!archive_kept_find(dir, kept, sizeof kept))
+			return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
+		return DD_OK;
+	}
+	const char *id = cJSON_GetStringValue(get(src, "upload"));
+	if (!kind_upload_path(who->server->data_dir, id, path, sizeof path))
+		return dd_err_set(err, DD_EINVAL, "source.upload: no upload has this id (uploads are used once)");
+	if (!get(src, "name"))
+		cJSON_AddStringToObject(src, "name", strrchr(path, '/') + 1);
+	return DD_OK;
+}
+
+static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
 	static const char *const top[] = { "model", "snapshot", "source", "top_n", "batch_size", "group", NULL };
 	static const char *const ds[] = { "dataset", "split", NULL };
-	static const char *const up[] = { "upload", "file", "name", "limits", NULL };
+	static const char *const up[] = { "upload", "archive_of", "name", NULL };
 	int rc;
 	if ((rc = only(params, top, "", err)))
 		return rc;
@@ -343,13 +409,23 @@ static int validate(cJSON *params, struct dd_err *err)
 			return dd_err_set(err, DD_EINVAL, "source.split: must be \"val\", \"test\" or \"train\"");
 		if (!split)
 			cJSON_AddStringToObject(src, "split", "val");
-	} else if (get(src, "upload") || get(src, "file")) {
+	} else if (get(src, "upload") || get(src, "archive_of") || get(src, "file")) {
+		if (get(src, "file"))
+			return dd_err_set(err, DD_EINVAL, "source.file: unknown field; give an upload by its id, {\"upload\": ID}");
+		if (get(src, "limits"))
+			return dd_err_set(err, DD_EINVAL,
+					  "source.limits: unknown field; the caps on unpacking are the server's "
+					  "(--archive-max-files, --archive-max-mib)");
 		if ((rc = only(src, up, "source.", err)))
 			return rc;
+		if (!!get(src, "upload") == !!get(src, "archive_of"))
+			return dd_err_set(err, DD_EINVAL, "source.upload: required, an upload's id");
 		if (get(src, "upload") && !cJSON_IsString(get(src, "upload")))
 			return dd_err_set(err, DD_EINVAL, "source.upload: must be an upload's id");
-		if (get(src, "file") && !cJSON_IsString(get(src, "file")))
-			return dd_err_set(err, DD_EINVAL, "source.file: must be a path in the uploads folder");
+		if (get(src, "archive_of") && !is_id(get(src, "archive_of")))
+			return dd_err_set(err, DD_EINVAL, "source.archive_of: must be an evaluation job id");
+		if (get(src, "name") && !cJSON_IsString(get(src, "name")))
+			return dd_err_set(err, DD_EINVAL, "source.name: must be a string");
 	} else {
 		return dd_err_set(err, DD_EINVAL, "source: needs \"dataset\" (with \"split\") or \"upload\"");
 	}
@@ -358,7 +434,7 @@ static int validate(cJSON *params, struct dd_err *err)
 	const cJSON *g = get(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
-	return DD_OK;
+	return who ? check_related(params, who, uses, err) : DD_OK;
 }
 
 /* ---- the run ---- */
@@ -617,46 +693,18 @@ static int list_dir(struct lister *l, const char *root, const char *rel, int dep
 static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 {
 	struct worker *w = r->w;
-	const char *file = cJSON_GetStringValue(get(src, "file"));
-	char uploads[PATH_MAX], kept[PATH_MAX + 32], path[PATH_MAX + 32];
-	if (!file)
-		return dd_err_set(err, DD_EINVAL, "source.file: required (the API sets it from source.upload)");
-	/* DATA/jobs/<id> -> DATA/uploads: a job reads only what was uploaded */
-	snprintf(uploads, sizeof uploads, "%s", w->dir);
-	for (int up = 0; up < 2; up++) {
-		char *s = strrchr(uploads, '/');
-		if (s)
-			*s = 0;
-	}
-	strncat(uploads, "/uploads", sizeof uploads - strlen(uploads) - 1);
-	archive_kept_path(w->dir, file, kept, sizeof kept);
-	char jobs[PATH_MAX];
-	snprintf(jobs, sizeof jobs, "%s", w->dir);
-	*strrchr(jobs, '/') = 0;
-	if (access(kept, R_OK) == 0) {
-		/* run again (resumed): the archive kept the first time */
-	} else if (fs_path_under(file, uploads, NULL)) {
-		/* the upload becomes the job's own archive, kept for clones as a dataset's is */
-		if (rename(file, kept) != 0)
-			return dd_err_sys(err, DD_EIO, errno, "cannot keep the upload %s", file);
-	} else if (fs_path_under(file, jobs, NULL) && strstr(file, "/archive.")) {
-		snprintf(kept, sizeof kept, "%s", file); /* a clone: the original job's archive */
-	} else {
-		return dd_err_set(err, DD_EINVAL, "source.file: %s is not an upload", file);
-	}
+	char kept[PATH_MAX], path[PATH_MAX + 32];
+	int rc = worker_archive(w, src, kept, sizeof kept, err);
+	if (rc)
+		return rc;
 	const char *shown = cJSON_GetStringValue(get(src, "name"));
 	snprintf(r->images, sizeof r->images, "%s/images", w->dir);
 	fs_rm_rf(r->images, NULL);
 	struct archive_limits lim;
-	archive_limits_default(&lim);
-	const cJSON *l = get(src, "limits");
-	if (cJSON_IsNumber(get(l, "max_files")) && get(l, "max_files")->valuedouble >= 1)
-		lim.max_entries = (int64_t)get(l, "max_files")->valuedouble;
-	if (cJSON_IsNumber(get(l, "max_bytes")) && get(l, "max_bytes")->valuedouble >= 1)
-		lim.max_bytes = (int64_t)get(l, "max_bytes")->valuedouble;
+	worker_archive_limits(w, &lim); /* the server's caps, never the params' */
 	int64_t files = 0;
 	worker_log(w, "info", "unpacking %s", shown ? shown : "the upload");
-	int rc = archive_unpack(kept, shown, r->images, &lim, &files, err);
+	rc = archive_unpack(kept, shown, r->images, &lim, &files, err);
 	if (rc)
 		return rc;
 	struct lister ls = { 0 };
@@ -951,18 +999,21 @@ out:
 }
 
 /* A clone of an upload's evaluation unpacks the original job's kept archive (an
- * upload is used once). */
-static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
+ * upload is used once): source.archive_of names the original, which validate
+ * checks the caller may use. */
+static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err)
 {
 	cJSON *src = get(params, "source");
-	if (!get(src, "file"))
+	if (!cJSON_IsObject(src) || get(src, "dataset"))
 		return DD_OK;
 	char p[PATH_MAX];
-	if (archive_kept_find(orig_dir, p, sizeof p)) {
-		cJSON_ReplaceItemInObjectCaseSensitive(src, "file", cJSON_CreateString(p));
-		return DD_OK;
-	}
-	return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
+	if (!archive_kept_find(orig_dir, p, sizeof p))
+		return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
+	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
+	for (int i = 0; drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
+	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
+	return DD_OK;
 }
 
 const struct job_kind eval_job_kind = {

@@ -30,9 +30,11 @@
  * the params a job keeps are the settings it ran with.  batch_size and crop_size
  * absent mean "the network's data layer's" (mirror too: absent, the data
  * layer's transform_param decides); the API fills them in once it has
- * checked the network against the dataset.  What needs other jobs (the dataset is
- * done, the previous model exists) is checked by the API (app/api_models.c) and
- * again by the worker, which reads those jobs' folders beside its own. */
+ * checked the network against the dataset.  With a caller it also checks what
+ * needs other jobs (check_related: the dataset is done and the caller's to use,
+ * the previous or fine-tuned model exists, is theirs to use and has what is
+ * asked), for every route alike; the worker reads those jobs' folders beside its
+ * own. */
 #define _GNU_SOURCE
 #include "kind_train.h"
 
@@ -45,9 +47,11 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "job.h"
+#include "kind_check.h"
 #include "worker.h"
 
 #define MAX_PROTOTXT (4u << 20)
@@ -173,7 +177,7 @@ int64_t model_snapshot_iteration(const char *path)
 	if (hl == 0 || hl > (1u << 20) || !(hdr = malloc((size_t)hl + 1)) || fread(hdr, 1, (size_t)hl, f) != hl)
 		goto out;
 	hdr[hl] = 0;
-	j = cJSON_Parse(hdr);
+	json_parse(hdr, (size_t)hl, "a snapshot's header", &j, NULL);
 	const char *v = cJSON_GetStringValue(
 		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "__metadata__"), "iteration"));
 	char *end;
@@ -495,7 +499,75 @@ static int check_precision(cJSON *params, struct dd_err *err)
 	return rc;
 }
 
-static int validate(cJSON *params, struct dd_err *err)
+/* Whether model folder dir has a snapshot at epoch (< 0: any). */
+static int has_snapshot(const char *dir, double epoch)
+{
+	struct model_snapshot *snaps = NULL;
+	int n = 0;
+	if (model_snapshots(dir, &snaps, &n, NULL) != DD_OK)
+		return 0;
+	int found = model_snapshot_find(snaps, n, epoch) >= 0;
+	free(snaps);
+	return found;
+}
+
+static int param_int(const cJSON *o, const char *k, int dflt);
+
+/* What needs other jobs, with the caller: the dataset is a finished dataset who
+ * may use, a previous model (its network) and a fine-tuned one (its snapshot) are
+ * models who may use and have what is asked of them, and the network fits the
+ * dataset.  Each job named goes into uses (the dataset first). */
+static int check_related(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
+{
+	char ds_dir[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32];
+	char *prev_text = NULL;
+	int rc = kind_use_dataset(who, uses, (int64_t)get(params, "dataset")->valuedouble, "dataset",
+				  "a model needs a finished dataset", ds_dir, sizeof ds_dir, err);
+	if (rc)
+		return rc;
+	const cJSON *net = get(params, "network");
+	const char *text = NULL;
+	if (cJSON_IsString(get(net, "standard")))
+		text = net_standard_text(get(net, "standard")->valuestring);
+	else if (cJSON_IsString(get(net, "prototxt")))
+		text = get(net, "prototxt")->valuestring;
+	else {
+		int64_t prev = (int64_t)get(net, "previous")->valuedouble;
+		if ((rc = kind_use_job(who, uses, prev, "model", "network.previous", NULL, dir, sizeof dir, err)))
+			return rc;
+		snprintf(path, sizeof path, "%s/network.prototxt", dir);
+		if (fs_read_file(path, MAX_PROTOTXT, &prev_text, NULL, NULL) != DD_OK)
+			return dd_err_set(err, DD_ECONFLICT, "network.previous: model %lld has not written its network yet",
+					  (long long)prev);
+		text = prev_text;
+	}
+	const cJSON *ft = get(params, "finetune");
+	if (ft) {
+		int64_t m = (int64_t)get(ft, "model")->valuedouble;
+		const cJSON *fs = get(ft, "snapshot"); /* a number: snapshot_field turned a label into one */
+		double ep = cJSON_IsNumber(fs) ? fs->valuedouble : -1;
+		if ((rc = kind_use_job(who, uses, m, "model", "finetune.model", NULL, dir, sizeof dir, err)))
+			goto out;
+		if (!has_snapshot(dir, ep)) {
+			rc = ep >= 0 ? dd_err_set(err, DD_ECONFLICT, "finetune.snapshot: model %lld has no snapshot at epoch %g",
+						  (long long)m, ep) :
+				       dd_err_set(err, DD_ECONFLICT, "finetune.model: model %lld has no snapshot yet", (long long)m);
+			goto out;
+		}
+	}
+	struct dd_err e = { 0 };
+	rc = model_check_network(text, ds_dir, param_int(params, "batch_size", 0), param_int(params, "crop_size", 0),
+				 NULL, NULL, NULL, &e);
+	if (rc == DD_EINVAL || rc == DD_ENOENT)
+		rc = dd_err_set(err, DD_EINVAL, "network: %s", e.msg);
+	else if (rc && err)
+		*err = e;
+out:
+	free(prev_text);
+	return rc;
+}
+
+static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
 	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
 					   "batch_size", "crop_size", "mean",	    "seed",
@@ -543,7 +615,7 @@ static int validate(cJSON *params, struct dd_err *err)
 	cJSON *g = get(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
-	return DD_OK;
+	return who ? check_related(params, who, uses, err) : DD_OK;
 }
 
 /* ---- the folder and the events (the worker's and `deepdesk train`'s) ---- */
@@ -674,7 +746,8 @@ static int write_preprocess(const char *dir, const char *ds_dir, struct dd_err *
 	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
 	if (rc)
 		return rc;
-	cJSON *j = cJSON_Parse(buf), *out = cJSON_CreateObject();
+	cJSON *j = NULL, *out = cJSON_CreateObject();
+	json_parse_str(buf, path, &j, NULL);
 	free(buf);
 	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
 	static const char *const keys[] = { "resize_mode", "width", "height", "channels", NULL };
@@ -1010,8 +1083,9 @@ out:
 }
 
 /* A clone trains from scratch: it does not resume the original's snapshot. */
-static int clone_params(cJSON *params, const char *orig_dir, struct dd_err *err)
+static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err)
 {
+	(void)orig_id;
 	(void)orig_dir;
 	(void)err;
 	cJSON_DeleteItemFromObjectCaseSensitive(params, "resume");

@@ -34,12 +34,16 @@
 
 #include "../app/store.h"
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/log.h"
 #include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
 
+#define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
+
 #define SCHED_MAX_GPUS 16
+#define SCHED_MAX_ROOTS 32
 
 struct running {
 	int64_t id;
@@ -74,6 +78,9 @@ static struct {
 	int ngpu;
 	int64_t gpu_holder[SCHED_MAX_GPUS];     /* job id holding each, 0: free */
 	int any_cluster; /* some kind runs on a cluster executor (holds no local slots) */
+	char roots[SCHED_MAX_ROOTS][PATH_MAX]; /* --data-root, resolved at start */
+	const char *root_ptr[SCHED_MAX_ROOTS];
+	struct job_server server;              /* what every validation and worker is given */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
 
 void sched_job_dir(int64_t id, char *buf, size_t len)
@@ -384,6 +391,23 @@ static int settle(struct running *r, int wait_status, int recovering)
 
 /* ---- starting ---- */
 
+/* job.json's "guard": what the worker may touch besides its own folder, from the
+ * server's configuration at the time (never from the params): {"roots": [the
+ * --data-root folders, resolved], "max_files", "max_bytes"} (the caps on
+ * unpacking; 0: the defaults).  Written at submit and again at every start, so a
+ * job queued by an older server runs under this one's rules
+ * (worker_path_allowed, worker_archive_limits). */
+static void add_guard(cJSON *job)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(job, "guard");
+	cJSON *g = cJSON_AddObjectToObject(job, "guard");
+	cJSON *roots = cJSON_AddArrayToObject(g, "roots");
+	for (int i = 0; i < S.server.nroots; i++)
+		cJSON_AddItemToArray(roots, cJSON_CreateString(S.server.roots[i]));
+	cJSON_AddNumberToObject(g, "max_files", (double)S.server.max_files);
+	cJSON_AddNumberToObject(g, "max_bytes", (double)S.server.max_bytes);
+}
+
 static int write_job_json(int64_t id, struct dd_err *err)
 {
 	cJSON *job = NULL;
@@ -397,6 +421,7 @@ static int write_job_json(int64_t id, struct dd_err *err)
 					    "history", "children", "executor", NULL };
 	for (int i = 0; drop[i]; i++)
 		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
+	add_guard(job);
 	sched_job_dir(id, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	char *text = cJSON_Print(job);
@@ -493,7 +518,8 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 }
 
 /* Give queued job row the GPUs its params ask for, if free: 1 with gpus/ngpus
- * filled (ngpus 0 for a CPU job) and job.json telling the worker which; 0 when
+ * filled (ngpus 0 for a CPU job) and job.json telling the worker which, with
+ * this server's guard (add_guard) whatever wrote job.json before; 0 when
  * they are busy (it waits); -1 when it can never run here (it ends in error).
  * A cluster job (cluster 1) holds none of this server's: job.json gets
  * resources.gpu_count (Slurm's --gres, and the worker's count of copies), and
@@ -509,17 +535,14 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	*ngpus = *counted = 0;
 	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
 		goto fail;
-	if (!(job = cJSON_ParseWithLength(text, len))) {
-		dd_err_set(&err, DD_EINVAL, "%s: not JSON", job_json);
+	if (json_parse(text, len, job_json, &job, &err) != DD_OK)
 		goto fail;
-	}
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
 	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
 		goto fail;
-	if (want == 0) {
-		rc = 1;
-		goto done;
-	}
+	add_guard(job); /* this server's rules, whoever wrote the job */
+	if (want == 0)
+		goto write;
 	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
 	if (!cJSON_IsObject(res)) {
 		cJSON_DeleteItemFromObjectCaseSensitive(job, "resources");
@@ -719,7 +742,8 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	if (fs_read_file(path, 64 << 20, &text, &len, NULL) != DD_OK)
 		return;
-	cJSON *job = cJSON_ParseWithLength(text, len);
+	cJSON *job = NULL;
+	json_parse(text, len, path, &job, NULL);
 	const cJSON *g, *ids = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "resources"), "gpus");
 	cJSON_ArrayForEach(g, ids)
 	{
@@ -794,6 +818,16 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 	snprintf(S.exe, sizeof S.exe, "%s", cfg->exe);
 	S.cfg.data_dir = S.data_dir;
 	S.cfg.exe = S.exe;
+	int nroots = 0;
+	for (int i = 0; i < cfg->nroots && nroots < SCHED_MAX_ROOTS; i++) {
+		if (!realpath(cfg->data_roots[i], S.roots[nroots]))
+			snprintf(S.roots[nroots], PATH_MAX, "%s", cfg->data_roots[i]);
+		S.root_ptr[nroots] = S.roots[nroots];
+		nroots++;
+	}
+	S.server = (struct job_server){ S.data_dir, S.root_ptr, nroots, cfg->archive_max_files, cfg->archive_max_bytes };
+	S.cfg.data_roots = S.root_ptr;
+	S.cfg.nroots = nroots;
 	if (!S.cfg.executor)
 		S.cfg.executor = &exec_local;
 	if (S.cfg.poll_ms <= 0)
@@ -830,7 +864,15 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		return rc;
 	if ((rc = recover(err)))
 		return rc;
-	if (pthread_create(&S.thread, NULL, thread_main, NULL) != 0)
+	/* The scheduler thread runs SQLite, posix_spawn, JSON files through
+	 * json_parse (64 levels at most) and ws_publish: 2 MiB, stated rather than
+	 * whatever `ulimit -s` gave glibc's default. */
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SCHED_STACK);
+	int prc = pthread_create(&S.thread, &at, thread_main, NULL);
+	pthread_attr_destroy(&at);
+	if (prc != 0)
 		return dd_err_set(err, DD_EIO, "cannot start the scheduler thread");
 	S.thread_started = 1;
 	return DD_OK;
@@ -1077,16 +1119,57 @@ int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err)
 
 /* ---- requests from API threads ---- */
 
-int sched_submit(const char *kind_name, const char *name, const char *owner, cJSON *params,
-		 int cpu_slots, const int64_t *parents, int nparents, int64_t *id,
-		 struct dd_err *err)
+const struct job_server *sched_server(void) { return &S.server; }
+
+int sched_validate(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
+		   int np, struct job_uses *all, struct dd_err *err)
 {
 	const struct job_kind *kind = job_kind_find(kind_name);
 	if (!kind)
-		return dd_err_set(err, DD_EINVAL, "kind: unknown job kind \"%s\"", kind_name ? kind_name : "");
+		return dd_err_set(err, DD_EINVAL, "kind: unknown job kind \"%.64s\"", kind_name ? kind_name : "");
+	if (!who)
+		return dd_err_set(err, DD_EINTERNAL, "a job was submitted without a caller");
+	if (!cJSON_IsObject(params))
+		return dd_err_set(err, DD_EINVAL, "params: must be an object");
+	struct job_caller c = *who;
+	c.server = &S.server; /* the server's rules, never the request's */
+	struct job_uses uses = { .n = 0 };
 	int rc;
-	if (kind->validate && (rc = kind->validate(params, err)))
+	if (!kind->validate && !c.admin)
+		return dd_err_set(err, DD_EPERM, "kind: %s jobs are for admins only", kind->name);
+	/* the shape first, then whether this server can run it at all (GPUs), then
+	 * everything that needs the caller: a request that can never run here says
+	 * so before anything is looked up */
+	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
+	if (kind->validate && (rc = kind->validate(params, NULL, NULL, err)))
 		return rc;
+	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
+		return rc;
+	if (kind->validate && (rc = kind->validate(params, &c, &uses, err)))
+		return rc;
+	for (int i = 0; i < np; i++) {
+		struct job_row row;
+		if ((!c.admin && !(c.may_use && c.may_use(&c, parents[i]))) || store_job_row(parents[i], &row, NULL) != DD_OK)
+			return dd_err_set(err, DD_EINVAL, "parent job %lld does not exist", (long long)parents[i]);
+		if ((rc = job_uses_add(&uses, parents[i], err)))
+			return rc;
+	}
+	if (all)
+		*all = uses;
+	return DD_OK;
+}
+
+int sched_submit(const char *kind_name, const char *name, const struct job_caller *who, cJSON *params,
+		 int cpu_slots, const int64_t *parents, int nparents, int64_t *id,
+		 struct dd_err *err)
+{
+	struct job_uses uses;
+	int rc = sched_validate(kind_name, params, who, parents, nparents, &uses, err);
+	if (rc)
+		return rc;
+	const struct job_kind *kind = job_kind_find(kind_name);
+	const char *owner = who->user;
 	/* a cluster has more cores and GPUs than this server: Slurm says whether it fits */
 	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
@@ -1113,7 +1196,7 @@ int sched_submit(const char *kind_name, const char *name, const char *owner, cJS
 	}
 	if (!params_json)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	rc = store_job_insert(kind->name, name, owner, params_json, resources, parents, nparents, id, err);
+	rc = store_job_insert(kind->name, name, owner, params_json, resources, uses.id, uses.n, id, err);
 	free(params_json);
 	if (rc)
 		return rc;
@@ -1172,7 +1255,7 @@ int sched_abort(int64_t id, struct dd_err *err)
 	return DD_OK;
 }
 
-int sched_requeue(int64_t id, cJSON *params, struct dd_err *err)
+int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struct dd_err *err)
 {
 	struct job_row row;
 	int rc = store_job_row(id, &row, err);
@@ -1184,7 +1267,9 @@ int sched_requeue(int64_t id, cJSON *params, struct dd_err *err)
 	const struct job_kind *kind = job_kind_find(row.kind);
 	if (!kind)
 		return dd_err_set(err, DD_EINVAL, "this deepdesk cannot run jobs of kind \"%s\"", row.kind);
-	if (kind->validate && (rc = kind->validate(params, err)))
+	/* the same checks as a new job, as its owner now: a resume uses nothing the
+	 * owner may no longer use (a dataset whose share was revoked) */
+	if ((rc = sched_validate(row.kind, params, who, NULL, 0, NULL, err)))
 		return rc;
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
@@ -1221,6 +1306,9 @@ int sched_delete(int64_t id, struct dd_err *err)
 		return dd_err_set(err, DD_ECONFLICT, "job %lld is running: abort it first", (long long)id);
 	if ((rc = store_job_delete(id, err)))
 		return rc;
+	/* only the job's own folder, DATA/jobs/<id>: fs_rm_rf never follows a
+	 * symbolic link (it removes the link), and a worker moves nothing into the
+	 * folder from outside but its upload (worker_archive), so nothing else goes */
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
 	struct dd_err rm = { 0 };
@@ -1230,7 +1318,7 @@ int sched_delete(int64_t id, struct dd_err *err)
 	return DD_OK;
 }
 
-int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err)
+int sched_clone(int64_t id, const struct job_caller *who, int64_t *new_id, struct dd_err *err)
 {
 	cJSON *job = NULL;
 	int rc = store_job_json(id, 1, &job, err);
@@ -1238,7 +1326,6 @@ int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err)
 		return rc;
 	const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "kind"));
 	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "name"));
-	const char *owner = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(job, "owner"));
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
 	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
 	cJSON *slots = cJSON_GetObjectItemCaseSensitive(res, "cpu_slots");
@@ -1255,12 +1342,18 @@ int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err)
 	snprintf(clone_name, sizeof clone_name, "%s (clone)", name ? name : "job");
 	const struct job_kind *k = job_kind_find(kind);
 	sched_job_dir(id, orig_dir, sizeof orig_dir);
-	if (k && k->clone_params && (rc = k->clone_params(params, orig_dir, err))) {
+	if (!cJSON_IsObject(params)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(job, "params");
+		params = cJSON_AddObjectToObject(job, "params");
+	}
+	if (k && k->clone_params && (rc = k->clone_params(params, id, orig_dir, err))) {
 		free(pids);
 		cJSON_Delete(job);
 		return rc;
 	}
-	rc = sched_submit(kind, clone_name, owner, params, cJSON_IsNumber(slots) ? slots->valueint : 0,
+	/* checked again like any new job, as who (its owner): the clone's parents are
+	 * those its params name now, plus the original's others, each visible to who */
+	rc = sched_submit(kind, clone_name, who, params, cJSON_IsNumber(slots) ? slots->valueint : 0,
 			  pids, np, new_id, err);
 	free(pids);
 	cJSON_Delete(job);

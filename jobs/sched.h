@@ -14,6 +14,7 @@
 
 #include "../common/err.h"
 #include "executor.h"
+#include "job.h"
 
 struct sched_config {
 	const char *data_dir; /* jobs live in DATA/jobs/<id> */
@@ -26,6 +27,13 @@ struct sched_config {
 	 * or a NULL answer means `executor`.  Jobs a cluster runs hold no local CPU
 	 * slots: the cluster queues them. */
 	const struct executor *(*executor_for)(const char *kind);
+	/* What jobs may use (jobs/job.h, struct job_server): the --data-root folders
+	 * server paths must lie below, and the caps on unpacking an archive (0: the
+	 * defaults).  Every validation gets them, and so does every worker (job.json's
+	 * "guard"), never from a job's params. */
+	const char *const *data_roots;
+	int nroots;
+	long long archive_max_files, archive_max_bytes;
 };
 
 /* What happened, for the web layer to push: "job" with the job's list-form JSON,
@@ -39,9 +47,22 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 /* Stop the thread.  Workers keep running; the next sched_start adopts them. */
 void sched_stop(void);
 
-/* Create a queued job.  params is validated by its kind and may be normalised;
- * it is not consumed.  *id gets the new job's id. */
-int sched_submit(const char *kind, const char *name, const char *owner, cJSON *params,
+/* What jobs may use, from the configuration sched_start was given (borrowed). */
+const struct job_server *sched_server(void);
+
+/* Every check a job of kind must pass for caller who (jobs/job.h), whichever
+ * route it came by: the kind's validate with the caller (the jobs its params name,
+ * server paths, uploads; params normalised in place, not consumed), and each of
+ * parents (np of them) a job who may use.  DD_OK and the jobs it names with the
+ * parents, once each, into *all (may be NULL).  DD_EINVAL naming the field for a
+ * bad or unknown value (a job who may not see reads as none), DD_EPERM for a
+ * server path outside --data-root or a kind who may not submit (a kind with no
+ * validate, the test kind: admins only). */
+int sched_validate(const char *kind, cJSON *params, const struct job_caller *who, const int64_t *parents,
+		   int np, struct job_uses *all, struct dd_err *err);
+/* Create a queued job owned by who->user, after sched_validate; its parents are
+ * parents and the jobs its params name.  *id gets the new job's id. */
+int sched_submit(const char *kind, const char *name, const struct job_caller *who, cJSON *params,
 		 int cpu_slots, const int64_t *parents, int nparents, int64_t *id,
 		 struct dd_err *err);
 /* Abort: a queued job ends at once; a running one gets SIGTERM and, after the
@@ -49,13 +70,16 @@ int sched_submit(const char *kind, const char *name, const char *owner, cJSON *p
 int sched_abort(int64_t id, struct dd_err *err);
 /* Delete a job and its folder; DD_ECONFLICT while it runs or has dependants. */
 int sched_delete(int64_t id, struct dd_err *err);
-/* A queued copy of a job (same kind, params, parents, resources). */
-int sched_clone(int64_t id, int64_t *new_id, struct dd_err *err);
+/* A queued copy of a job (same kind, params, parents, resources), checked again
+ * by sched_validate as who (its owner: perm_caller_owner), so that a clone uses
+ * nothing its owner may no longer use. */
+int sched_clone(int64_t id, const struct job_caller *who, int64_t *new_id, struct dd_err *err);
 /* Queue a job that ended (done, error, aborted or interrupted) again, the same
- * id and folder, with params (validated by its kind; not consumed): its next
+ * id and folder, with params (checked by sched_validate as who, its owner; not
+ * consumed): its next
  * worker appends to the same event log, so its record and curves continue.
  * DD_ECONFLICT while it is queued or running. */
-int sched_requeue(int64_t id, cJSON *params, struct dd_err *err);
+int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struct dd_err *err);
 /* Tell listeners a job record changed outside the scheduler (a rename). */
 void sched_job_changed(int64_t id);
 /* DATA/jobs/<id> into buf. */

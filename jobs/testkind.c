@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,8 +24,15 @@ static double num(cJSON *params, const char *key, double dflt)
 	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
-static int validate(cJSON *params, struct dd_err *err)
+/* Test jobs crash, hang and flood on request: admins only, unless the test
+ * harness opens them to every account (DEEPDESK_TEST_KIND=anyone, which
+ * tests/lib/server.mjs sets so that learners own jobs in the permission tests). */
+static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
+	(void)uses;
+	const char *open = getenv("DEEPDESK_TEST_KIND");
+	if (who && !who->admin && !(open && strcmp(open, "anyone") == 0))
+		return dd_err_set(err, DD_EPERM, "kind: \"test\" jobs are for admins only");
 	static const char *const keys[] = { "steps", "step_ms", "fail_at", "crash_at", "exit_at",
 					    "exit_code", "ignore_term", "log_lines", NULL };
 	cJSON *it;

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "worker.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -12,8 +13,11 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
+#include "../datasets/archive.h"
 #include "executor.h"
 #include "job.h"
+#include "kind_check.h"
 #include "kind_train.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -89,6 +93,86 @@ void worker_status(struct worker *w, const char *state, const char *message)
 		cJSON_AddStringToObject(ev, "message", message);
 	cJSON_AddNumberToObject(ev, "pid", (double)getpid());
 	append(w, ev);
+}
+
+/* ---- the guard ---- */
+
+void worker_data_dir(const struct worker *w, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", w->dir);
+	for (int up = 0; up < 2; up++) {
+		char *s = strrchr(buf, '/');
+		if (s && s != buf)
+			*s = 0;
+	}
+}
+
+int worker_path_allowed(const struct worker *w, const char *path, char *resolved)
+{
+	if (!path || !*path)
+		return 0;
+	if (fs_path_under(path, w->dir, resolved))
+		return 1;
+	const cJSON *roots = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(w->job, "guard"), "roots");
+	const cJSON *r;
+	cJSON_ArrayForEach(r, roots)
+	{
+		if (cJSON_IsString(r) && *r->valuestring && fs_path_under(path, r->valuestring, resolved))
+			return 1;
+	}
+	return 0;
+}
+
+void worker_archive_limits(const struct worker *w, struct archive_limits *l)
+{
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(w->job, "guard");
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(g, "max_files");
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(g, "max_bytes");
+	kind_archive_limits(cJSON_IsNumber(f) ? (long long)f->valuedouble : 0,
+			    cJSON_IsNumber(b) ? (long long)b->valuedouble : 0, l);
+}
+
+/* See worker.h.  The upload's path is built here from its id (kind_upload_path),
+ * never taken from the params, so the one rename a worker makes outside its
+ * folder is DATA/uploads/<id>.<ext> -> JOB/archive.<ext>. */
+int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, struct dd_err *err)
+{
+	char data[PATH_MAX], path[PATH_MAX], kept[PATH_MAX];
+	worker_data_dir(w, data, sizeof data);
+	if (archive_kept_find(w->dir, file, len))
+		return DD_OK;
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "upload"));
+	const char *old = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "file"));
+	const cJSON *of = cJSON_GetObjectItemCaseSensitive(src, "archive_of");
+	if (id) {
+		if (!kind_upload_path(data, id, path, sizeof path))
+			return dd_err_set(err, DD_ENOENT, "source.upload: no upload has this id (uploads are used once)");
+	} else if (cJSON_IsNumber(of) && of->valuedouble >= 1) {
+		char dir[PATH_MAX + 32];
+		snprintf(dir, sizeof dir, "%s/jobs/%lld", data, (long long)of->valuedouble);
+		if (!archive_kept_find(dir, file, len))
+			return dd_err_set(err, DD_ENOENT, "the archive the original job was made from is gone; upload it again");
+		return DD_OK;
+	} else if (old) {
+		/* params from an older server: DATA/uploads/<id>.<ext> itself, nothing else */
+		const char *base = strrchr(old, '/');
+		const char *dot = base ? strchr(base + 1, '.') : NULL;
+		char idbuf[32] = "", real[PATH_MAX], want[PATH_MAX];
+		if (dot && dot - (base + 1) < (long)sizeof idbuf)
+			snprintf(idbuf, sizeof idbuf, "%.*s", (int)(dot - (base + 1)), base + 1);
+		if (!kind_upload_path(data, idbuf, path, sizeof path) || !realpath(old, real) || !realpath(path, want) ||
+		    strcmp(real, want) != 0)
+			return dd_err_set(err, DD_EPERM, "source.file: %.300s is not an upload", old);
+	} else {
+		return dd_err_set(err, DD_EINVAL, "source.upload: required, the id of an upload");
+	}
+	archive_kept_path(w->dir, path, kept, sizeof kept);
+	/* the upload becomes the job's own archive (a rename inside the data folder),
+	 * so that a clone can unpack it again */
+	if (rename(path, kept) != 0)
+		return dd_err_sys(err, DD_EIO, errno, "cannot keep the upload");
+	snprintf(file, len, "%s", kept);
+	return DD_OK;
 }
 
 /* ---- starting again where an earlier run of this folder stopped ---- */
@@ -199,7 +283,10 @@ int worker_main(const char *dir)
 		worker_status(&w, "error", err.msg);
 		goto out;
 	}
-	w.job = cJSON_Parse(text);
+	if (json_parse_str(text, "job.json", &w.job, &err) != DD_OK) {
+		worker_status(&w, "error", err.msg);
+		goto out;
+	}
 	if (!cJSON_IsObject(w.job)) {
 		worker_status(&w, "error", "job.json is not a JSON object");
 		goto out;

@@ -8,6 +8,8 @@
 #ifndef DD_WORKER_H
 #define DD_WORKER_H
 
+#include <stddef.h>
+
 #include <cjson/cJSON.h>
 
 #include "../common/err.h"
@@ -41,6 +43,28 @@ void worker_event(struct worker *w, cJSON *ev);
  * NULL), and this process's pid.  worker_main writes them around run(); `deepdesk
  * train` too, into its own folder. */
 void worker_status(struct worker *w, const char *state, const char *message);
+/* The worker's own line of defence, whatever its job.json says: before a kind
+ * opens, renames or deletes a file it did not make, the path must resolve
+ * (realpath) inside the job's own folder or below one of the --data-root folders
+ * the server wrote into job.json's "guard" at the job's start (none: no server
+ * folder at all).  1 and the resolved path (PATH_MAX bytes; may be NULL) into
+ * resolved; 0 if not (or if it does not exist). */
+int worker_path_allowed(const struct worker *w, const char *path, char *resolved);
+/* The data folder (the job folder's grandparent, DATA/jobs/<id>) into buf. */
+void worker_data_dir(const struct worker *w, char *buf, size_t len);
+/* The caps on unpacking an archive: the guard's, never the params'. */
+struct archive_limits;
+void worker_archive_limits(const struct worker *w, struct archive_limits *l);
+
+/* The archive an upload source names (src: a job's params.source), into file:
+ * the job's own kept copy (a run after the first), else the upload
+ * DATA/uploads/<src.upload>.<ext>, moved into the job folder (uploads are used
+ * once; it stays there for clones), else for a clone (src.archive_of) the
+ * original job's kept copy, read and never moved.  A path from an older server's
+ * params (src.file) is taken only when it is such an upload itself.  DD_EPERM
+ * for any other path. */
+int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, struct dd_err *err);
+
 /* Nonzero once SIGTERM arrived. */
 int worker_should_stop(const struct worker *w);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/version.h"
 #include "../datasets/datum.h"
 #include "../datasets/image.h"
@@ -61,13 +62,9 @@ static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectI
 
 static int read_json(const char *path, cJSON **out, struct dd_err *err)
 {
-	char *text = NULL;
-	*out = NULL;
-	int rc = fs_read_file(path, 16u << 20, &text, NULL, err);
+	int rc = json_read_file(path, 16u << 20, out, err);
 	if (rc)
 		return rc;
-	*out = cJSON_Parse(text);
-	free(text);
 	if (!cJSON_IsObject(*out)) {
 		cJSON_Delete(*out);
 		*out = NULL;
@@ -478,6 +475,23 @@ int infer_classify_image(struct infer *h, const struct image *im, int top, struc
 	return DD_OK;
 }
 
+/* A decode error named after the file.  image_decode is given no name (an upload's
+ * name is no promise of its format, so its extension must not be checked) and
+ * calls it "image": "cat.jpg: truncated JPEG (...)", not "cat.jpg: image: ...". */
+static void name_decode_error(struct dd_err *err, const char *name)
+{
+	static const char anon[] = "image: ";
+	if (!name)
+		return;
+	if (strncmp(err->msg, anon, sizeof anon - 1) != 0) {
+		dd_err_prefix(err, "%s", name);
+		return;
+	}
+	char rest[sizeof err->msg];
+	snprintf(rest, sizeof rest, "%s", err->msg + sizeof anon - 1);
+	snprintf(err->msg, sizeof err->msg, "%s: %s", name, rest);
+}
+
 int infer_classify(struct infer *h, const void *data, size_t len, const char *name, int top,
 		   struct infer_pred *pred, int *npred, int *w, int *hgt, struct dd_err *err)
 {
@@ -485,8 +499,7 @@ int infer_classify(struct infer *h, const void *data, size_t len, const char *na
 	struct image im = { 0 };
 	int rc = image_decode(data, len, NULL, 0, &im, err);
 	if (rc) {
-		if (name)
-			dd_err_prefix(err, "%s", name);
+		name_decode_error(err, name);
 		return rc;
 	}
 	if (w)
@@ -984,8 +997,7 @@ int infer_batch_set_encoded(struct infer *h, int slot, const void *data, size_t 
 	struct image im = { 0 };
 	int rc = image_decode(data, len, NULL, 0, &im, err);
 	if (rc) {
-		if (name)
-			dd_err_prefix(err, "%s", name);
+		name_decode_error(err, name);
 		return rc;
 	}
 	rc = infer_batch_set_image(h, slot, &im, err);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "graph.h"
 #include "solver.h"
 
@@ -195,6 +196,11 @@ static int parse(struct st_file *f, struct dd_err *err)
 				  f->what, (unsigned long long)hl, f->len);
 	const char *js = (const char *)f->buf + 8, *end = NULL;
 	f->data_len = f->len - 8 - hl;
+	/* the scan first (nesting, UTF-8), then cJSON, whose end pointer says where
+	 * trailing bytes begin (padding spaces are allowed, anything else is not) */
+	struct dd_err jerr = { 0 };
+	if (json_check(js, (size_t)hl, "header", &jerr) != DD_OK)
+		return dd_err_set(err, DD_EINVAL, "%s: the header is not valid JSON (%s)", f->what, jerr.msg);
 	f->hdr = cJSON_ParseWithLengthOpts(js, (size_t)hl, &end, 0);
 	if (!f->hdr)
 		return dd_err_set(err, DD_EINVAL, "%s: the header is not valid JSON (at byte %lld of it)", f->what,

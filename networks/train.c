@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "backend.h"
 #include "graph.h"
 #include "net.h"
@@ -70,10 +71,11 @@ int train_dataset_input(const char *dir, struct net_input *in, struct dd_err *er
 	int rc = fs_read_file(path, 64u << 20, &buf, &len, err);
 	if (rc)
 		return rc == DD_ENOENT ? dd_err_set(err, DD_ENOENT, "%s: no such dataset (no dataset.json)", dir) : rc;
-	cJSON *j = cJSON_Parse(buf);
+	cJSON *j = NULL;
+	rc = json_parse(buf, len, path, &j, err);
 	free(buf);
-	if (!j)
-		return dd_err_set(err, DD_EINVAL, "%s is not valid JSON", path);
+	if (rc)
+		return rc;
 	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
 	const cJSON *w = cJSON_GetObjectItemCaseSensitive(opt, "width");
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(opt, "height");

@@ -94,7 +94,15 @@ describe('classes', () => {
     // a learner not in the class does not learn it exists
     assertError(await ann('POST', `/api/v1/classes/${classX}/roster`, { csv: 'ann\n' }), 404, 'not_found');
 
-    const ok = await ivy('POST', `/api/v1/classes/${classX}/roster`, { csv: 'ann\r\nben\n\n# new ones\nzed\n"ta.one",instructor\n' });
+    // an instructor enrols learners only: a line that makes an instructor (or names
+    // an admin or an instructor) refuses the roster whole; an admin's roster may
+    const roster = 'ann\r\nben\n\n# new ones\nzed\n"ta.one",instructor\n';
+    const notHers = await ivy('POST', `/api/v1/classes/${classX}/roster`, { csv: `${roster}olga\nroot\n` });
+    assertError(notHers, 403, 'forbidden');
+    assert.equal(notHers.body.error.message, 'csv: line 6: role: only an admin\'s roster makes instructors; '
+      + 'line 7: olga is an instructor; an instructor enrols learners only; line 8: root is an admin; an instructor enrols learners only');
+    assert.deepEqual((await ivy('GET', `/api/v1/classes/${classX}`)).body.class.members, []);
+    const ok = await root('POST', `/api/v1/classes/${classX}/roster`, { csv: roster });
     assert.equal(ok.status, 201, JSON.stringify(ok.body));
     assertSchema(DOC, 'RosterResult', ok.body);
     assert.match(ok.headers.get('cache-control'), /no-store/, 'the passwords are not cached');

@@ -221,9 +221,13 @@ describe('archive caps set by the server', () => {
 
   test('--archive-max-files refuses a bigger archive, naming the limit', async () => {
     const up = await upload(server, 'fruit.tar', readFileSync(join(work, 'fruit.tar')));
-    const r = await server.api('POST', '/api/v1/datasets', { name: 'capped', source: { type: 'upload', upload: up.body.upload.id, limits: { max_files: 1e9 } } });
+    // the caps are the server's: a request that sets its own is refused, naming the field
+    const lifted = await server.api('POST', '/api/v1/datasets', { name: 'capped', source: { type: 'upload', upload: up.body.upload.id, limits: { max_files: 1e9 } } });
+    assert.equal(lifted.status, 400, JSON.stringify(lifted.body));
+    assert.match(lifted.body.error.message, /^source\.limits: /);
+    const r = await server.api('POST', '/api/v1/datasets', { name: 'capped', source: { type: 'upload', upload: up.body.upload.id } });
     assert.equal(r.status, 202);
-    assert.equal(r.body.job.params.source.limits.max_files, 10); // the server's cap, not the user's
+    assert.equal(r.body.job.params.source.limits, undefined); // the worker takes them from the server
     const job = await waitState(server, r.body.job.id, ['done', 'error'], 20000);
     assert.equal(job.state, 'error');
     assert.match(job.error, /more than 10 entries/);

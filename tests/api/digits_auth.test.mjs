@@ -81,10 +81,18 @@ describe('DIGITS routes with accounts on', () => {
     assert.equal(adminView.status, 404, 'a test job is not a model, but it is found');
     assert.match(JSON.stringify(adminView.body), /not a model/);
 
-    // index.json: ann's dataset job (its folder is missing, so it ends in error, but it
-    // is listed) is in ann's and the admin's lists, not in ben's
-    const ds = await call('ann', 'POST', '/api/v1/jobs', { kind: 'dataset', name: 'ann-dataset',
+    // a server folder is for --data-root only, whichever route asks: this server
+    // has none, so a learner's folder dataset is refused by POST /api/v1/jobs too
+    const folder = await call('ann', 'POST', '/api/v1/jobs', { kind: 'dataset', name: 'ann-folder',
       params: { source: { type: 'folder', train: join(dir, 'no-such-folder') } } });
+    assert.equal(folder.status, 403, JSON.stringify(folder.body));
+    assert.match(folder.body.error.message, /^source\.train: /);
+    // index.json: ann's dataset job (from an upload that is no archive, so it ends in
+    // error, but it is listed) is in ann's and the admin's lists, not in ben's
+    const up = await call('ann', 'POST', '/api/v1/uploads?name=junk.zip', 'not a zip');
+    assert.equal(up.status, 201, JSON.stringify(up.body));
+    const ds = await call('ann', 'POST', '/api/v1/jobs', { kind: 'dataset', name: 'ann-dataset',
+      params: { source: { type: 'upload', upload: up.body.upload.id } } });
     assert.equal(ds.status, 202, JSON.stringify(ds.body));
     const names = async (who) => {
       const idx = await call(who, 'GET', '/index.json');

@@ -130,6 +130,36 @@ describe('every route, every role', () => {
     assert.ok(all.body.jobs.some((j) => j.id === jobA), 'the instructor sees ann\'s job');
   });
 
+  test('POST /api/v1/jobs with real kinds: every reference checked as the dedicated routes check it', async () => {
+    // the walk above sends only {kind: 'x'}; here each kind names A's job (a test
+    // job: teach instructs ann since the test above) or a server folder, as every role
+    const sees = { ann: true, teach: true, root: true, ben: false };
+    for (const who of ['ann', 'ben', 'teach', 'root']) {
+      const folder = await as[who]('POST', '/api/v1/jobs', { kind: 'dataset', params: { source: { type: 'folder', train: '/' } } });
+      expect403(folder, /^source\.train: \/ is not a folder or file below an allowed --data-root$/, who);
+      for (const [body, field, kind] of [
+        [{ kind: 'model', params: { dataset: jobA, network: { standard: 'lenet' } } }, 'dataset', 'dataset'],
+        [{ kind: 'evaluation', params: { model: jobA, source: { dataset: jobA } } }, 'model', 'model'],
+        [{ kind: 'model', params: { dataset: jobA, network: { previous: jobA } } }, 'dataset', 'dataset'],
+      ]) {
+        const r = await as[who]('POST', '/api/v1/jobs', body);
+        assert.equal(r.status, 400, `${who} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`);
+        assert.equal(r.body.error.message, sees[who] ? `${field}: job ${jobA} is a test job, not a ${kind}` : `${field}: there is no job ${jobA}`, who);
+      }
+      const parent = await as[who]('POST', '/api/v1/jobs', { kind: 'dataset', params: { source: { type: 'upload', upload: '0'.repeat(24) } }, parents: [jobA] });
+      assert.equal(parent.status, 400, JSON.stringify(parent.body));
+      assert.match(parent.body.error.message, /^source\.upload: no upload has this id/, who);
+      const theirs = await as[who]('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 0 }, parents: [jobA] });
+      if (sees[who]) assert.equal(theirs.status, 202, `${who}: ${JSON.stringify(theirs.body)}`);
+      else assert.deepEqual([theirs.status, theirs.body.error.message], [400, `parent job ${jobA} does not exist`]);
+    }
+  });
+
+  function expect403(r, re, who) {
+    assert.equal(r.status, 403, `${who}: ${JSON.stringify(r.body)}`);
+    assert.match(r.body.error.message, re, who);
+  }
+
   test('no WebSocket subscription shows B anything of A\'s', async () => {
     const ws = new WebSocket(`${server.url.replace(/^http/, 'ws')}/api/v1/ws`, { headers: { cookie: sessions.ben.cookie } });
     const got = [];

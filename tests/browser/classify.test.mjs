@@ -8,7 +8,10 @@
 //      network saw it, the time taken;
 //   3. "Show inside the network": each blob's tiles, statistics and histogram, the
 //      convolution's weights;
-//   4. errors in words: a file that is not an image, one too big, a model with no
+//   4. a multi-MB phone photo (tests/lib/photos.mjs: 4032×3024 stored, EXIF
+//      Orientation 6) dropped: the API's top 5 for the same bytes, and the server's
+//      size for it the one the browser shows (3024×4032);
+//   5. errors in words: a file that is not an image, one too big, a model with no
 //      snapshot yet.
 //
 //   node --test --test-concurrency=1 tests/browser/classify.test.mjs
@@ -16,13 +19,14 @@
 // Screenshots go to tests/artifacts/classify-*.png (not committed).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN, ROOT } from '../lib/server.mjs';
 import { writeColourFolders } from '../api/helpers.mjs';
 import { png, CONV_NET } from '../api/infer_fixtures.mjs';
+import { photos } from '../lib/photos.mjs';
 
 const ARTIFACTS = join(ROOT, 'tests', 'artifacts');
 const XSS = '<img src=x onerror=document.body.dataset.xss=1>'; // no '_': folder names' become spaces
@@ -141,7 +145,33 @@ test('3. inside the network: tiles, statistics and histograms per blob, conv wei
   await shot('2-insides');
 });
 
-test('4. errors in words: not an image; a model with no snapshot yet', async () => {
+test('4. a multi-MB phone photo dropped: the API\'s top 5, and the size the browser shows', async () => {
+  const P = photos(1);
+  const e = P.manifest.find((x) => x.kind === 'exif6' && x.stored[0] > 4000);
+  const bytes = readFileSync(P.path(e.file));
+  assert.ok(bytes.length > 2 << 20, `${bytes.length} bytes`);
+  const res = await fetch(`${server.url}/api/v1/models/${modelId}/classify?top=5`, { method: 'POST', body: bytes });
+  const api = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(api));
+  assert.deepEqual(api.image, { width: 3024, height: 4032 }, 'EXIF orientation 6: portrait');
+
+  const name = basename(e.file);
+  await dropFile(name, bytes, 'image/jpeg');
+  await page.waitForFunction((n) => document.querySelector('.cl-images figcaption')?.textContent.includes(n), name, { timeout: 30000 });
+  assert.match(await page.locator('.cl-images figcaption').first().textContent(), /3024×4032/);
+  const rows = await page.locator('.cl-top tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+    label: tr.querySelector('.cl-label').textContent, p: Number(tr.querySelector('.cl-prob').dataset.p),
+  })));
+  assert.deepEqual(rows.map((r) => r.label), api.predictions.map((p) => p.label));
+  rows.forEach((r, i) => assert.ok(Math.abs(r.p - api.predictions[i].probability) < 1e-6, `${r.p} vs ${api.predictions[i].probability}`));
+  // the browser turns the photo upright as the server did
+  await page.waitForFunction(() => { const i = document.querySelector('.cl-img'); return i && i.complete && i.naturalWidth > 0; });
+  const shown = await page.locator('.cl-img').first().evaluate((i) => [i.naturalWidth, i.naturalHeight]);
+  assert.deepEqual(shown, [api.image.width, api.image.height]);
+  await shot('2b-photo');
+});
+
+test('5. errors in words: not an image; a model with no snapshot yet', async () => {
   await dropFile('notes.png', Buffer.from('these are my notes, not a picture'));
   const err = page.locator('.classify-card .cl-error');
   await err.waitFor();

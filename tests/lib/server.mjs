@@ -12,7 +12,10 @@ export const BIN = process.env.DEEPDESK_BIN || join(ROOT, 'build', 'deepdesk-tes
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Start a server.  opts: {dataDir, args: [...extra flags], keepData, bin (default BIN)} */
+/** Start a server.  opts: {dataDir, args: [...extra flags], keepData, bin (default BIN),
+ *  testKindAdminOnly}.  The test build's "test" job kind is for admins only; the
+ *  suites open it to every account (DEEPDESK_TEST_KIND=anyone) so that learners own
+ *  jobs in the permission tests, unless testKindAdminOnly. */
 export async function startServer(opts = {}) {
   const dataDir = opts.dataDir || mkdtempSync(join(tmpdir(), 'deepdesk-test-'));
   const portFile = join(dataDir, 'server.port');
@@ -20,7 +23,8 @@ export async function startServer(opts = {}) {
   const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir, '--log-level', 'warn',
     ...(opts.args || [])];
   const bin = opts.bin || BIN;
-  const proc = spawn(bin, args, { stdio: ['ignore', 'inherit', 'pipe'] });
+  const env = { ...process.env, DEEPDESK_TEST_KIND: opts.testKindAdminOnly ? '' : 'anyone' };
+  const proc = spawn(bin, args, { stdio: ['ignore', 'inherit', 'pipe'], env });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; if (process.env.DEEPDESK_TEST_LOG) process.stderr.write(d); });
   const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));

@@ -288,6 +288,45 @@ static void test_too_few_classes_explains_layout(void)
 	CHECK_CONTAINS(err.msg, "one folder per class");
 }
 
+/* A class folder or an image whose name holds a newline would be two lines of
+ * labels.txt or train.txt and shift every later label: skipped, each named. */
+static void test_control_characters_in_names(void)
+{
+	char src[PATH_MAX], out[PATH_MAX], p[PATH_MAX + 64];
+	snprintf(src, sizeof src, "%s/ctl_src", dir);
+	snprintf(out, sizeof out, "%s/ctl_out", dir);
+	static const char *const classes[] = { "ant", "bee", "bad\nclass", "esc\x1b[31m" };
+	for (int c = 0; c < 4; c++)
+		for (int i = 0; i < 4; i++) {
+			snprintf(p, sizeof p, "%s/%s", src, classes[c]);
+			fs_mkdir_p(p, NULL);
+			snprintf(p, sizeof p, "%s/%s/%d.png", src, classes[c], i);
+			write_png(p, 4, 4, 1, (uint8_t)(40 * c + i));
+		}
+	snprintf(p, sizeof p, "%s/bee/two\nlines.png", src);
+	write_png(p, 4, 4, 1, 9);
+	struct ds_options o;
+	ds_options_default(&o);
+	o.width = 4, o.height = 4, o.val_pct = 25;
+	cJSON *sum = build(src, out, &o);
+	CHECK(sum != NULL);
+	if (!sum)
+		return;
+	cJSON *labels = cJSON_GetObjectItem(sum, "labels");
+	CHECK_EQ_INT(cJSON_GetArraySize(labels), 2);
+	CHECK_STR(cJSON_GetArrayItem(labels, 0)->valuestring, "ant");
+	CHECK_STR(cJSON_GetArrayItem(labels, 1)->valuestring, "bee");
+	cJSON *sk = cJSON_GetObjectItem(sum, "skipped"), *it;
+	CHECK_EQ_INT(cJSON_GetArraySize(sk), 3);
+	cJSON_ArrayForEach(it, sk)
+		CHECK_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(it, "reason")), "control character");
+	snprintf(p, sizeof p, "%s/labels.txt", out);
+	char *l = read_all(p);
+	CHECK_STR(l, "ant\nbee\n");
+	free(l);
+	cJSON_Delete(sum);
+}
+
 static void test_list_files(void)
 {
 	char src[PATH_MAX], out[PATH_MAX], p[PATH_MAX + 32];
@@ -336,6 +375,7 @@ int main(void)
 	RUN(test_raw_encoding_is_chw_bgr);
 	RUN(test_abort_leaves_no_dataset);
 	RUN(test_too_few_classes_explains_layout);
+	RUN(test_control_characters_in_names);
 	RUN(test_list_files);
 	fs_rm_rf(dir, NULL);
 	return check_summary();

@@ -597,6 +597,235 @@ static void test_jpeg_orientations_all(void)
 	free(plain);
 }
 
+/* Splice an APP1 segment with any payload (plen bytes) after SOI; seglen is what
+ * its length field claims (0: the true length). */
+static size_t add_app1(const uint8_t *jpg, size_t n, const void *payload, size_t plen, size_t seglen,
+		       uint8_t **out)
+{
+	struct buf b = {0};
+	size_t seg = seglen ? seglen : 2 + plen;
+	uint8_t hdr[4] = {0xff, 0xe1, (uint8_t)(seg >> 8), (uint8_t)seg};
+	buf_put(&b, jpg, 2);
+	buf_put(&b, hdr, 4);
+	buf_put(&b, payload, plen);
+	buf_put(&b, jpg + 2, n - 2);
+	*out = b.p;
+	return b.len;
+}
+
+/* An Exif payload ("Exif\0\0" and a TIFF block) of one IFD0 entry, every field
+ * chosen by the caller, so each can be made wrong in turn; 6 + 26 bytes. */
+static size_t exif_payload(uint8_t *p, const char order[2], unsigned magic, uint32_t ifd, unsigned count,
+			   unsigned tag, unsigned type, uint32_t value)
+{
+	int le = order[0] == 'I';
+	uint8_t *t = p + 6;
+	memcpy(p, "Exif\0\0", 6);
+	memset(t, 0, 26);
+	t[0] = (uint8_t)order[0];
+	t[1] = (uint8_t)order[1];
+#define PUT16(q, v) (le ? ((q)[0] = (uint8_t)(v), (q)[1] = (uint8_t)((v) >> 8)) : ((q)[0] = (uint8_t)((v) >> 8), (q)[1] = (uint8_t)(v)))
+#define PUT32(q, v) (le ? (PUT16(q, (v) & 0xffff), PUT16((q) + 2, (v) >> 16)) : (PUT16(q, (v) >> 16), PUT16((q) + 2, (v) & 0xffff)))
+	PUT16(t + 2, magic);
+	PUT32(t + 4, ifd);
+	PUT16(t + 8, count);
+	PUT16(t + 10, tag);
+	PUT16(t + 12, type);
+	PUT32(t + 14, 1u);
+	if (type == 4)
+		PUT32(t + 18, value);
+	else
+		PUT16(t + 18, value); /* a SHORT sits left-justified in the value field */
+#undef PUT16
+#undef PUT32
+	return 6 + 26;
+}
+
+/* Hostile or broken Exif blocks never crash, never read past the segment, and
+ * never rotate: the image comes out as stored.  The well-formed variants beside
+ * them (LONG type, an XMP APP1 first) are honoured. */
+static void test_jpeg_exif_malformed(void)
+{
+	struct dd_err err = {0};
+	uint8_t px[32 * 16 * 3];
+	quadrants(px);
+	uint8_t *plain;
+	size_t pn = make_jpeg(px, 32, 16, TJPF_RGB, TJSAMP_444, 95, 0, &plain);
+	const struct {
+		const char *what;
+		char order[3];
+		unsigned magic;
+		uint32_t ifd;
+		unsigned count, tag, type;
+		uint32_t value;
+		int cut;   /* bytes of the payload kept (0: all) */
+		int want;  /* orientation expected to be applied (1: none) */
+	} cases[] = {
+		{"well formed, big-endian", "MM", 42, 8, 1, 0x0112, 3, 6, 0, 6},
+		{"well formed, LONG type", "II", 42, 8, 1, 0x0112, 4, 6, 0, 6},
+		{"IFD0 offset past the block", "II", 42, 0xfffffff0u, 1, 0x0112, 3, 6, 0, 1},
+		{"IFD0 offset at the last byte", "MM", 42, 25, 1, 0x0112, 3, 6, 0, 1},
+		{"IFD0 offset wrapping 32 bits", "II", 42, 0xffffffffu, 1, 0x0112, 3, 6, 0, 1},
+		{"65535 entries claimed, none is the tag", "MM", 42, 8, 0xffff, 0x0100, 3, 6, 0, 1},
+		{"entries cut by the segment's end", "II", 42, 8, 1, 0x0112, 3, 6, 6 + 16, 1},
+		{"TIFF header cut short", "II", 42, 8, 1, 0x0112, 3, 6, 6 + 5, 1},
+		{"no TIFF block at all", "II", 42, 8, 1, 0x0112, 3, 6, 6, 1},
+		{"orientation 0", "II", 42, 8, 1, 0x0112, 3, 0, 0, 1},
+		{"orientation 9", "MM", 42, 8, 1, 0x0112, 3, 9, 0, 1},
+		{"orientation 65535", "II", 42, 8, 1, 0x0112, 3, 0xffff, 0, 1},
+		{"orientation as ASCII", "II", 42, 8, 1, 0x0112, 2, 6, 0, 1},
+		{"LONG orientation 0x10006", "II", 42, 8, 1, 0x0112, 4, 0x10006, 0, 1},
+		{"byte order XX", "XX", 42, 8, 1, 0x0112, 3, 6, 0, 1},
+		{"TIFF magic 43", "MM", 43, 8, 1, 0x0112, 3, 6, 0, 1},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t pay[32];
+		size_t plen = exif_payload(pay, cases[i].order, cases[i].magic, cases[i].ifd, cases[i].count,
+					   cases[i].tag, cases[i].type, cases[i].value);
+		if (cases[i].cut)
+			plen = (size_t)cases[i].cut;
+		/* the payload on the heap, exactly its length, so a read past it is
+		 * one that a sanitizer or valgrind sees */
+		uint8_t *heap = malloc(plen);
+		memcpy(heap, pay, plen);
+		uint8_t *f;
+		size_t n = add_app1(plain, pn, heap, plen, 0, &f);
+		free(heap);
+		struct image im;
+		int rc = image_decode(f, n, "x.jpg", 0, &im, &err);
+		if (rc != DD_OK)
+			fprintf(stderr, "  %s: %s\n", cases[i].what, err.msg);
+		CHECK_EQ_INT(rc, DD_OK);
+		int rotated = cases[i].want == 6;
+		if (im.px) {
+			if (im.w != (rotated ? 16 : 32))
+				fprintf(stderr, "  %s: %dx%d\n", cases[i].what, im.w, im.h);
+			CHECK_EQ_INT(im.w, rotated ? 16 : 32);
+			if (im.w == 32)
+				CHECK_EQ_INT(colour_at(&im, 4, 4), 'r');
+			else if (im.w == 16)
+				CHECK_EQ_INT(colour_at(&im, 11, 4), 'r');
+		}
+		image_free(&im);
+		free(f);
+	}
+
+	/* an XMP APP1 first, then the Exif one: the Exif one counts */
+	static const char xmp[] = "http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>";
+	uint8_t pay[32], *f1, *f2;
+	size_t plen = exif_payload(pay, "II", 42, 8, 1, 0x0112, 3, 3);
+	size_t n1 = add_app1(plain, pn, pay, plen, 0, &f1);
+	size_t n2 = add_app1(f1, n1, xmp, sizeof xmp, 0, &f2);
+	struct image im;
+	CHECK_EQ_INT(image_decode(f2, n2, "x.jpg", 0, &im, &err), DD_OK);
+	if (im.px && im.w == 32)
+		CHECK_EQ_INT(colour_at(&im, 27, 11), 'r'); /* 3: turned half round */
+	image_free(&im);
+	free(f1);
+	free(f2);
+
+	/* an APP1 whose length runs past the end of the file: refused as a broken
+	 * JPEG, not read out of bounds (the length field is all the scan trusts) */
+	plen = exif_payload(pay, "MM", 42, 8, 1, 0x0112, 3, 6);
+	size_t n = add_app1(plain, 2, pay, plen, 0xfff0, &f1); /* SOI and the segment only */
+	uint8_t *heap = malloc(n);
+	memcpy(heap, f1, n);
+	CHECK(image_decode(heap, n, "cut.jpg", 0, &im, &err) != DD_OK);
+	CHECK(im.px == NULL);
+	CHECK_CONTAINS(err.msg, "cut.jpg");
+	free(heap);
+	free(f1);
+	free(plain);
+}
+
+/* A PNG chunk (length, type, data, CRC) spliced into png at byte `at`. */
+static size_t add_png_chunk(const uint8_t *png, size_t n, size_t at, const char *type, const void *data,
+			    size_t dlen, uint8_t **out)
+{
+	struct buf b = {0};
+	uint8_t len[4] = {(uint8_t)(dlen >> 24), (uint8_t)(dlen >> 16), (uint8_t)(dlen >> 8), (uint8_t)dlen};
+	uLong crc = crc32(0, (const Bytef *)type, 4);
+	crc = crc32(crc, data, (uInt)dlen);
+	uint8_t c[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
+	buf_put(&b, png, at);
+	buf_put(&b, len, 4);
+	buf_put(&b, type, 4);
+	buf_put(&b, data, dlen);
+	buf_put(&b, c, 4);
+	buf_put(&b, png + at, n - at);
+	*out = b.p;
+	return b.len;
+}
+
+/* A PNG's eXIf chunk before IDAT turns the image as Chromium and Pillow do; one
+ * after the image data (Chromium ignores it) and a broken one leave it as stored. */
+static void test_png_exif_orientation(void)
+{
+	struct dd_err err = {0};
+	uint8_t px[32 * 16 * 3];
+	quadrants(px);
+	uint8_t *plain;
+	size_t pn = make_png(32, 16, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE, px, NULL, 0, NULL, 0, &plain);
+	uint8_t pay[32];
+	exif_payload(pay, "MM", 42, 8, 1, 0x0112, 3, 6);
+	const uint8_t *tiff = pay + 6; /* eXIf holds the TIFF block alone */
+	struct image im;
+	uint8_t *f;
+
+	size_t n = add_png_chunk(plain, pn, 33, "eXIf", tiff, 26, &f); /* right after IHDR */
+	CHECK_EQ_INT(image_decode(f, n, "p6.png", 0, &im, &err), DD_OK);
+	CHECK(im.w == 16 && im.h == 32);
+	if (im.px && im.w == 16) {
+		CHECK_EQ_INT(colour_at(&im, 11, 4), 'r');
+		CHECK_EQ_INT(colour_at(&im, 11, 27), 'g');
+		CHECK_EQ_INT(colour_at(&im, 4, 4), 'b');
+		CHECK_EQ_INT(colour_at(&im, 4, 27), 'w');
+	}
+	image_free(&im);
+	free(f);
+
+	/* a converted (gray+alpha) image is turned too */
+	exif_payload(pay, "II", 42, 8, 1, 0x0112, 3, 3);
+	uint8_t ga[4 * 2 * 2];
+	for (int i = 0; i < 8; i++)
+		ga[2 * i] = (uint8_t)(i * 30), ga[2 * i + 1] = 255;
+	uint8_t *gp;
+	size_t gn = make_png(4, 2, PNG_COLOR_TYPE_GRAY_ALPHA, 8, PNG_INTERLACE_NONE, ga, NULL, 0, NULL, 0, &gp);
+	n = add_png_chunk(gp, gn, 33, "eXIf", pay + 6, 26, &f);
+	CHECK_EQ_INT(image_decode(f, n, "ga3.png", 0, &im, &err), DD_OK);
+	if (im.px && im.w == 4 && im.h == 2 && im.c == 1) {
+		CHECK_EQ_INT(px_at(&im, 0, 0, 0), 7 * 30); /* turned half round: last first */
+		CHECK_EQ_INT(px_at(&im, 3, 1, 0), 0);
+	} else {
+		CHECK(0);
+	}
+	image_free(&im);
+	free(f);
+	free(gp);
+
+	/* after IDAT (before IEND, the last 12 bytes): as stored */
+	exif_payload(pay, "MM", 42, 8, 1, 0x0112, 3, 6);
+	n = add_png_chunk(plain, pn, pn - 12, "eXIf", tiff, 26, &f);
+	CHECK_EQ_INT(image_decode(f, n, "late.png", 0, &im, &err), DD_OK);
+	CHECK(im.w == 32 && im.h == 16);
+	image_free(&im);
+	free(f);
+
+	/* broken blocks: an IFD0 offset past the end, a cut header, an empty chunk */
+	exif_payload(pay, "MM", 42, 0xfffffff0u, 1, 0x0112, 3, 6);
+	const size_t lens[] = {26, 26, 5, 0};
+	for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+		if (k == 1)
+			exif_payload(pay, "MM", 42, 8, 0xffff, 0x0100, 3, 6);
+		n = add_png_chunk(plain, pn, 33, "eXIf", tiff, lens[k], &f);
+		CHECK_EQ_INT(image_decode(f, n, "bad.png", 0, &im, &err), DD_OK);
+		CHECK(im.w == 32 && im.h == 16);
+		image_free(&im);
+		free(f);
+	}
+	free(plain);
+}
+
 static void test_jpeg_refused(void)
 {
 	struct dd_err err = {0};
@@ -1150,6 +1379,8 @@ int main(void)
 	RUN(test_jpeg_cmyk);
 	RUN(test_jpeg_exif_orientation);
 	RUN(test_jpeg_orientations_all);
+	RUN(test_jpeg_exif_malformed);
+	RUN(test_png_exif_orientation);
 	RUN(test_jpeg_refused);
 	RUN(test_pnm);
 	RUN(test_bmp);

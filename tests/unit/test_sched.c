@@ -55,12 +55,15 @@ static int wait_final(int64_t id, int ms)
 	return 0;
 }
 
+/* The local user: accounts off, every job its own. */
+static const struct job_caller LOCAL = { .user_id = 0, .user = "local", .admin = 1 };
+
 static int64_t submit(const char *params_json, int slots)
 {
 	cJSON *params = cJSON_Parse(params_json);
 	int64_t id = 0;
 	struct dd_err err = { 0 };
-	if (sched_submit("test", "t", "local", params, slots, NULL, 0, &id, &err) != DD_OK)
+	if (sched_submit("test", "t", &LOCAL, params, slots, NULL, 0, &id, &err) != DD_OK)
 		fprintf(stderr, "  submit: %s\n", err.msg);
 	cJSON_Delete(params);
 	return id;
@@ -93,11 +96,47 @@ static void test_unknown_kind_and_bad_params_refused(void)
 	cJSON *params = cJSON_Parse("{\"steps\":\"many\"}");
 	int64_t id;
 	struct dd_err err = { 0 };
-	CHECK_EQ_INT(sched_submit("nope", "t", "local", params, 0, NULL, 0, &id, &err), DD_EINVAL);
+	CHECK_EQ_INT(sched_submit("nope", "t", &LOCAL, params, 0, NULL, 0, &id, &err), DD_EINVAL);
 	CHECK_CONTAINS(err.msg, "unknown job kind");
-	CHECK_EQ_INT(sched_submit("test", "t", "local", params, 0, NULL, 0, &id, &err), DD_EINVAL);
+	CHECK_EQ_INT(sched_submit("test", "t", &LOCAL, params, 0, NULL, 0, &id, &err), DD_EINVAL);
 	CHECK_CONTAINS(err.msg, "params.steps");
-	CHECK_EQ_INT(sched_submit("test", "t", "local", params, 5, NULL, 0, &id, &err), DD_EINVAL);
+	CHECK_EQ_INT(sched_submit("test", "t", &LOCAL, params, 5, NULL, 0, &id, &err), DD_EINVAL);
+	cJSON_Delete(params);
+}
+
+static int nobody_may_use(const struct job_caller *who, int64_t id)
+{
+	(void)who;
+	(void)id;
+	return 0;
+}
+
+/* Every rule is the scheduler's, with the caller: a learner (not admin, who may
+ * use no other job here) may not submit a test job, name a parent it may not
+ * use, read a server folder outside --data-root, or name an upload by path. */
+static void test_caller_checks(void)
+{
+	struct job_caller learner = { .user_id = 7, .user = "ann", .admin = 0, .may_use = nobody_may_use };
+	struct dd_err err = { 0 };
+	cJSON *params = cJSON_Parse("{\"steps\":1}");
+	CHECK_EQ_INT(sched_validate("test", params, &learner, NULL, 0, NULL, &err), DD_EPERM);
+	CHECK_CONTAINS(err.msg, "admins only");
+	int64_t parent = 1;
+	CHECK_EQ_INT(sched_validate("test", params, &LOCAL, &parent, 1, NULL, &err), DD_EINVAL); /* no job 1 */
+	CHECK_CONTAINS(err.msg, "parent job 1 does not exist");
+	cJSON_Delete(params);
+	params = cJSON_Parse("{\"source\":{\"type\":\"folder\",\"train\":\"/etc\"}}");
+	CHECK_EQ_INT(sched_validate("dataset", params, &learner, NULL, 0, NULL, &err), DD_EPERM);
+	CHECK_CONTAINS(err.msg, "source.train");
+	CHECK_EQ_INT(sched_validate("dataset", params, &LOCAL, NULL, 0, NULL, &err), DD_EPERM); /* no --data-root */
+	cJSON_Delete(params);
+	params = cJSON_Parse("{\"source\":{\"type\":\"upload\",\"file\":\"/x/uploads/../../etc/passwd\"}}");
+	CHECK_EQ_INT(sched_validate("dataset", params, &LOCAL, NULL, 0, NULL, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "source.file");
+	cJSON_Delete(params);
+	params = cJSON_Parse("{\"dataset\":1,\"network\":{\"standard\":\"lenet\"}}");
+	CHECK_EQ_INT(sched_validate("model", params, &learner, NULL, 0, NULL, &err), DD_EINVAL);
+	CHECK_CONTAINS(err.msg, "dataset: there is no job 1");
 	cJSON_Delete(params);
 }
 
@@ -195,6 +234,7 @@ int main(void)
 	}
 	RUN(test_state_names_and_moves);
 	RUN(test_unknown_kind_and_bad_params_refused);
+	RUN(test_caller_checks);
 	RUN(test_one_slot_runs_one_job_at_a_time);
 	RUN(test_abort_queued_and_running);
 	RUN(test_final_state_from_the_worker);
