@@ -208,7 +208,7 @@ describe('a hostile client', () => {
     assert.deepEqual(slowIn(phase), []);
   });
 
-  test('an oversized WebSocket frame (32 MiB) is refused or closes the socket (1009), and the server goes on', async () => {
+  test('an oversized WebSocket frame (32 MiB) is refused, and the server goes on', async () => {
     phase = 'oversized frame';
     const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: '127.0.0.7' });
     await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
@@ -220,7 +220,9 @@ describe('a hostile client', () => {
     while (!msgs.length && ws.readyState === WebSocket.OPEN && performance.now() - t0 < 10000) await sleep(100);
     const code = ws.readyState === WebSocket.OPEN ? null : await closed;
     console.log(`# a 32 MiB frame: ${msgs.length ? 'answered ' + JSON.stringify(msgs[0]).slice(0, 100) : 'closed with ' + code}`);
-    assert.ok(code === 1009 || msgs[0]?.type === 'error', `close code ${code}, messages ${JSON.stringify(msgs).slice(0, 200)}`);
+    // ws.c answers a frame over its limit with an error and reads on (1009 would do too)
+    assert.ok(code === 1009 || (msgs[0]?.type === 'error' && /over the \d+-byte limit/.test(msgs[0].message)),
+      `close code ${code}, messages ${JSON.stringify(msgs).slice(0, 200)}`);
     ws.terminate();
     assert.equal((await info()) < 1000, true);
     assert.deepEqual(slowIn(phase), []);
