@@ -9,7 +9,10 @@
  * status it sent.  Shared state lives in the store (one SQLite connection per
  * thread, closed by the exit_thread callback) and in the WebSocket registry
  * (ws.c); nothing else here is written after start-up except `stopping`, which
- * turns new API requests into 503 while the server shuts down.
+ * turns new API requests into 503 while the server shuts down, and the
+ * connection guard's table of requests under way (G, under its own lock; see
+ * "the connection guard" below: what keeps one client from holding every
+ * CivetWeb thread).
  *
  * Accounts: api_dispatch asks auth.c who is calling (session cookie or bearer
  * token) and perm.c whether they may use the matched route, before any handler
