@@ -795,8 +795,13 @@ static void guard_cut(struct guard_sock *s)
 static void guard_pass(void)
 {
 	DIR *d = opendir("/proc/self/fd");
-	if (!d)
+	if (!d) {
+		static int told;
+		if (!told++)
+			log_warn("the connection guard cannot list this process's sockets (/proc/self/fd: %s): connections "
+				 "waiting for their headers are cut only by --request-timeout", strerror(errno));
 		return;
+	}
 	int64_t now = fs_mono_ms();
 	int n = 0;
 	struct dirent *e;
