@@ -257,6 +257,7 @@ describe('a hostile user, with accounts on', () => {
       let body = '';
       res.on('data', (d) => { body += d; });
       res.on('end', () => resolve({ status: res.statusCode, body }));
+      res.on('close', () => resolve({ status: res.statusCode, body }));
     });
     ws.on('error', (e) => resolve({ error: e.message }));
   });
