@@ -688,9 +688,10 @@ static int on_begin_request(struct mg_connection *c)
  *    the descriptor stays CivetWeb's, whose read then ends and which closes
  *    it).  Then, if fewer than G.reserve threads would be left free, anyone's
  *    that waited longest go, so that a new request always finds a thread.
- *    A browser's requests send their headers at once and are never among the
- *    oldest; an idle kept-alive connection may be, and the browser opens
- *    another.  One pass costs three system calls per open descriptor.
+ *    A connection whose whole request head has come and waits only for a
+ *    thread (guard_head_waiting peeks) is never cut; an idle kept-alive
+ *    connection may be, and the browser opens another.  One pass costs three
+ *    system calls per open descriptor.
  * Invariant: an entry of G.flight is a request of a live connection; the
  * connection_close callback removes any that end_request did not. */
 
@@ -779,15 +780,29 @@ static int guard_by_addr_age(const void *a, const void *b)
 	return c ? c : (x->since > y->since) - (x->since < y->since);
 }
 
+/* Has a request's whole head (up to its empty line) arrived on fd, unread yet?
+ * Then the connection only waits for a thread to take it: a real request, not a
+ * half-open one (which a thread holds, and has read what came).  Peeking does
+ * not take the bytes from CivetWeb.  Encrypted bytes (HTTPS) never match. */
+static int guard_head_waiting(int fd)
+{
+	char buf[8192];
+	ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 && memmem(buf, (size_t)n, "\r\n\r\n", 4) != NULL;
+}
+
 /* Cut s (shut it down), if it is still the connection seen (not a new one on a
- * reused descriptor). */
-static void guard_cut(struct guard_sock *s)
+ * reused descriptor) and not a whole request waiting for a thread; 1 if cut. */
+static int guard_cut(struct guard_sock *s)
 {
 	char addr[48];
 	int port;
+	if (guard_head_waiting(s->fd))
+		return 0;
 	if (guard_is_ours(s->fd, addr, sizeof addr, &port) && port == s->port && strcmp(addr, s->addr) == 0)
 		shutdown(s->fd, SHUT_RDWR);
 	s->cut = 1;
+	return 1;
 }
 
 /* One look at our sockets: cut what waits beyond each address's share, then,
@@ -853,8 +868,9 @@ static void guard_pass(void)
 				continue;
 			if (now - s->since < GUARD_GRACE_MS)
 				break; /* the rest are younger still */
-			guard_cut(s);
-			waiting--;
+			waiting--; /* cut, or a whole request that is not waiting for its head */
+			if (!guard_cut(s))
+				continue;
 			cut++;
 			addrs += !cut_addr || strcmp(cut_addr, s->addr) != 0;
 			cut_addr = s->addr;
@@ -871,7 +887,8 @@ static void guard_pass(void)
 				continue;
 			if (now - s->since < GUARD_RESERVE_GRACE_MS)
 				break;
-			guard_cut(s);
+			if (!guard_cut(s))
+				continue;
 			held--;
 			cut++;
 			addrs += !cut_addr || strcmp(cut_addr, s->addr) != 0;
