@@ -100,6 +100,12 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 	int status = 0;
 	for (;;) {
 		int n = buf ? mg_read(c, buf, 1 << 16) : -1;
+		if (n == 0 && ri->content_length >= 0 && total < ri->content_length) {
+			/* mg_read gives up after --request-timeout without a byte */
+			status = http_error(c, 408, "timeout", "the upload stopped after %lld of its %lld bytes: nothing came "
+					    "for too long, and it was not kept; send it again", total, ri->content_length);
+			break;
+		}
 		if (n == 0)
 			break;
 		if (n < 0) {

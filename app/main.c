@@ -55,8 +55,17 @@ static const char serve_usage[] =
 	"                       (a size like 4G or 512M; default auto: half the machine's\n"
 	"                       memory, or of the server's cgroup limit); over it a job is\n"
 	"                       refused, and each worker runs under RLIMIT_DATA near it\n"
-	"  --threads N          HTTP threads (default 128); WebSockets may hold all but an\n"
-	"                       eighth of them (112 of 128)\n"
+	"  --threads N          HTTP threads (default 256, 16 to 1024): each connection holds\n"
+	"                       one while it is read and each WebSocket for its life, so\n"
+	"                       WebSockets may hold half of them\n"
+	"  --request-timeout SEC  a request's headers must all be in within this, and its\n"
+	"                       body may pause this long at most (default 10)\n"
+	"  --conns-per-addr N   requests one client address may have under way at once\n"
+	"                       (more: 429), and connections it may keep waiting for their\n"
+	"                       headers (the longest waiting beyond are cut) (default 32)\n"
+	"  --ws-per-user N      WebSockets one user may hold, with accounts on (default 8)\n"
+	"  --ws-per-addr N      WebSockets one client address may hold (default 16); raise\n"
+	"                       both for a class behind one NAT address\n"
 	"  --max-upload MIB     largest archive upload accepted, in MiB (default 16384)\n"
 	"  --archive-max-files N  most files an uploaded archive may unpack to (1000000)\n"
 	"  --archive-max-mib N  most MiB an uploaded archive may unpack to (32768); archives\n"
@@ -96,7 +105,8 @@ static int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_DATA, O_ROOT, O_SLOTS, O_GRACE, O_THREADS, O_UI, O_LOG, O_UPLOAD,
 	       O_AFILES, O_AMIB, O_ACCOUNTS, O_CERT, O_KEY, O_IDLE, O_SMAX,
-	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME, O_METRICS, O_JOBMEM };
+	       O_EXEC, O_SPART, O_SACCT, O_SCPUS, O_SMEM, O_STIME, O_METRICS, O_JOBMEM, O_RTIMEOUT, O_CONNS,
+	       O_WSUSER, O_WSADDR };
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data", required_argument, NULL, O_DATA },
@@ -104,6 +114,10 @@ static int cmd_serve(int argc, char **argv)
 		{ "cpu-slots", required_argument, NULL, O_SLOTS },
 		{ "abort-grace", required_argument, NULL, O_GRACE },
 		{ "threads", required_argument, NULL, O_THREADS },
+		{ "request-timeout", required_argument, NULL, O_RTIMEOUT },
+		{ "conns-per-addr", required_argument, NULL, O_CONNS },
+		{ "ws-per-user", required_argument, NULL, O_WSUSER },
+		{ "ws-per-addr", required_argument, NULL, O_WSADDR },
 		{ "ui-dir", required_argument, NULL, O_UI },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "max-upload", required_argument, NULL, O_UPLOAD },
@@ -154,6 +168,22 @@ static int cmd_serve(int argc, char **argv)
 			break;
 		case O_THREADS:
 			if (cli_int("--threads", optarg, 16, 1024, &o.threads))
+				return 2;
+			break;
+		case O_RTIMEOUT:
+			if (cli_int("--request-timeout", optarg, 1, 3600, &o.request_timeout_s))
+				return 2;
+			break;
+		case O_CONNS:
+			if (cli_int("--conns-per-addr", optarg, 1, 1024, &o.conns_per_addr))
+				return 2;
+			break;
+		case O_WSUSER:
+			if (cli_int("--ws-per-user", optarg, 1, 1024, &o.ws_per_user))
+				return 2;
+			break;
+		case O_WSADDR:
+			if (cli_int("--ws-per-addr", optarg, 1, 1024, &o.ws_per_addr))
 				return 2;
 			break;
 		case O_UI: o.ui_dir = optarg; break;

@@ -9,7 +9,10 @@
  * status it sent.  Shared state lives in the store (one SQLite connection per
  * thread, closed by the exit_thread callback) and in the WebSocket registry
  * (ws.c); nothing else here is written after start-up except `stopping`, which
- * turns new API requests into 503 while the server shuts down.
+ * turns new API requests into 503 while the server shuts down, and the
+ * connection guard's table of requests under way (G, under its own lock; see
+ * "the connection guard" below: what keeps one client from holding every
+ * CivetWeb thread).
  *
  * Accounts: api_dispatch asks auth.c who is calling (session cookie or bearer
  * token) and perm.c whether they may use the matched route, before any handler
@@ -35,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -661,6 +666,360 @@ static int on_begin_request(struct mg_connection *c)
 	return 0;
 }
 
+/* ---- the connection guard: no one client holds all the threads ----
+ *
+ * CivetWeb 1.15 gives a connection one of its threads from the moment a worker
+ * takes it until it closes: while its request's headers arrive, while its body
+ * does, between requests on a kept-alive connection, and for a WebSocket's whole
+ * life.  request_timeout_ms bounds the first two (the headers must all be in
+ * within it; a body read gives up after that long without a byte), but a client
+ * that opens more connections than there are threads and sends half a request
+ * on each would still hold every thread, again each time they time out.  So:
+ *  - requests in flight (begin_request to end_request) are kept in G.flight;
+ *    an address with conns_per_addr plain ones under way gets 429 for the next
+ *    (WebSocket upgrades are ws.c's to count);
+ *  - connections waiting for their headers have no callback (CivetWeb says
+ *    nothing before the headers are in), so guard_main looks at this process's
+ *    sockets every GUARD_PERIOD_MS: a connected one on a port we listen on that
+ *    is not in G.flight is waiting (for a thread, for its headers, or for the
+ *    next request of a kept-alive connection).  An address may have
+ *    conns_per_addr connections waiting or in plain requests; beyond, its
+ *    connections that waited longest are shut down (shutdown(2), never close:
+ *    the descriptor stays CivetWeb's, whose read then ends and which closes
+ *    it).  Then, if fewer than G.reserve threads would be left free, anyone's
+ *    that waited longest go, so that a new request always finds a thread.
+ *    A connection whose whole request head has come and waits only for a
+ *    thread (guard_head_waiting peeks) is never cut; an idle kept-alive
+ *    connection may be, and the browser opens another.  One pass costs three
+ *    system calls per open descriptor.
+ * Invariant: an entry of G.flight is a request of a live connection; the
+ * connection_close callback removes any that end_request did not. */
+
+#define GUARD_PERIOD_MS 100
+#define GUARD_GRACE_MS 100 /* younger than this, a waiting connection's headers may be on the way */
+#define GUARD_RESERVE_GRACE_MS 300
+#define GUARD_MAX_SOCKS 16384
+
+struct guard_flight {
+	const struct mg_connection *c; /* NULL: a free place */
+	char addr[48];
+	int port;
+	int ws; /* a WebSocket upgrade: ws.c counts those */
+};
+
+struct guard_sock {
+	int fd, port;
+	char addr[48];
+	int64_t since; /* first seen waiting */
+	int cut;
+	int plain; /* requests its address has under way (WebSockets aside) */
+};
+
+static struct {
+	pthread_mutex_t lock; /* flight */
+	struct guard_flight *flight;
+	int nflight, per_addr;
+	int nthreads, reserve; /* the guard keeps `reserve` threads free */
+	int ports[8], nports;
+	pthread_t thread;
+	int started;
+	atomic_int stop;
+	/* guard_main's own: the waiting sockets of the last pass, sorted by fd */
+	struct guard_sock *was, *now;
+	int nwas;
+	int64_t logged_ms;
+} G = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Is fd a connection accepted on one of our ports?  1, with the client's
+ * address (as CivetWeb writes remote_addr) and port. */
+static int guard_is_ours(int fd, char *addr, size_t len, int *port)
+{
+	struct sockaddr_storage a;
+	socklen_t alen = sizeof a;
+	if (getsockname(fd, (struct sockaddr *)&a, &alen) != 0)
+		return 0; /* not a socket */
+	int local;
+	if (a.ss_family == AF_INET)
+		local = ntohs(((struct sockaddr_in *)&a)->sin_port);
+	else if (a.ss_family == AF_INET6)
+		local = ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+	else
+		return 0;
+	int mine = 0;
+	for (int i = 0; i < G.nports; i++)
+		mine |= G.ports[i] == local;
+	alen = sizeof a;
+	if (!mine || getpeername(fd, (struct sockaddr *)&a, &alen) != 0)
+		return 0; /* a listening socket has no peer */
+	if (a.ss_family == AF_INET) {
+		*port = ntohs(((struct sockaddr_in *)&a)->sin_port);
+		return inet_ntop(AF_INET, &((struct sockaddr_in *)&a)->sin_addr, addr, (socklen_t)len) != NULL;
+	}
+	*port = ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+	return inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&a)->sin6_addr, addr, (socklen_t)len) != NULL;
+}
+
+static int guard_by_fd(const void *a, const void *b)
+{
+	const struct guard_sock *x = a, *y = b;
+	return (x->fd > y->fd) - (x->fd < y->fd);
+}
+
+/* The longest waiting first. */
+static int guard_by_age(const void *a, const void *b)
+{
+	const struct guard_sock *x = a, *y = b;
+	return (x->since > y->since) - (x->since < y->since);
+}
+
+/* Address first, then the longest waiting first. */
+static int guard_by_addr_age(const void *a, const void *b)
+{
+	const struct guard_sock *x = a, *y = b;
+	int c = strcmp(x->addr, y->addr);
+	return c ? c : (x->since > y->since) - (x->since < y->since);
+}
+
+/* Has a request's whole head (up to its empty line) arrived on fd, unread yet?
+ * Then the connection only waits for a thread to take it: a real request, not a
+ * half-open one (which a thread holds, and has read what came).  Peeking does
+ * not take the bytes from CivetWeb.  Encrypted bytes (HTTPS) never match. */
+static int guard_head_waiting(int fd)
+{
+	char buf[8192];
+	ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 && memmem(buf, (size_t)n, "\r\n\r\n", 4) != NULL;
+}
+
+/* Cut s (shut it down), if it is still the connection seen (not a new one on a
+ * reused descriptor) and not a whole request waiting for a thread; 1 if cut. */
+static int guard_cut(struct guard_sock *s)
+{
+	char addr[48];
+	int port;
+	if (guard_head_waiting(s->fd))
+		return 0;
+	if (guard_is_ours(s->fd, addr, sizeof addr, &port) && port == s->port && strcmp(addr, s->addr) == 0)
+		shutdown(s->fd, SHUT_RDWR);
+	s->cut = 1;
+	return 1;
+}
+
+/* One look at our sockets: cut what waits beyond each address's share, then,
+ * if the threads left free are fewer than the reserve, what waited longest. */
+static void guard_pass(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d) {
+		static int told;
+		if (!told++)
+			log_warn("the connection guard cannot list this process's sockets (/proc/self/fd: %s): connections "
+				 "waiting for their headers are cut only by --request-timeout", strerror(errno));
+		return;
+	}
+	int64_t now = fs_mono_ms();
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < GUARD_MAX_SOCKS) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		struct guard_sock *s = &G.now[n];
+		if (*end || end == e->d_name || fd == dirfd(d) || !guard_is_ours((int)fd, s->addr, sizeof s->addr, &s->port))
+			continue;
+		s->fd = (int)fd;
+		s->since = now;
+		s->cut = 0;
+		s->plain = 0;
+		n++;
+	}
+	closedir(d);
+	int w = 0; /* keep those not in a request; count the plain requests of each */
+	pthread_mutex_lock(&G.lock);
+	for (int i = 0; i < n; i++) {
+		int busy = 0;
+		for (int j = 0; j < G.nflight && !busy; j++)
+			busy = G.flight[j].c && G.flight[j].port == G.now[i].port && strcmp(G.flight[j].addr, G.now[i].addr) == 0;
+		if (!busy)
+			G.now[w++] = G.now[i];
+	}
+	for (int i = 0; i < w; i++)
+		for (int j = 0; j < G.nflight; j++)
+			G.now[i].plain += G.flight[j].c && !G.flight[j].ws && strcmp(G.flight[j].addr, G.now[i].addr) == 0;
+	pthread_mutex_unlock(&G.lock);
+	for (int i = 0; i < w; i++) {
+		struct guard_sock *s = &G.now[i];
+		const struct guard_sock *p = bsearch(s, G.was, (size_t)G.nwas, sizeof *s, guard_by_fd);
+		if (p && p->port == s->port && strcmp(p->addr, s->addr) == 0) {
+			s->since = p->since;
+			s->cut = p->cut;
+		}
+	}
+	qsort(G.now, (size_t)w, sizeof *G.now, guard_by_addr_age);
+	int cut = 0, addrs = 0, held = n;
+	const char *cut_addr = NULL;
+	for (int i = 0, j; i < w; i = j) {
+		/* an address's share: per_addr connections, waiting or in a request */
+		int waiting = G.now[i].plain;
+		for (j = i; j < w && strcmp(G.now[j].addr, G.now[i].addr) == 0; j++)
+			waiting += !G.now[j].cut;
+		for (int k = i; k < j && waiting > G.per_addr; k++) {
+			struct guard_sock *s = &G.now[k];
+			if (s->cut)
+				continue;
+			if (now - s->since < GUARD_GRACE_MS)
+				break; /* the rest are younger still */
+			waiting--; /* cut, or a whole request that is not waiting for its head */
+			if (!guard_cut(s))
+				continue;
+			cut++;
+			addrs += !cut_addr || strcmp(cut_addr, s->addr) != 0;
+			cut_addr = s->addr;
+		}
+	}
+	for (int i = 0; i < w; i++)
+		held -= G.now[i].cut;
+	if (held > G.nthreads - G.reserve) {
+		/* too few threads left: whoever has waited longest goes */
+		qsort(G.now, (size_t)w, sizeof *G.now, guard_by_age);
+		for (int i = 0; i < w && held > G.nthreads - G.reserve; i++) {
+			struct guard_sock *s = &G.now[i];
+			if (s->cut)
+				continue;
+			if (now - s->since < GUARD_RESERVE_GRACE_MS)
+				break;
+			if (!guard_cut(s))
+				continue;
+			held--;
+			cut++;
+			addrs += !cut_addr || strcmp(cut_addr, s->addr) != 0;
+			cut_addr = s->addr;
+		}
+	}
+	if (cut && now - G.logged_ms > 10000) {
+		G.logged_ms = now;
+		log_warn("cut %d connection%s from %s%s that waited longest for their request's headers: an address may "
+			 "hold %d connections (serve --conns-per-addr), and %d of the %d threads are kept free", cut,
+			 cut == 1 ? "" : "s", cut_addr, addrs > 1 ? " and others" : "", G.per_addr, G.reserve, G.nthreads);
+	}
+	qsort(G.now, (size_t)w, sizeof *G.now, guard_by_fd);
+	struct guard_sock *t = G.was;
+	G.was = G.now;
+	G.now = t;
+	G.nwas = w;
+}
+
+static void *guard_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&G.stop)) {
+		guard_pass();
+		struct timespec ts = { 0, GUARD_PERIOD_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/* Set the guard up for nthreads threads and conns_per_addr; 0, or -1 out of memory. */
+static int guard_init(int nthreads, int conns_per_addr)
+{
+	G.nflight = nthreads + 16;
+	G.per_addr = conns_per_addr;
+	G.nthreads = nthreads;
+	G.reserve = nthreads / 8 > 4 ? nthreads / 8 : 4;
+	G.flight = calloc((size_t)G.nflight, sizeof *G.flight);
+	G.was = calloc(GUARD_MAX_SOCKS, sizeof *G.was);
+	G.now = calloc(GUARD_MAX_SOCKS, sizeof *G.now);
+	if (!G.flight || !G.was || !G.now)
+		return -1;
+	return 0;
+}
+
+/* Watch the ports ctx listens on; guard_stop undoes it. */
+static void guard_start(struct mg_context *ctx)
+{
+	struct mg_server_port ports[8];
+	int np = mg_get_server_ports(ctx, 8, ports);
+	for (int i = 0; i < np; i++)
+		G.ports[G.nports++] = ports[i].port;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256u << 10);
+	G.started = np > 0 && pthread_create(&G.thread, &attr, guard_main, NULL) == 0;
+	pthread_attr_destroy(&attr);
+	if (!G.started)
+		log_warn("the connection guard did not start: connections waiting for their headers are cut only by "
+			 "--request-timeout");
+}
+
+static void guard_stop(void)
+{
+	atomic_store(&G.stop, 1);
+	if (G.started)
+		pthread_join(G.thread, NULL);
+	free(G.flight);
+	free(G.was);
+	free(G.now);
+	G.flight = NULL;
+	G.was = G.now = NULL;
+}
+
+/* CivetWeb's begin_request: on_begin_request's checks, then the request is in
+ * flight (until guard_end_request), refused 429 if its address has
+ * conns_per_addr plain ones under way already. */
+static int guard_begin_request(struct mg_connection *c)
+{
+	int rc = on_begin_request(c);
+	if (rc)
+		return rc;
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	const char *up = mg_get_header(c, "Upgrade");
+	int ws = up && strcasecmp(up, "websocket") == 0;
+	int plain = 0, at = -1;
+	pthread_mutex_lock(&G.lock);
+	for (int i = 0; i < G.nflight; i++) {
+		if (!G.flight[i].c)
+			at = at < 0 ? i : at;
+		else
+			plain += !G.flight[i].ws && strcmp(G.flight[i].addr, ri->remote_addr) == 0;
+	}
+	int over = !ws && plain >= G.per_addr;
+	if (at >= 0 && !over) {
+		struct guard_flight *f = &G.flight[at];
+		f->c = c;
+		snprintf(f->addr, sizeof f->addr, "%s", ri->remote_addr);
+		f->port = ri->remote_port;
+		f->ws = ws;
+	}
+	pthread_mutex_unlock(&G.lock);
+	if (!over)
+		return 0;
+	static const char fmt[] =
+		"{\"error\":{\"code\":\"rate_limited\",\"message\":\"%s has %d requests under way already, the most one "
+		"address may have at once (serve --conns-per-addr); send this one when one of them is done\"}}";
+	char body[400];
+	int n = snprintf(body, sizeof body, fmt, ri->remote_addr, plain);
+	http_send_head(c, &(struct http_head){ .status = 429, .type = "application/json", .len = n,
+					       .extra = "Retry-After: 1\r\nConnection: close\r\n" });
+	mg_write(c, body, (size_t)n);
+	return 429;
+}
+
+/* The request of c is over (end_request), or c itself (connection_close). */
+static void guard_forget(const struct mg_connection *c)
+{
+	pthread_mutex_lock(&G.lock);
+	for (int i = 0; i < G.nflight; i++)
+		if (G.flight[i].c == c)
+			G.flight[i].c = NULL;
+	pthread_mutex_unlock(&G.lock);
+}
+
+static void guard_end_request(const struct mg_connection *c, int status)
+{
+	(void)status;
+	guard_forget(c);
+}
+
 /* Decide whether accounts are on, and refuse what would leave the server open
  * to anyone who can reach it.  0, or 1 after logging why. */
 static int accounts_setup(const struct server_opts *opts)
@@ -883,6 +1242,11 @@ static void sweep_uploads(void)
 	closedir(d);
 }
 
+static void on_connection_close(const struct mg_connection *c)
+{
+	guard_forget(c);
+}
+
 static void on_thread_exit(const struct mg_context *ctx, int type, void *thread_data)
 {
 	(void)ctx;
@@ -1077,18 +1441,34 @@ int server_run(const struct server_opts *opts)
 		.archive_max_bytes = opts->archive_max_bytes,
 	};
 
-	char threads[16];
-	/* Each WebSocket holds a CivetWeb thread for its life: leave an eighth of the
-	 * threads (at least 16) for plain requests. */
-	int nthreads = opts->threads > 0 ? opts->threads : 128;
-	int ws_limit = nthreads - (nthreads / 8 > 16 ? nthreads / 8 : 16);
-	if (ws_limit < 1)
-		ws_limit = 1;
+	/* Each connection holds a CivetWeb thread while it is read from (headers,
+	 * body), between requests it keeps alive, and for a WebSocket's whole life:
+	 * WebSockets may hold half the threads, and the guard (above) keeps one
+	 * address from holding many more than conns_per_addr of the rest. */
+	char threads[16], timeout[16], queue[16];
+	int nthreads = opts->threads > 0 ? opts->threads : 256;
+	int per_addr = opts->conns_per_addr > 0 ? opts->conns_per_addr : 32;
+	struct ws_limits wsl = {
+		.total = nthreads / 2,
+		.per_user = opts->ws_per_user > 0 ? opts->ws_per_user : 8,
+		.per_addr = opts->ws_per_addr > 0 ? opts->ws_per_addr : 16,
+	};
 	snprintf(threads, sizeof threads, "%d", nthreads);
+	/* accepted connections no thread has taken yet: the guard sees (and cuts)
+	 * only what was accepted, so let CivetWeb accept well beyond its threads */
+	snprintf(queue, sizeof queue, "%d", nthreads * 4);
+	snprintf(timeout, sizeof timeout, "%d", (opts->request_timeout_s > 0 ? opts->request_timeout_s : 10) * 1000);
+	if (guard_init(nthreads, per_addr) != 0) {
+		log_error("out of memory");
+		return 1;
+	}
 	const char *options[] = {
 		"listening_ports", listen,
 		"num_threads", threads,
-		"request_timeout_ms", "60000",
+		"connection_queue", queue,
+		/* every header within this from the first byte; a body's read gives up
+		 * after this long without a byte (and the handler answers 408) */
+		"request_timeout_ms", timeout,
 		"websocket_timeout_ms", "3600000",
 		"enable_keep_alive", "yes",
 		"keep_alive_timeout_ms", "5000",
@@ -1105,7 +1485,9 @@ int server_run(const struct server_opts *opts)
 	};
 	struct mg_callbacks cb = { 0 };
 	cb.exit_thread = on_thread_exit;
-	cb.begin_request = on_begin_request;
+	cb.begin_request = guard_begin_request;
+	cb.end_request = guard_end_request;
+	cb.connection_close = on_connection_close;
 	cb.log_message = log_message;
 	mg_init_library(MG_FEATURES_WEBSOCKET | (pem[0] ? MG_FEATURES_TLS : 0));
 
@@ -1144,7 +1526,8 @@ int server_run(const struct server_opts *opts)
 	}
 	mg_set_request_handler(ctx, "/metrics$", metrics_handler, NULL);
 	mg_set_request_handler(ctx, "/", static_handler, NULL);
-	ws_register(ctx, ws_limit);
+	ws_register(ctx, &wsl);
+	guard_start(ctx);
 
 	struct mg_server_port ports[4];
 	int np = mg_get_server_ports(ctx, 4, ports);
@@ -1171,6 +1554,7 @@ int server_run(const struct server_opts *opts)
 		 strsignal(sig));
 	atomic_store(&S.stopping, 1);
 	mg_stop(ctx);
+	guard_stop();
 	infer_service_stop();
 	sched_stop();
 	store_thread_end();

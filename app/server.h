@@ -17,7 +17,10 @@ struct server_opts {
 	int nroots;
 	int cpu_slots;      /* 0: one per core */
 	int abort_grace_ms; /* 10000 */
-	int threads;        /* CivetWeb worker threads */
+	int threads;        /* CivetWeb worker threads; 0: 256 */
+	int request_timeout_s; /* headers all in, and no pause in a body, longer than this; 0: 10 */
+	int conns_per_addr; /* plain requests at once, and connections waiting for headers, per address; 0: 32 */
+	int ws_per_user, ws_per_addr; /* WebSockets per user (accounts on) and per address; 0: 8 and 16 */
 	long long max_upload; /* bytes; 0: 16 GiB */
 	long long archive_max_files, archive_max_bytes; /* 0: archive.h's defaults */
 	enum { ACCOUNTS_AUTO, ACCOUNTS_OFF, ACCOUNTS_ON } accounts; /* auto: off on loopback only */

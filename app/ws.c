@@ -10,12 +10,20 @@
  *
  * With accounts on, a connection is refused unless it comes with a session
  * cookie or an API token, and each client only ever gets what perm.c lets its
- * user see, whatever the topic: a learner's "all" is all of their own jobs. */
+ * user see, whatever the topic: a learner's "all" is all of their own jobs.
+ *
+ * Each connection holds one of CivetWeb's threads for its life, so on_connect
+ * counts before it accepts: the open clients and those accepted but not yet
+ * ready (`pending`, between on_connect and on_ready), in all, of the same
+ * user (accounts on) and of the same address, against `limits`.  A pending
+ * place that never becomes ready (the handshake failed) lapses after
+ * PENDING_MS. */
 #define _GNU_SOURCE
 #include "ws.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +31,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "auth.h"
+#include "http.h"
 #include "perm.h"
 #include "store.h"
 
@@ -50,6 +59,7 @@ struct qitem {
 struct ws_client {
 	struct mg_connection *c;
 	struct auth_state who; /* the user, as at connection time */
+	int64_t user;          /* who.user.id with accounts on, else 0: for the limits */
 	int all, jobs; /* topics "all" and "jobs" */
 	int64_t subs[MAX_SUBS];
 	int nsubs;
@@ -68,7 +78,18 @@ struct ws_client {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ws_client *clients;
 static int nclients;
-static int max_clients = 100;
+static struct ws_limits limits = { .total = 100, .per_user = 8, .per_addr = 16 };
+
+/* Upgrades accepted by on_connect and not yet ready, under `lock`.  c is NULL in
+ * a free place; a place older than PENDING_MS is free too. */
+#define PENDING_MAX 64
+#define PENDING_MS 10000
+static struct pending {
+	const struct mg_connection *c;
+	int64_t user;
+	char addr[48];
+	int64_t at_ms;
+} pending[PENDING_MAX];
 
 int ws_client_count(void)
 {
@@ -196,19 +217,92 @@ static void send_json(struct ws_client *cl, cJSON *j)
 	msg_unref(m);
 }
 
+/* Refuse an upgrade with an HTTP answer that says why (status 401, 429 or 503). */
+static void refuse(struct mg_connection *c, int status, const char *why)
+{
+	cJSON *body = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(body, "error");
+	cJSON_AddStringToObject(e, "code", status == 401 ? "unauthenticated" : status == 429 ? "rate_limited" : "unavailable");
+	cJSON_AddStringToObject(e, "message", why);
+	char *text = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	size_t n = text ? strlen(text) : 0;
+	http_send_head(c, &(struct http_head){ .status = status, .type = "application/json", .len = (long long)n,
+					       .extra = status == 401 ? "Connection: close\r\n" :
+									"Retry-After: 5\r\nConnection: close\r\n" });
+	if (n)
+		mg_write(c, text, n);
+	free(text);
+}
+
+/* Which limit another WebSocket of user (0: accounts off) from addr would pass:
+ * NULL when none, else the sentence that says which (into why).  lock held. */
+static const char *over_limit(int64_t user, const char *addr, int64_t now, char *why, size_t len, int *status)
+{
+	int all = 0, of_user = 0, of_addr = 0;
+	for (const struct ws_client *cl = clients; cl; cl = cl->next) {
+		all++;
+		of_user += user && cl->user == user;
+		of_addr += strcmp(cl->who.address, addr) == 0;
+	}
+	for (int i = 0; i < PENDING_MAX; i++) {
+		const struct pending *p = &pending[i];
+		if (!p->c || now - p->at_ms > PENDING_MS)
+			continue;
+		all++;
+		of_user += user && p->user == user;
+		of_addr += strcmp(p->addr, addr) == 0;
+	}
+	*status = 429;
+	if (limits.per_user > 0 && user && of_user >= limits.per_user)
+		snprintf(why, len, "you have %d live-update connections (WebSockets) open already, the most one user may "
+			 "have; close a tab or two", of_user);
+	else if (limits.per_addr > 0 && of_addr >= limits.per_addr)
+		snprintf(why, len, "%s has %d WebSockets open already, the most one address may have "
+			 "(serve --ws-per-addr)", addr, of_addr);
+	else if (all >= limits.total) {
+		*status = 503;
+		snprintf(why, len, "the server has %d WebSockets open already, all it keeps threads for; try again "
+			 "later", all);
+	} else
+		return NULL;
+	return why;
+}
+
 static int on_connect(const struct mg_connection *c, void *data)
 {
 	(void)data;
 	struct auth_state who;
 	auth_identify(c, &who);
-	if (who.accounts && !who.authenticated)
-		return 1; /* nobody logged in: refused */
+	if (who.accounts && !who.authenticated) {
+		refuse((struct mg_connection *)c, 401, "log in first: live updates need a session or an API token");
+		return 1;
+	}
+	int64_t user = who.accounts ? who.user.id : 0, now = fs_mono_ms();
+	char why[256];
+	int status = 0, free_at = -1;
 	pthread_mutex_lock(&lock);
-	int full = nclients >= max_clients;
+	const char *over = over_limit(user, who.address, now, why, sizeof why, &status);
+	for (int i = 0; !over && i < PENDING_MAX && free_at < 0; i++)
+		if (!pending[i].c || now - pending[i].at_ms > PENDING_MS)
+			free_at = i;
+	if (!over && free_at < 0) {
+		status = 503;
+		over = "too many WebSockets are opening at once; try again in a few seconds";
+	}
+	if (!over) {
+		struct pending *p = &pending[free_at];
+		p->c = c;
+		p->user = user;
+		snprintf(p->addr, sizeof p->addr, "%s", who.address);
+		p->at_ms = now;
+	}
 	pthread_mutex_unlock(&lock);
-	if (full)
-		log_warn("websocket refused: %d connections already (the limit)", max_clients);
-	return full; /* nonzero refuses */
+	if (!over)
+		return 0;
+	log_warn("websocket from %s%s%s refused: %s", who.address, user ? " for " : "", user ? who.user.name : "",
+		 over);
+	refuse((struct mg_connection *)c, status, over);
+	return 1; /* nonzero refuses */
 }
 
 static void on_ready(struct mg_connection *c, void *data)
@@ -219,20 +313,25 @@ static void on_ready(struct mg_connection *c, void *data)
 		return;
 	cl->c = c;
 	auth_identify(c, &cl->who);
+	cl->user = cl->who.accounts ? cl->who.user.id : 0;
 	pthread_cond_init(&cl->wake, NULL);
 	pthread_attr_t at;
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, SENDER_STACK);
-	int prc = pthread_create(&cl->sender, &at, sender_main, cl);
+	int started = pthread_create(&cl->sender, &at, sender_main, cl) == 0;
 	pthread_attr_destroy(&at);
-	if (prc != 0) {
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < PENDING_MAX; i++)
+		if (pending[i].c == c)
+			pending[i].c = NULL; /* its place is the client's now */
+	if (!started) {
+		pthread_mutex_unlock(&lock);
 		pthread_cond_destroy(&cl->wake);
 		free(cl);
 		return;
 	}
 	cl->sender_started = 1;
 	mg_set_user_connection_data(c, cl);
-	pthread_mutex_lock(&lock);
 	cl->next = clients;
 	clients = cl;
 	nclients++;
@@ -328,9 +427,11 @@ static void on_close(const struct mg_connection *cc, void *data)
 	free(cl);
 }
 
-void ws_register(struct mg_context *ctx, int limit)
+void ws_register(struct mg_context *ctx, const struct ws_limits *lim)
 {
-	max_clients = limit > 0 ? limit : 100;
+	limits = *lim;
+	if (limits.total < 1)
+		limits.total = 100;
 	mg_set_websocket_handler(ctx, "/api/v1/ws$", on_connect, on_ready, on_data, on_close, NULL);
 }
 

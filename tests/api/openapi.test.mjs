@@ -140,7 +140,7 @@ describe('openapi', () => {
     }
     // the error codes of api.md
     assert.deepEqual(doc.components.schemas.Error.properties.error.properties.code.enum.sort(),
-      ['conflict', 'disk_full', 'forbidden', 'internal', 'invalid', 'method_not_allowed', 'not_found', 'rate_limited', 'too_large', 'unauthenticated', 'unavailable']);
+      ['conflict', 'disk_full', 'forbidden', 'internal', 'invalid', 'method_not_allowed', 'not_found', 'rate_limited', 'timeout', 'too_large', 'unauthenticated', 'unavailable']);
     // the WebSocket protocol is written down
     const ws = doc.paths['/api/v1/ws'].get.description;
     for (const word of ['subscribe', 'unsubscribe', 'subscribed', '"type":"job"', '"type":"events"', '"type":"deleted"', '"type":"error"', 'seq']) {

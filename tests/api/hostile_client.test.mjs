@@ -1,0 +1,282 @@
+// hostile_client.test.mjs — one client tries to use up the server's connections
+// (issue 16, finding 6) while another asks GET /api/v1/info every 100 ms on a
+// fresh connection: every answer must come within a second.  The hostile client
+// speaks from other loopback addresses (127.0.0.2 …; Linux routes all of 127/8 to
+// lo), as a second machine would, so the per-address limits are what is tested;
+// the first test also floods from the polling client's own address.
+//
+// The server runs with 64 threads (so "more connections than threads" is a few
+// hundred), --request-timeout 3 (so its drops are seen within the test) and the
+// default per-address limits: 32 plain connections, 16 WebSockets.  The figures
+// (connections held, the other client's latency) are printed as diagnostics.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import http from 'node:http';
+import { Worker } from 'node:worker_threads';
+import { rmSync } from 'node:fs';
+import { startServer, sleep, WebSocket } from './helpers.mjs';
+import { makeAccounts, login } from '../lib/auth.mjs';
+
+const THREADS = 64;
+const TIMEOUT_S = 3;
+const PER_ADDR = 32;
+const WS_PER_ADDR = 16;
+
+/* A worker thread's code: n half-open requests from addr, each renewed when the
+ * server cuts it, for ms; then how many the server leaves, and when those go. */
+const HALF_OPEN_FLOOD = `
+const net = require('node:net');
+const { parentPort, workerData: { port, addr, n, ms, per, waitMs } } = require('node:worker_threads');
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+const text = 'GET / HTTP/1.1\\r\\nHost: x\\r\\n'; // never finished
+function open() {
+  const s = net.connect({ host: '127.0.0.1', port, localAddress: addr });
+  s.gone = false;
+  s.on('connect', () => s.write(text));
+  s.on('data', () => {}); // read, or its end is never seen
+  s.on('error', () => {});
+  s.on('close', () => { s.gone = true; });
+  return s;
+}
+(async () => {
+  const held = Array.from({ length: n }, open);
+  let opened = n, maxOpen = 0;
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    await sleep(250);
+    for (let i = 0; i < held.length; i++) if (held[i].gone) { held[i] = open(); opened++; }
+    maxOpen = Math.max(maxOpen, held.filter((s) => !s.gone && s.readyState === 'open').length);
+  }
+  const t0 = Date.now();
+  let left = held.filter((s) => !s.gone);
+  while (left.length > per && Date.now() - t0 < 3000) { await sleep(50); left = held.filter((s) => !s.gone); }
+  const leftAfterMs = Date.now() - t0;
+  while (left.some((s) => !s.gone) && Date.now() - t0 < waitMs) await sleep(50);
+  const stillOpen = left.filter((s) => !s.gone).length;
+  const lastGoneMs = Date.now() - t0;
+  held.forEach((s) => s.destroy());
+  parentPort.postMessage({ opened, maxOpen, left: left.length, leftAfterMs, stillOpen, lastGoneMs });
+})();
+`;
+
+describe('a hostile client', () => {
+  let server;
+  const sockets = new Set(); // every raw socket a test opened, destroyed in after()
+  const lat = []; // the other client's latencies, ms
+  const slow = []; // answers over a second or failures: [phase, ms or error]
+  let phase = 'start';
+  let polling = true;
+  let poller;
+  const slowIn = (p) => slow.filter(([q]) => q === p);
+
+  /** GET /api/v1/info on a new connection from 127.0.0.1; resolves the ms it
+   *  took, or what went wrong (a string) — always within 6 s. */
+  function info() {
+    return new Promise((resolve) => {
+      const t0 = performance.now();
+      let done = false;
+      const settle = (v) => { if (!done) { done = true; clearTimeout(timer); resolve(v); } };
+      const timer = setTimeout(() => { req.destroy(); settle('no answer in 6 s'); }, 6000);
+      const req = http.get({ host: '127.0.0.1', port: server.port, path: '/api/v1/info', agent: false }, (res) => {
+        res.resume();
+        res.on('end', () => settle(res.statusCode === 200 ? performance.now() - t0 : `status ${res.statusCode}`));
+        res.on('error', (e) => settle(`the answer broke off: ${e.message}`));
+        res.on('close', () => settle('the answer broke off'));
+      });
+      req.on('error', (e) => settle(e.message));
+    });
+  }
+
+  async function poll() {
+    while (polling) {
+      const r = await info();
+      if (typeof r === 'number') lat.push(r);
+      if (typeof r !== 'number' || r > 1000) { slow.push([phase, typeof r === 'number' ? Math.round(r) : r]); console.log('# slow', phase, r); }
+      await sleep(100);
+    }
+  }
+
+  /** A raw connection from addr that sends text and stays open. */
+  function halfOpen(addr, text) {
+    const s = net.connect({ host: '127.0.0.1', port: server.port, localAddress: addr });
+    sockets.add(s);
+    s.gone = false;
+    s.got = '';
+    s.on('connect', () => s.write(text));
+    s.on('data', (d) => { s.got += d; });
+    s.on('error', () => {});
+    s.on('close', () => { s.gone = true; sockets.delete(s); });
+    return s;
+  }
+
+  before(async () => {
+    server = await startServer({ args: ['--threads', String(THREADS), '--request-timeout', String(TIMEOUT_S)] });
+    poller = poll();
+  });
+  after(async () => {
+    polling = false;
+    await poller;
+    for (const s of sockets) s.destroy();
+    const sorted = [...lat].sort((a, b) => a - b);
+    console.log(`# the other client: ${sorted.length} answers of GET /api/v1/info, median ${sorted[sorted.length >> 1]?.toFixed(1)} ms, ` +
+      `max ${sorted[sorted.length - 1]?.toFixed(1)} ms`);
+    await server?.stop();
+    server?.cleanup();
+  });
+
+  test('half-open requests: hundreds, more than the threads, renewed as they are cut; the others are answered', async () => {
+    phase = 'half-open';
+    // another address, then the poller's own; the flood runs on a thread of its
+    // own, so that its work does not delay the poller's event loop
+    for (const addr of ['127.0.0.2', '127.0.0.1']) {
+      const r = await new Promise((resolve, reject) => {
+        const w = new Worker(HALF_OPEN_FLOOD, { eval: true, workerData: { port: server.port, addr, n: 300, ms: 4000, per: PER_ADDR, waitMs: (TIMEOUT_S + 3) * 1000 } });
+        w.once('message', resolve);
+        w.once('error', reject);
+        w.once('exit', (code) => reject(new Error(`the flood's thread ended (${code}) without its figures`)));
+      });
+      console.log(`# half-open from ${addr}: 300 held for 4 s on ${THREADS} threads, renewed as they were cut ` +
+        `(${r.opened} opened in all, at most ${r.maxOpen} open at once as the client saw it), ` +
+        `${r.left} left open ${r.leftAfterMs} ms after the last renewal, the last of them dropped ${r.lastGoneMs} ms after it`);
+      // the guard leaves an address its share and cuts the rest...
+      assert.ok(r.left <= PER_ADDR, `${r.left} half-open connections left from ${addr}`);
+      // ...and those it leaves are dropped by --request-timeout
+      assert.equal(r.stillOpen, 0, `half-open requests still open ${TIMEOUT_S + 3} s after the last was renewed`);
+    }
+    assert.deepEqual(slowIn(phase), []);
+  });
+
+  test('slow bodies: a byte a second on as many POSTs as it likes; past 32 at once it gets 429', async () => {
+    phase = 'slow bodies';
+    const head = 'POST /api/v1/uploads?name=slow.tar HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n';
+    const posts = Array.from({ length: PER_ADDR + 8 }, () => halfOpen('127.0.0.3', head));
+    after(() => posts.forEach((s) => s.destroy()));
+    const drip = setInterval(() => { for (const s of posts) if (!s.gone) s.write('x'); }, 1000);
+    // one that stops sending: dropped after --request-timeout without a byte (twice
+    // that here: the read that got "abc" waits its timeout, then the next one)
+    const stall = halfOpen('127.0.0.4', head + 'abc');
+    await sleep(2 * TIMEOUT_S * 1000 + 2000);
+    clearInterval(drip);
+    const refused = posts.filter((s) => /^HTTP\/1\.1 429/.test(s.got));
+    const going = posts.filter((s) => !s.gone && s.got === '');
+    console.log(`# slow bodies from 127.0.0.3: ${going.length} under way at a byte a second, ${refused.length} refused 429`);
+    assert.equal(refused.length, 8, posts.map((s) => s.got.slice(0, 40)).join(' | '));
+    assert.match(refused[0].got, /Retry-After: 1/);
+    assert.match(refused[0].got, /"code":"rate_limited".*127\.0\.0\.3 has 32 requests under way/);
+    assert.equal(going.length, PER_ADDR);
+    assert.match(stall.got, /^HTTP\/1\.1 408 /, stall.got);
+    assert.match(stall.got, /"code":"timeout".*stopped after 3 of its 100000 bytes/);
+    for (const s of posts) s.destroy();
+    assert.deepEqual(slowIn(phase), []);
+  });
+
+  test('a WebSocket flood from one address: 16 open, the rest refused 429 with the reason', async () => {
+    phase = 'websocket flood';
+    const open = (addr) => new Promise((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, handshakeTimeout: 5000 });
+      ws.on('open', () => resolve({ ws }));
+      ws.on('unexpected-response', (req, res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+        res.on('close', () => resolve({ status: res.statusCode, body }));
+      });
+      ws.on('error', (e) => resolve({ error: e.message }));
+    });
+    const tries = await Promise.all(Array.from({ length: 40 }, () => open('127.0.0.5')));
+    const ok = tries.filter((t) => t.ws);
+    const refused = tries.filter((t) => t.status === 429);
+    console.log(`# WebSockets from 127.0.0.5: 40 asked, ${ok.length} open, ${refused.length} refused 429`);
+    assert.equal(ok.length, WS_PER_ADDR, JSON.stringify(tries.filter((t) => !t.ws)));
+    assert.equal(refused.length, 40 - WS_PER_ADDR);
+    assert.match(JSON.parse(refused[0].body).error.message, /127\.0\.0\.5 has 16 WebSockets open already/);
+    // another address still gets one
+    const other = await open('127.0.0.6');
+    assert.ok(other.ws, JSON.stringify(other));
+    // a closed one frees its place
+    await new Promise((r) => { ok[0].ws.once('close', r); ok[0].ws.close(); });
+    await sleep(100);
+    const again = await open('127.0.0.5');
+    assert.ok(again.ws, JSON.stringify(again));
+
+    // a message flood on one socket: 20,000 frames as fast as they go
+    const ws = again.ws;
+    let replies = 0;
+    ws.on('message', () => { replies++; });
+    for (let i = 0; i < 20000; i++) ws.send(JSON.stringify({ subscribe: (i % 50) + 1 }));
+    const t0 = performance.now();
+    while (replies < 20000 && ws.readyState === WebSocket.OPEN && performance.now() - t0 < 15000) await sleep(100);
+    console.log(`# message flood: 20000 frames sent on one WebSocket, ${replies} replies in ` +
+      `${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    assert.ok(replies === 20000 || ws.readyState !== WebSocket.OPEN, `${replies} replies and the socket still open`);
+    for (const t of [...ok.slice(1), other, again]) t.ws.terminate();
+    assert.deepEqual(slowIn(phase), []);
+  });
+
+  test('an oversized WebSocket frame (32 MiB) is refused, and the server goes on', async () => {
+    phase = 'oversized frame';
+    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: '127.0.0.7', handshakeTimeout: 5000 });
+    await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+    const msgs = [];
+    ws.on('message', (d) => msgs.push(JSON.parse(String(d))));
+    const closed = new Promise((r) => ws.once('close', (code) => r(code)));
+    ws.send('{"subscribe":"' + 'x'.repeat(32 << 20) + '"}');
+    const t0 = performance.now();
+    while (!msgs.length && ws.readyState === WebSocket.OPEN && performance.now() - t0 < 10000) await sleep(100);
+    const code = ws.readyState === WebSocket.OPEN ? null : await closed;
+    console.log(`# a 32 MiB frame: ${msgs.length ? 'answered ' + JSON.stringify(msgs[0]).slice(0, 100) : 'closed with ' + code}`);
+    // ws.c answers a frame over its limit with an error and reads on (1009 would do too)
+    assert.ok(code === 1009 || (msgs[0]?.type === 'error' && /over the \d+-byte limit/.test(msgs[0].message)),
+      `close code ${code}, messages ${JSON.stringify(msgs).slice(0, 200)}`);
+    ws.terminate();
+    assert.equal((await info()) < 1000, true);
+    assert.deepEqual(slowIn(phase), []);
+  });
+});
+
+describe('a hostile user, with accounts on', () => {
+  let server, acc;
+  const open = [];
+  before(async () => {
+    acc = makeAccounts({ ann: 'learner', ben: 'learner' });
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--threads', String(THREADS)] });
+  });
+  after(async () => {
+    open.forEach((ws) => ws.terminate());
+    await server?.stop();
+    rmSync(acc.dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
+  });
+
+  /** A WebSocket as session s from addr: {ws} or {status, body}. */
+  const wsAs = (s, addr) => new Promise((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, headers: { cookie: s.cookie }, handshakeTimeout: 5000 });
+    ws.on('open', () => { open.push(ws); resolve({ ws }); });
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+      res.on('close', () => resolve({ status: res.statusCode, body }));
+    });
+    ws.on('error', (e) => resolve({ error: e.message }));
+  });
+
+  test('one user gets 8 WebSockets, from whatever addresses; the next is refused 429, another user is not', async () => {
+    const ann = await login(server, 'ann');
+    const ben = await login(server, 'ben');
+    // each from an address of its own, so that only the per-user limit counts
+    const tries = await Promise.all(Array.from({ length: 12 }, (_, i) => wsAs(ann, `127.0.1.${i + 1}`)));
+    const ok = tries.filter((t) => t.ws);
+    const refused = tries.filter((t) => t.status === 429);
+    console.log(`# WebSockets of one user from 12 addresses: ${ok.length} open, ${refused.length} refused 429`);
+    assert.equal(ok.length, 8, JSON.stringify(tries.filter((t) => !t.ws)));
+    assert.equal(refused.length, 4);
+    assert.match(JSON.parse(refused[0].body).error.message, /you have 8 live-update connections \(WebSockets\) open already/);
+    assert.ok((await wsAs(ben, '127.0.1.1')).ws, 'another user, from an address ann uses too');
+    // and nobody logged in is told so
+    const anon = await wsAs({ cookie: '' }, '127.0.1.20');
+    assert.equal(anon.status, 401, JSON.stringify(anon));
+    assert.equal(JSON.parse(anon.body).error.code, 'unauthenticated');
+  });
+});
