@@ -17,16 +17,7 @@
 
 #include "../../datasets/datum.h"
 
-/* test_datum.c defines its own, which counts a failed CHECK instead of trapping. */
-#ifndef FUZZ_REQUIRE
-#define FUZZ_REQUIRE(cond)               \
-	do {                             \
-		if (!(cond))             \
-			__builtin_trap(); \
-	} while (0)
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static void fuzz_datum(const uint8_t *data, size_t size)
 {

@@ -19,17 +19,9 @@
 
 #include "../../datasets/image.h"
 
-#ifndef FUZZ_REQUIRE
-#define FUZZ_REQUIRE(cond)               \
-	do {                             \
-		if (!(cond))             \
-			__builtin_trap(); \
-	} while (0)
-#endif
+#include "fuzz.h"
 
 #define FUZZ_MAX_PIXELS (1 << 20) /* a hostile header may claim any size: this caps the work */
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -21,15 +21,7 @@
 
 #include "../../common/json.h"
 
-#ifndef FUZZ_REQUIRE
-#define FUZZ_REQUIRE(cond)               \
-	do {                             \
-		if (!(cond))             \
-			__builtin_trap(); \
-	} while (0)
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static int tree_depth(const cJSON *j)
 {

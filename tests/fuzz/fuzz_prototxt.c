@@ -29,16 +29,7 @@
 #include "../../networks/net.h"
 #include "../../networks/prototxt.h"
 
-/* test_prototxt.c defines its own, which counts a failed CHECK instead of trapping. */
-#ifndef FUZZ_REQUIRE
-#define FUZZ_REQUIRE(cond)               \
-	do {                             \
-		if (!(cond))             \
-			__builtin_trap(); \
-	} while (0)
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* Touch every field of a tree (so ASan/valgrind see any bad pointer). */
 static size_t fuzz_walk(const struct ptx_msg *m, int depth)

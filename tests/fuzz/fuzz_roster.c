@@ -23,15 +23,7 @@
 
 #include "../../app/roster.h"
 
-#ifndef FUZZ_REQUIRE
-#define FUZZ_REQUIRE(cond)               \
-	do {                             \
-		if (!(cond))             \
-			__builtin_trap(); \
-	} while (0)
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
