@@ -108,7 +108,9 @@ int api_finished_dataset(struct req *r, int64_t id, const char *field, const cha
 			 size_t dirlen);
 
 /* The stored archive of upload id (POST /api/v1/uploads) into path; 1 when there
- * is one (api_datasets.c). */
-int api_upload_find(const char *id, char *path, size_t len);
+ * is one that r's user may use (their own, or any for an admin; api_datasets.c). */
+int api_upload_find(const struct req *r, const char *id, char *path, size_t len);
+/* Remove the upload at path and the owner kept beside it (a used or refused one). */
+void api_upload_drop(const char *path);
 
 #endif

@@ -65,10 +65,37 @@ static int new_upload_path(const char *name, char *path, size_t len, char *id, s
 	return DD_OK;
 }
 
-/* Find the stored file of upload id; 1 found (kind_upload_path names them). */
-int api_upload_find(const char *id, char *path, size_t len)
+/* A new upload of r's user: its path and id, with its owner written beside it
+ * (kind_check.h), once the user's disk quota has room for the request's bytes (an
+ * upload counts from its first byte).  api_upload_drop undoes it. */
+static int upload_begin(const struct req *r, const char *name, char *path, size_t len, char *id, struct dd_err *err)
 {
-	return kind_upload_path(server_data_dir(), id, path, len);
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	int rc = sched_quota_disk_room(pc.c.user_id, r->ri->content_length, err);
+	if (rc || (rc = new_upload_path(name, path, len, id, err)))
+		return rc;
+	char side[PATH_MAX + 8], num[32];
+	kind_upload_owner_path(path, side, sizeof side);
+	int n = snprintf(num, sizeof num, "%lld\n", (long long)pc.c.user_id);
+	return fs_write_file_atomic(side, num, (size_t)n, err);
+}
+
+void api_upload_drop(const char *path)
+{
+	char side[PATH_MAX + 8];
+	kind_upload_owner_path(path, side, sizeof side);
+	unlink(path);
+	unlink(side);
+}
+
+/* The stored file of upload id, when r's user may use it (its owner, or an admin);
+ * 1 found.  Another user's upload is not found: ids tell nothing. */
+int api_upload_find(const struct req *r, const char *id, char *path, size_t len)
+{
+	struct perm_caller pc;
+	perm_caller(r, &pc);
+	return kind_upload_path(server_data_dir(), id, path, len) && kind_upload_usable(&pc.c, path);
 }
 
 /* Stream the request body into path; 0 or the status of the error sent. */
@@ -151,8 +178,6 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 	}
 	if (!status && total == 0)
 		status = http_error(c, 400, "invalid", "the upload is empty");
-	if (status)
-		unlink(path);
 	*bytes = total;
 	return status;
 }
@@ -165,12 +190,14 @@ int api_uploads_create(struct req *r)
 				  "name: give the file name in ?name=, ending in .zip, .tar, .tar.gz or .tgz");
 	char path[PATH_MAX], id[UPLOAD_ID_LEN + 1];
 	struct dd_err err = { 0 };
-	if (new_upload_path(name, path, sizeof path, id, &err) != DD_OK)
+	if (upload_begin(r, name, path, sizeof path, id, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
 	long long bytes = 0;
 	int status = stream_body(r->c, path, &bytes);
-	if (status)
+	if (status) {
+		api_upload_drop(path);
 		return status;
+	}
 	cJSON *body = cJSON_CreateObject();
 	cJSON *u = cJSON_AddObjectToObject(body, "upload");
 	cJSON_AddStringToObject(u, "id", id);
@@ -228,7 +255,8 @@ struct form {
 	char name[256], group[256];
 	char *options, *source;
 	char archive_path[PATH_MAX], archive_id[UPLOAD_ID_LEN + 1], archive_name[256];
-	int bad;
+	const struct req *r; /* whose upload the file field becomes */
+	int bad, bad_status; /* bad_status: 400 unless it says otherwise (403 for a quota) */
 	char why[200];
 };
 
@@ -241,8 +269,14 @@ static int form_found(const char *key, const char *filename, char *path, size_t 
 			snprintf(f->why, sizeof f->why, "archive: %s is not a .zip, .tar, .tar.gz or .tgz file", filename);
 			return MG_FORM_FIELD_STORAGE_ABORT;
 		}
-		if (new_upload_path(filename, f->archive_path, sizeof f->archive_path, f->archive_id, NULL) != DD_OK)
+		struct dd_err err = { 0 };
+		if (upload_begin(f->r, filename, f->archive_path, sizeof f->archive_path, f->archive_id, &err) != DD_OK) {
+			f->bad = 1;
+			f->bad_status = err.code == DD_EPERM ? 403 : 500;
+			snprintf(f->why, sizeof f->why, "archive: %s", err.msg);
+			f->archive_path[0] = 0;
 			return MG_FORM_FIELD_STORAGE_ABORT;
+		}
 		snprintf(f->archive_name, sizeof f->archive_name, "%s", filename);
 		snprintf(path, pathlen, "%s", f->archive_path);
 		return MG_FORM_FIELD_STORAGE_STORE;
@@ -300,13 +334,15 @@ static int create_multipart(struct req *r)
 	if (r->ri->content_length > server_max_upload())
 		return http_error(r->c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
 				  r->ri->content_length, server_max_upload());
-	struct form f = { 0 };
+	struct form f = { .r = r };
 	struct mg_form_data_handler h = { form_found, form_get, form_store, &f };
 	int n = mg_handle_form_request(r->c, &h);
 	int status = 0;
 	cJSON *body = NULL;
 	if (f.bad || n < 0) {
-		status = http_error(r->c, 400, "invalid", "%s", f.bad ? f.why : "malformed multipart form");
+		status = f.bad_status == 403 ? http_error(r->c, 403, "forbidden", "%s", f.why)
+			 : http_error(r->c, f.bad_status ? f.bad_status : 400, f.bad_status ? "internal" : "invalid", "%s",
+				      f.bad ? f.why : "malformed multipart form");
 		goto out;
 	}
 	/* what a JSON body could not carry (json.h) a form must not bring either:
@@ -362,11 +398,11 @@ static int create_multipart(struct req *r)
 	status = submit_dataset(r, body);
 	body = NULL;
 	if (status != 202 && f.archive_path[0])
-		unlink(f.archive_path);
+		api_upload_drop(f.archive_path);
 	f.archive_path[0] = 0;
 out:
 	if (status != 202 && f.archive_path[0])
-		unlink(f.archive_path);
+		api_upload_drop(f.archive_path);
 	cJSON_Delete(body);
 	free(f.options);
 	free(f.source);

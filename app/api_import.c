@@ -158,7 +158,7 @@ static int read_request(struct req *r, struct form *f)
 		rc = http_error(r->c, 400, "invalid",
 				"upload: required, the id POST /api/v1/uploads gave (or send a multipart form with the file "
 				"in field \"bundle\")");
-	else if (!api_upload_find(id, f->archive, sizeof f->archive))
+	else if (!api_upload_find(r, id, f->archive, sizeof f->archive))
 		rc = http_error(r->c, 400, "invalid", "upload: no upload has this id (uploads are used once)");
 	else {
 		snprintf(f->shown, sizeof f->shown, "upload %s", id);
@@ -411,7 +411,7 @@ int api_models_import(struct req *r)
 	    (rc = write_job_json(id, dir, &err)))
 		goto fail;
 	fs_rm_rf(scratch, NULL);
-	unlink(f.archive);
+	api_upload_drop(f.archive);
 	cJSON_Delete(man);
 	sched_job_changed(id);
 	cJSON *job = NULL;
@@ -432,7 +432,7 @@ fail:
 	}
 	if (scratch[0])
 		fs_rm_rf(scratch, NULL);
-	unlink(f.archive);
+	api_upload_drop(f.archive);
 	cJSON_Delete(man);
 	if (rc == DD_EINVAL)
 		return http_error(r->c, 400, "invalid", "%s", err.msg);

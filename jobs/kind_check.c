@@ -102,6 +102,26 @@ int kind_upload_path(const char *data_dir, const char *id, char *path, size_t le
 	return 0;
 }
 
+void kind_upload_owner_path(const char *path, char *out, size_t len) { snprintf(out, len, "%s.owner", path); }
+
+int64_t kind_upload_owner(const char *path)
+{
+	char side[PATH_MAX + 8], buf[32] = "";
+	kind_upload_owner_path(path, side, sizeof side);
+	FILE *f = fopen(side, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return strtoll(buf, NULL, 10);
+}
+
+int kind_upload_usable(const struct job_caller *who, const char *path)
+{
+	return who->admin || kind_upload_owner(path) == who->user_id;
+}
+
 void kind_archive_limits(long long max_files, long long max_bytes, struct archive_limits *l)
 {
 	archive_limits_default(l);

@@ -121,7 +121,8 @@ static int check_source(cJSON *src, const char *type, const struct job_caller *w
 			return DD_OK;
 		}
 		char path[PATH_MAX];
-		if (!kind_upload_path(who->server->data_dir, id, path, sizeof path))
+		/* another user's upload reads as none: ids tell nothing */
+		if (!kind_upload_path(who->server->data_dir, id, path, sizeof path) || !kind_upload_usable(who, path))
 			return dd_err_set(err, DD_EINVAL, "source.upload: no upload has this id (uploads are used once)");
 		return DD_OK;
 	}

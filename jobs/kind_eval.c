@@ -363,7 +363,7 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 		return DD_OK;
 	}
 	const char *id = cJSON_GetStringValue(get(src, "upload"));
-	if (!kind_upload_path(who->server->data_dir, id, path, sizeof path))
+	if (!kind_upload_path(who->server->data_dir, id, path, sizeof path) || !kind_upload_usable(who, path))
 		return dd_err_set(err, DD_EINVAL, "source.upload: no upload has this id (uploads are used once)");
 	if (!get(src, "name"))
 		cJSON_AddStringToObject(src, "name", strrchr(path, '/') + 1);

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "sched.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
+#include "kind_check.h"
 #include "kind_train_memory.h"
 
 #define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
@@ -1087,11 +1090,36 @@ int sched_set_priority(int64_t id, int priority, struct dd_err *err)
 	return rc;
 }
 
+/* The bytes of owner_id's uploads not yet used (DATA/uploads/<file> with its
+ * <file>.owner naming them; one still arriving too). */
+static uint64_t owner_uploads(int64_t owner_id)
+{
+	char dir[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/uploads", S.data_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	uint64_t sum = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n <= 6 || strcmp(e->d_name + n - 6, ".owner") != 0)
+			continue;
+		char file[PATH_MAX * 2];
+		snprintf(file, sizeof file, "%s/%.*s", dir, (int)(n - 6), e->d_name);
+		struct stat st;
+		if (kind_upload_owner(file) == owner_id && lstat(file, &st) == 0 && S_ISREG(st.st_mode))
+			sum += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return sum;
+}
+
 void sched_owner_disk(int64_t owner_id, uint64_t *bytes)
 {
 	int64_t *ids = NULL;
 	int n = 0;
-	*bytes = 0;
+	*bytes = owner_uploads(owner_id);
 	if (store_job_ids_of(owner_id, &ids, &n, NULL) != DD_OK)
 		return;
 	for (int i = 0; i < n; i++) {
@@ -1100,6 +1128,24 @@ void sched_owner_disk(int64_t owner_id, uint64_t *bytes)
 		*bytes += fs_tree_bytes(dir);
 	}
 	free(ids);
+}
+
+int sched_quota_disk_room(int64_t owner_id, int64_t more, struct dd_err *err)
+{
+	struct store_quota q;
+	if (owner_id <= 0)
+		return DD_OK;
+	int rc = store_quota_get(owner_id, &q, err);
+	if (rc || !q.disk_bytes)
+		return rc;
+	uint64_t used;
+	sched_owner_disk(owner_id, &used);
+	if (used + (uint64_t)(more > 0 ? more : 0) > (uint64_t)q.disk_bytes)
+		return dd_err_set(err, DD_EPERM,
+				  "quota: your jobs and uploads use %llu bytes of disk and this upload is %lld more; "
+				  "your limit is %lld: delete some first",
+				  (unsigned long long)used, (long long)(more > 0 ? more : 0), (long long)q.disk_bytes);
+	return DD_OK;
 }
 
 int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err)
@@ -1127,7 +1173,7 @@ int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err)
 		sched_owner_disk(owner_id, &used);
 		if (used >= (uint64_t)q.disk_bytes)
 			return dd_err_set(err, DD_EPERM,
-					  "quota: your jobs use %llu bytes of disk, your limit is %lld: delete some first",
+					  "quota: your jobs and uploads use %llu bytes of disk, your limit is %lld: delete some first",
 					  (unsigned long long)used, (long long)q.disk_bytes);
 	}
 	return DD_OK;

@@ -100,8 +100,12 @@ int sched_set_priority(int64_t id, int priority, struct dd_err *err);
  * local user, never limited) may not queue another job (gpu: one that asks
  * for a GPU) today. */
 int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err);
-/* The bytes of owner_id's job folders. */
+/* The bytes of owner_id's job folders and of their uploads not yet used. */
 void sched_owner_disk(int64_t owner_id, uint64_t *bytes);
+/* May owner_id store `more` bytes more (an upload) within their disk quota?  DD_OK, or
+ * DD_EPERM saying what they use and their limit.  Uploads count from their first
+ * byte until a job takes them in (or they are swept after a day). */
+int sched_quota_disk_room(int64_t owner_id, int64_t more, struct dd_err *err);
 
 struct backend_gpu;
 /* The GPUs the scheduler hands out (found at sched_start), at most max into out,

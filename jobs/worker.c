@@ -174,6 +174,9 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 	 * so that a clone can unpack it again */
 	if (rename(path, kept) != 0)
 		return dd_err_sys(err, DD_EIO, errno, "cannot keep the upload");
+	char side[PATH_MAX + 8];
+	kind_upload_owner_path(path, side, sizeof side);
+	unlink(side); /* the job's folder counts against its owner now */
 	snprintf(file, len, "%s", kept);
 	return DD_OK;
 }
