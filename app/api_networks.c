@@ -49,6 +49,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "../common/fsutil.h"
+#include "../common/sanitizer.h"
 #include "../common/testhooks.h"
 #include "../jobs/executor.h"
 #include "../jobs/job.h"
@@ -994,7 +995,8 @@ int api_networks_draw_main(int argc, char **argv)
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server's thread that started it went away */
 	close_range(3, ~0u, 0);           /* whatever the server had open without O_CLOEXEC */
 	struct rlimit as = { DRAW_MAX_AS, DRAW_MAX_AS }, cpu = { DRAW_TIMEOUT_MS / 1000 + 1, DRAW_TIMEOUT_MS / 1000 + 2 };
-	setrlimit(RLIMIT_AS, &as);
+	if (!DD_UNDER_ASAN)
+		setrlimit(RLIMIT_AS, &as);
 	setrlimit(RLIMIT_CPU, &cpu);
 	setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 });
 	char *buf = NULL;

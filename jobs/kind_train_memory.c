@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/sanitizer.h"
 #include "../common/testhooks.h"
 #include "../networks/memory.h"
 #include "../networks/net.h"
@@ -254,7 +255,7 @@ void train_memory_enter(const char *dir, const struct net_memory *m, char *msg, 
 {
 	struct rlimit rl;
 	int64_t limit = 0;
-	if (getrlimit(RLIMIT_DATA, &rl) == 0) {
+	if (!DD_UNDER_ASAN && getrlimit(RLIMIT_DATA, &rl) == 0) {
 		if (m->device) {
 			rl.rlim_cur = rl.rlim_max; /* the CUDA driver's own mappings are not ours to bound */
 		} else {
