@@ -130,7 +130,7 @@ describe('one slot, three learners', () => {
     const r = await a('POST', '/api/v1/jobs', { kind: 'test', name: 'too much', params: SHORT });
     assert.equal(r.status, 403, JSON.stringify(r.body));
     assert.equal(r.body.error.code, 'forbidden');
-    assert.match(r.body.error.message, /quota: your jobs use \d+ bytes of disk, your limit is 1000/);
+    assert.match(r.body.error.message, /quota: your jobs and uploads use \d+ bytes of disk, your limit is 1000/);
     const afterList = (await admin('GET', '/api/v1/jobs')).body;
     assert.equal(afterList.total, before.total, 'no half-made job');
     // ben is not limited by ann's quota; back to the default, ann may create again
