@@ -193,7 +193,7 @@ run: deps
 
 test: deps-test
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) tests/node_modules/.package-lock.json
-	@tests/run.sh $(UNIT_BINS)
+	@tests/run.sh tests/check_map.sh $(UNIT_BINS)
 
 # --- sanitizers ------------------------------------------------------------------
 # The same sources in their own folder (the objects never mix with build/), without
