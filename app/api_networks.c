@@ -976,20 +976,6 @@ out:
 	return NULL;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int api_networks_draw_main(int argc, char **argv)
 {
 	(void)argc;
@@ -1009,7 +995,7 @@ int api_networks_draw_main(int argc, char **argv)
 			char *g = cap <= DRAW_MAX_SPEC ? realloc(buf, cap) : NULL;
 			if (!g) {
 				const char *m = "the drawing's spec is too large\n";
-				write_all(1, m, strlen(m));
+				fs_write_all(1, m, strlen(m));
 				return 1;
 			}
 			buf = g;
@@ -1033,7 +1019,7 @@ int api_networks_draw_main(int argc, char **argv)
 		static char junk[1 << 16];
 		memset(junk, '<', sizeof junk);
 		for (int i = 0; i < 640; i++)
-			if (write_all(1, junk, sizeof junk))
+			if (fs_write_all(1, junk, sizeof junk))
 				return 1;
 		return 0;
 	}
@@ -1041,7 +1027,7 @@ int api_networks_draw_main(int argc, char **argv)
 	struct dd_err err = { 0 };
 	cJSON *spec = NULL;
 	if (json_parse(buf, len, "the drawing's spec", &spec, &err) != DD_OK) {
-		write_all(1, err.msg, strlen(err.msg));
+		fs_write_all(1, err.msg, strlen(err.msg));
 		return 1;
 	}
 	free(buf);
@@ -1052,12 +1038,12 @@ int api_networks_draw_main(int argc, char **argv)
 	pthread_attr_setstacksize(&at, DRAW_STACK);
 	if (pthread_create(&th, &at, draw_main, &job) != 0) {
 		const char *m = "cannot start the drawing thread\n";
-		write_all(1, m, strlen(m));
+		fs_write_all(1, m, strlen(m));
 		return 1;
 	}
 	pthread_join(th, NULL);
 	pthread_attr_destroy(&at);
-	int rc = job.data ? (write_all(1, job.data, job.len) == 0 ? 0 : 1) : (write_all(1, job.why, strlen(job.why)), 1);
+	int rc = job.data ? (fs_write_all(1, job.data, job.len) == 0 ? 0 : 1) : (fs_write_all(1, job.why, strlen(job.why)), 1);
 	/* all freed, though the process ends, so that the leak checker of `make asan`
 	 * sees only what is really lost */
 	if (job.data)

@@ -86,14 +86,14 @@ fail:
 	return rc;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int fs_write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 	while (len > 0) {
-		ssize_t w = write(fd, p, len);
+		ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0)
+		if (w <= 0)
 			return -1;
 		p += w;
 		len -= (size_t)w;
@@ -119,7 +119,7 @@ int fs_write_file_atomic(const char *path, const void *data, size_t len, struct 
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return dd_err_sys(err, DD_EIO, errno, "cannot create %s", tmp);
-	if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+	if (fs_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
 		int e = errno;
 		close(fd);
 		return write_failed(err, e, path, tmp);

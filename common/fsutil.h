@@ -19,6 +19,9 @@ int fs_read_file(const char *path, size_t cap, char **out, size_t *len, struct d
 /* Write data to path atomically: a temporary file beside it, fsync, rename.
  * A crash leaves either the old or the new content, never a torn file. */
 int fs_write_file_atomic(const char *path, const void *data, size_t len, struct dd_err *err);
+/* Write all len bytes of data to fd (retrying short writes and EINTR): 0, or -1 with
+ * errno set by the write that failed. */
+int fs_write_all(int fd, const void *data, size_t len);
 
 /* Remove a file or a folder tree.  A missing path is not an error. */
 int fs_rm_rf(const char *path, struct dd_err *err);

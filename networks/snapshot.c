@@ -372,21 +372,6 @@ int st_find(const struct st_file *f, const char *name, struct st_tensor *out)
 
 /* ---- writing ---- */
 
-static int write_all(int fd, const void *p, size_t len)
-{
-	const uint8_t *b = p;
-	while (len) {
-		ssize_t w = write(fd, b, len > (1u << 30) ? (1u << 30) : len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* fsync the folder holding path, so that the rename survives a crash; best effort
  * (some file systems refuse fsync on a folder). */
 static void sync_dir(const char *path)
@@ -503,11 +488,11 @@ int st_write(const char *path, const struct st_tensor *t, int n, const char *con
 	uint8_t lenb[8];
 	for (int b = 0; b < 8; b++)
 		lenb[b] = (uint8_t)((uint64_t)padded >> (8 * b));
-	int bad = write_all(fd, lenb, 8) || write_all(fd, js, hl) || write_all(fd, "        ", padded - hl);
+	int bad = fs_write_all(fd, lenb, 8) || fs_write_all(fd, js, hl) || fs_write_all(fd, "        ", padded - hl);
 	for (int i = 0; !bad && i < n; i++) {
 		uint64_t bytes = 0;
 		(void)tensor_bytes(&t[i], &bytes);
-		bad = bytes && write_all(fd, t[i].data, (size_t)bytes);
+		bad = bytes && fs_write_all(fd, t[i].data, (size_t)bytes);
 	}
 	if (bad || fsync(fd) != 0) {
 		rc = write_failed(err, errno, path);
