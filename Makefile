@@ -24,7 +24,7 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
 CFLAGS  += $(SANITIZE)
 LDLIBS  := -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc -lcgraph -lsodium -lgomp -lpthread -lm
 BUILD   := build
-# HTTPS helpers (app/tls_shim.c); without OpenSSL's headers, serve refuses --tls-cert
+# HTTPS helpers (app/http/tls_shim.c); without OpenSSL's headers, serve refuses --tls-cert
 TLS_SHIMS := $(if $(wildcard /usr/include/openssl/ssl.h),$(BUILD)/tls/libssl.so $(BUILD)/tls/libcrypto.so)
 Q       := $(if $(V),,@)
 
@@ -67,12 +67,12 @@ endif
 # -DDD_TESTING, where job.c lists the test-only job kind and testhooks.c reads the
 # test hooks (common/testhooks.h); nothing else differs between the two programs.
 TWICE_SRCS := jobs/job.c common/testhooks.c
-LIB_SRCS := $(filter-out $(TWICE_SRCS),$(wildcard common/*.c)) jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c \
-            $(wildcard jobs/kind_*.c) app/store.c app/http.c app/ws.c app/server.c app/auth.c app/perm.c app/metrics.c $(wildcard app/api_*.c) \
+LIB_SRCS := $(filter-out $(TWICE_SRCS),$(wildcard common/*.c)) $(wildcard store/*.c) \
+            jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c $(wildcard jobs/kind_*.c) \
+            $(filter-out app/http/tls_shim.c,$(wildcard app/http/*.c)) $(wildcard app/api/*.c) \
+            $(wildcard app/accounts/*.c) $(wildcard app/infer/*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
-LIB_SRCS += app/infer_service.c
-LIB_SRCS += app/roster.c
-MAIN_SRC := app/main.c app/cli.c app/cli_dataset.c app/cli_net.c app/cli_train.c app/cli_classify.c app/cli_user.c
+MAIN_SRC := app/main.c $(wildcard app/cli/*.c)
 NET_STD  := lenet alexnet googlenet resnet_small
 UI_FILES := $(shell find ui -type f ! -name '.*' | sort)
 
@@ -111,9 +111,9 @@ $(BUILD)/deepdesk-test: $(TEST_OBJS) $(MAIN_SRC:%.c=$(BUILD)/obj/%.o)
 
 # HTTPS: Debian's CivetWeb 1.15 dlopens "libssl.so"/"libcrypto.so" and wants
 # OpenSSL 1.1's SSL_get_peer_certificate; these stand in for both names and bring
-# OpenSSL 3 (app/tls_shim.c says how).  serve loads them only for --tls-cert.
+# OpenSSL 3 (app/http/tls_shim.c says how).  serve loads them only for --tls-cert.
 # Never instrumented (make asan): -z defs refuses the sanitizer runtime's symbols.
-$(BUILD)/tls/libssl.so: app/tls_shim.c
+$(BUILD)/tls/libssl.so: app/http/tls_shim.c
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(filter-out $(SANITIZE),$(CFLAGS)) -fPIC -fvisibility=hidden -shared -Wl,-soname,libssl.so -Wl,-z,defs -o $@ $< -lssl -lcrypto
@@ -147,10 +147,10 @@ $(BUILD)/gen/ui_assets.c: $(BUILD)/embed $(UI_FILES)
 	@echo "  EMBED   ui/"
 	$(Q)$(BUILD)/embed ui $@ ui $(UI_FILES)
 
-$(BUILD)/gen/openapi.c: $(BUILD)/embed app/openapi.json
+$(BUILD)/gen/openapi.c: $(BUILD)/embed app/api/openapi.json
 	@mkdir -p $(dir $@)
-	@echo "  EMBED   app/openapi.json"
-	$(Q)$(BUILD)/embed string $@ openapi_json app/openapi.json
+	@echo "  EMBED   app/api/openapi.json"
+	$(Q)$(BUILD)/embed string $@ openapi_json app/api/openapi.json
 
 # The standard networks, built in as C strings (networks/net.c: net_standards[]).
 .PRECIOUS: $(BUILD)/gen/net_%.c

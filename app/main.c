@@ -10,10 +10,10 @@
 #include "../common/version.h"
 #include "../jobs/kind_train_memory.h"
 #include "../jobs/worker.h"
-#include "api.h"
-#include "cli.h"
-#include "infer_service.h"
-#include "server.h"
+#include "api/api.h"
+#include "cli/cli.h"
+#include "infer/infer_service.h"
+#include "http/server.h"
 
 static const char usage[] =
 	"deepdesk " DD_VERSION " — deep learning on your desktop, in the browser\n"

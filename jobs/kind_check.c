@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../app/store.h"
+#include "../store/store.h"
 #include "../common/fsutil.h"
 
 #define UPLOAD_ID_LEN 24

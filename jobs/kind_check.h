@@ -42,7 +42,7 @@ int kind_server_path(const struct job_caller *who, cJSON *obj, const char *where
 
 /* Is id an upload's id (24 lowercase hex digits)?  And the file it names,
  * DATA/uploads/<id>.zip|.tar|.tar.gz, into path: 1 when it exists.  The only
- * code that turns an upload id into a path (app/api_datasets.c makes them). */
+ * code that turns an upload id into a path (app/api/api_datasets.c makes them). */
 int kind_upload_id_ok(const char *id);
 int kind_upload_path(const char *data_dir, const char *id, char *path, size_t len);
 /* An upload's owner is kept beside it, in <file>.owner (the user id in decimal; 0

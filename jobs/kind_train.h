@@ -1,6 +1,6 @@
 /* kind_train.h — what others need of the "model" job kind (kind_train.c): where a
  * model job keeps its snapshots, and the files and events a training writes, shared
- * by the worker and `deepdesk train` (app/cli_train.c) so both write one folder.
+ * by the worker and `deepdesk train` (app/cli/cli_train.c) so both write one folder.
  *
  * A model job's folder holds network.prototxt (the text it trained), settings.json
  * (its params with everything resolved), labels.txt, mean.binaryproto and mean.png

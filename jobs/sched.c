@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../app/store.h"
+#include "../store/store.h"
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../common/log.h"

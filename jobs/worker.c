@@ -274,7 +274,7 @@ int worker_main(const char *dir)
 	char *text = NULL;
 	int code = WORKER_EXIT_ERROR;
 
-	umask(077); /* as the server's: a job's files are its user's alone (app/server.c) */
+	umask(077); /* as the server's: a job's files are its user's alone (app/http/server.c) */
 	struct sigaction sa = { .sa_handler = on_term };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);

@@ -6,7 +6,7 @@
 cd "$(dirname "$0")/.." || exit 1
 map=docs/ARCHITECTURE.md
 missing=""
-for f in $(git ls-files app common datasets jobs networks tools bench ui tests/lib tests/fuzz tests/campaign tests/gpu tests/parity tests/interop \
+for f in $(git ls-files app store common datasets jobs networks tools bench ui tests/lib tests/fuzz tests/campaign tests/gpu tests/parity tests/interop \
 		tests/asan.sh tests/run.sh tests/check_map.sh tests/lsan.supp docs/bundle_torch.py 2>/dev/null |
 		grep -E '\.(c|h|cu|sh|mjs|js|py|json|supp)$' | grep -v -E '^(bench/.*\.json|tests/.*package.*\.json)$'); do
 	base=${f##*/}

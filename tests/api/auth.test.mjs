@@ -79,7 +79,7 @@ describe('start-up', () => {
       const notPem = await refusedStart(['--listen', '127.0.0.1:0', '--data', acc.data, '--tls-cert', acc.pwFile, '--tls-key', key]);
       assert.equal(notPem.code, 1);
       assert.match(notPem.stderr, /not a PEM certificate/);
-      // Debian 12's CivetWeb 1.15 with OpenSSL 3 serves through build/tls/ (app/tls_shim.c)
+      // Debian 12's CivetWeb 1.15 with OpenSSL 3 serves through build/tls/ (app/http/tls_shim.c)
       const server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--tls-cert', cert, '--tls-key', key] });
       try {
         const https = await import('node:https');

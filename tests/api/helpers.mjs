@@ -165,7 +165,7 @@ export function assertError(r, status, code, messageRe) {
   if (messageRe) assert.match(r.body.error.message, messageRe);
 }
 
-/* ---- OpenAPI 3.0 schema checking (the subset app/openapi.json uses) ----
+/* ---- OpenAPI 3.0 schema checking (the subset app/api/openapi.json uses) ----
  * Strict: an object schema that lists properties is closed unless it says
  * additionalProperties: true, so an undocumented field is an error too. */
 

@@ -1,4 +1,4 @@
-// openapi.test.mjs — app/openapi.json describes exactly the routes the server has,
+// openapi.test.mjs — app/api/openapi.json describes exactly the routes the server has,
 // is served as built, is a well-formed OpenAPI 3.0 document, and its schemas are
 // true to what the server answers.
 import { test, describe, before, after } from 'node:test';
@@ -46,7 +46,7 @@ describe('openapi', () => {
     assert.ok(routes.length >= 11, `routes: ${routes}`);
     const documented = new Set(documentedRoutes(doc));
     const missing = routes.filter((r) => !documented.has(r));
-    assert.deepEqual(missing, [], 'routes missing from app/openapi.json');
+    assert.deepEqual(missing, [], 'routes missing from app/api/openapi.json');
   });
 
   test('every documented path and method is a registered route', () => {

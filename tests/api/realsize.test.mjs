@@ -35,7 +35,7 @@ import { photos, paddedJpeg, PY } from '../lib/photos.mjs';
 
 const run = promisify(execFile);
 const CHECK = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'lib', 'photos_check.py');
-const CAP = 64 << 20; // IMAGE_UPLOAD_CAP in app/api_infer.c
+const CAP = 64 << 20; // IMAGE_UPLOAD_CAP in app/api/api_infer.c
 const MODES = ['squash', 'crop', 'fill', 'half_crop'];
 const JPEG_KINDS = /jpeg|progressive|exif|cmyk/;
 

@@ -1,4 +1,4 @@
-/* fuzz_roster.c — libFuzzer target for the roster CSV parser (app/roster.c).
+/* fuzz_roster.c — libFuzzer target for the roster CSV parser (app/accounts/roster.c).
  *
  * Every input is parsed.  A parse either succeeds or fails with a message; a
  * success gives 1 to ROSTER_MAX_LINES accounts, each with a valid account name
@@ -9,7 +9,7 @@
  * Not part of `make test` (it needs clang).  roster.c is instrumented; the names
  * are checked by auth.c, linked from the objects `make all` built:
  *   make -j2 all && clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o build/fuzz_roster \
- *     tests/fuzz/fuzz_roster.c app/roster.c $(find build/obj -name '*.o' ! -name roster.o ! -name main.o \
+ *     tests/fuzz/fuzz_roster.c app/accounts/roster.c $(find build/obj -name '*.o' ! -name roster.o ! -name main.o \
  *     ! -name 'cli*') -lcivetweb -lsqlite3 -lcjson -llmdb -lpng -lturbojpeg -larchive -lz -ldnnl -lgvc \
  *     -lcgraph -lsodium -lgomp -lpthread -lm -lstdc++
  *   mkdir -p build/fuzz-roster && build/fuzz_roster -max_total_time=60 -max_len=512 build/fuzz-roster
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../app/roster.h"
+#include "../../app/accounts/roster.h"
 
 #include "fuzz.h"
 

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/auth.h"
-#include "../../app/perm.h"
-#include "../../app/server.h"
-#include "../../app/store.h"
+#include "../../app/accounts/auth.h"
+#include "../../app/http/perm.h"
+#include "../../app/http/server.h"
+#include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* test_classes.c — the classes part of the store (app/store.c): members, the
+/* test_classes.c — the classes part of the store (store/store.c): members, the
  * roster's one transaction (all or nothing), shared datasets, the job lists
  * widened to what a viewer may see, presets by class and viewer, a class's runs,
  * and what deleting a class or an account takes with it. */
@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../app/auth.h"
-#include "../../app/store.h"
+#include "../../app/accounts/auth.h"
+#include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "check.h"
 

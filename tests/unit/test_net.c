@@ -15,8 +15,8 @@
 #include "check.h"
 
 /* The verb lives in app/ (not in the library the tests link): build it in. */
-#include "../../app/cli.c"
-#include "../../app/cli_net.c"
+#include "../../app/cli/cli.c"
+#include "../../app/cli/cli_net.c"
 
 static struct net *parse_ok(const char *text)
 {

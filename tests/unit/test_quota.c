@@ -3,7 +3,7 @@
  * and per user (kept, reset, no limit), a day's usage counted from the runs
  * that overlap it, and the owner served last. */
 #define _GNU_SOURCE
-#include "../../app/store.h"
+#include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* test_roster.c — the roster CSV parser (app/roster.c): names and roles, the
+/* test_roster.c — the roster CSV parser (app/accounts/roster.c): names and roles, the
  * header, quotes, CRLF, comments; every bad line named in one message, the
  * roster refused whole; the caps; and a seeded mutation run through the fuzz
  * target (tests/fuzz/fuzz_roster.c). */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/roster.h"
+#include "../../app/accounts/roster.h"
 #include "check.h"
 
 #define FUZZ_REQUIRE(cond) CHECK(cond)

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../app/store.h"
+#include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "../../common/log.h"
 #include "../../jobs/job.h"

@@ -1,7 +1,7 @@
 /* test_store.c — the SQLite store: migrations, jobs and their state machine,
  * parents and dependants, listing. */
 #define _GNU_SOURCE
-#include "../../app/store.h"
+#include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "check.h"
 

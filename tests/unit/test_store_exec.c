@@ -2,7 +2,7 @@
  * table (migration 1 -> 2) that keeps a job's Slurm id for a restarted server, what
  * Slurm last said of it, and the "executor" object a job's JSON carries. */
 #define _GNU_SOURCE
-#include "../../app/store.h"
+#include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "check.h"
 
