@@ -10,7 +10,7 @@
 
 #include "../../common/fsutil.h"
 #include "../../datasets/archive.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -207,14 +207,15 @@ static void test_not_an_archive(void)
 	CHECK(archive_is_archive_name("A.TGZ") && archive_is_archive_name("x.tar.gz") && !archive_is_archive_name("x.gz"));
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	RUN(test_good_archive_unpacks);
 	RUN(test_hostile_entries_refused);
 	RUN(test_limits);
 	RUN(test_not_an_archive);
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_DIR, tests);
 }

@@ -11,7 +11,7 @@
 #include "../../app/http/server.h"
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -244,10 +244,8 @@ static void test_route_default_is_admin(void)
 	CHECK_EQ_INT(unknown, 0);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	RUN(test_hash_round_trip);
 	RUN(test_token_format_and_digest);
 	RUN(test_names_and_passwords);
@@ -256,7 +254,9 @@ int main(void)
 	RUN(test_users_and_owners);
 	RUN(test_tokens_revoked);
 	RUN(test_route_default_is_admin);
-	store_thread_end();
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_DIR, tests);
 }

@@ -10,7 +10,7 @@
 #include "../../app/accounts/auth.h"
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 static int64_t ivy, olga, ann, ben, cat, cx, cy, ds, am, bm, cm;
@@ -167,16 +167,16 @@ static void test_deleting(void)
 	CHECK_EQ_INT(store_job_owner(ds, &owner, NULL), DD_OK);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	RUN(test_setup);
 	RUN(test_roster_all_or_nothing);
 	RUN(test_who_sees_what);
 	RUN(test_presets_and_runs);
 	RUN(test_deleting);
-	store_thread_end();
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_DIR, tests);
 }

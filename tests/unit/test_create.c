@@ -12,7 +12,7 @@
 #include "../../datasets/datum.h"
 #include "../../datasets/image.h"
 #include "../../datasets/lmdbio.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -365,10 +365,8 @@ static void test_list_files(void)
 	cJSON_Delete(sum);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	RUN(test_split_counts_like_digits);
 	RUN(test_folder_to_lmdb);
 	RUN(test_same_seed_same_dataset);
@@ -377,6 +375,9 @@ int main(void)
 	RUN(test_too_few_classes_explains_layout);
 	RUN(test_control_characters_in_names);
 	RUN(test_list_files);
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_DIR, tests);
 }

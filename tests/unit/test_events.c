@@ -9,7 +9,7 @@
 
 #include "../../common/fsutil.h"
 #include "../../jobs/events.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -256,10 +256,8 @@ static void test_long_log_pages_in_order(void)
 	fs_rm_rf(d2, NULL);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	RUN(test_append_adds_time_and_one_line_each);
 	RUN(test_tail_waits_for_partial_line);
 	RUN(test_page);
@@ -268,6 +266,9 @@ int main(void)
 	RUN(test_short_write_is_undone);
 	RUN(test_reserve);
 	RUN(test_long_log_pages_in_order);
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_DIR, tests);
 }

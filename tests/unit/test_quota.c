@@ -5,7 +5,7 @@
 #define _GNU_SOURCE
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -156,20 +156,15 @@ static void test_disable(void)
 	CHECK_EQ_INT(store_user_set_disabled(99999, 1, &err), DD_ENOENT);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
-	struct dd_err err = { 0 };
-	if (store_init(dir, &err) != DD_OK) {
-		fprintf(stderr, "%s\n", err.msg);
-		return 1;
-	}
 	RUN(test_queue_order_and_priority);
 	RUN(test_quota_defaults_and_overrides);
 	RUN(test_usage_of_a_day);
 	RUN(test_disable);
-	store_thread_end();
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_STORE, tests);
 }

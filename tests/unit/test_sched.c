@@ -13,7 +13,7 @@
 #include "../../common/log.h"
 #include "../../jobs/job.h"
 #include "../../jobs/sched.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -211,27 +211,24 @@ static void test_final_state_from_the_worker(void)
 	cJSON_Delete(j);
 }
 
-int main(void)
+/* The scheduler over the store fixture_main opened, with the test build's workers. */
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	log_set_level(LOG_WARN);
 	char exe[PATH_MAX]; /* the workers: DEEPDESK_BIN (make asan's build), else the test build */
 	const char *bin = getenv("DEEPDESK_BIN") ? getenv("DEEPDESK_BIN") : "build/deepdesk-test";
 	if (!realpath(bin, exe)) {
 		fprintf(stderr, "%s: not found; run from the repository root after `make`\n", bin);
-		return 1;
+		check_failed++;
+		return;
 	}
 	struct dd_err err = { 0 };
-	if (store_init(dir, &err) != DD_OK) {
-		fprintf(stderr, "%s\n", err.msg);
-		return 1;
-	}
 	struct sched_config cfg = { .data_dir = dir, .exe = exe, .cpu_slots = 1, .abort_grace_ms = 2000,
 				    .poll_ms = 10, .executor = &exec_local };
 	if (sched_start(&cfg, listener, NULL, &err) != DD_OK) {
 		fprintf(stderr, "%s\n", err.msg);
-		return 1;
+		check_failed++;
+		return;
 	}
 	RUN(test_state_names_and_moves);
 	RUN(test_unknown_kind_and_bad_params_refused);
@@ -240,7 +237,9 @@ int main(void)
 	RUN(test_abort_queued_and_running);
 	RUN(test_final_state_from_the_worker);
 	sched_stop();
-	store_thread_end();
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_STORE, tests);
 }

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -179,10 +179,8 @@ static void test_jobs_in_state_oldest_first(void)
 	free(rows);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
 	RUN(test_migrates_fresh_and_reopens);
 	RUN(test_refuses_newer_schema);
 	RUN(test_state_machine_and_history);
@@ -191,7 +189,9 @@ int main(void)
 	RUN(test_parents_and_delete);
 	RUN(test_list_filters_and_order);
 	RUN(test_jobs_in_state_oldest_first);
-	store_thread_end();
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_DIR, tests);
 }

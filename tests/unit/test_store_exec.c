@@ -4,7 +4,7 @@
 #define _GNU_SOURCE
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
-#include "check.h"
+#include "fixture.h"
 
 static char dir[64];
 
@@ -84,19 +84,14 @@ static void test_deleting_the_job_deletes_its_row(void)
 	sqlite3_finalize(st);
 }
 
-int main(void)
+static void tests(void)
 {
-	if (!check_tmpdir(dir, sizeof dir))
-		return 1;
-	struct dd_err err = { 0 };
-	if (store_init(dir, &err) != DD_OK) {
-		fprintf(stderr, "store_init: %s\n", err.msg);
-		return 1;
-	}
 	RUN(test_a_local_job_has_no_executor);
 	RUN(test_slurm_id_state_and_json);
 	RUN(test_deleting_the_job_deletes_its_row);
-	store_thread_end();
-	fs_rm_rf(dir, NULL);
-	return check_summary();
+}
+
+int main(void)
+{
+	return fixture_main(dir, sizeof dir, FIXTURE_STORE, tests);
 }
