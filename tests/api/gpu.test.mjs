@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
   BIN,
-  folderDataset, allEvents,
+  folderDataset, allEvents, endServer,
 } from './helpers.mjs';
 
 const model = (dataset, extra = {}) => ({
@@ -105,12 +105,7 @@ describe('gpus on a server that pretends to have two', () => {
     server = await startFakeGpuServer({ gpus: 2, plugin, args: ['--data-root', work, '--cpu-slots', '4'] });
     dsId = await folderDataset(server, join(work, 'colours'));
   });
-  after(async () => {
-    killTrackedPids();
-    await server?.stop();
-    server?.cleanup();
-    rmSync(work, { recursive: true, force: true });
-  });
+  after(() => endServer(server, work));
 
   test('info shows the GPUs; ids beyond them are refused', async () => {
     const i = (await server.api('GET', '/api/v1/info')).body;

@@ -349,18 +349,43 @@ export async function folderDataset(server, dir, { name = 'colours', options = {
   return r.body.job.id;
 }
 
+/** In server: a model job of prototxt (TINY_NET unless said) trained on dataset dsId
+ *  for `epochs` at base_lr 0.05 (extra: more fields of the POST), finished; its id. */
+export async function trainModel(server, dsId, { name = 'tiny', prototxt = TINY_NET, epochs = 2, timeout = 60000, ...extra } = {}) {
+  const m = await server.api('POST', '/api/v1/models', {
+    name, dataset: dsId, network: { prototxt }, epochs, solver: { base_lr: 0.05 }, ...extra,
+  });
+  assert.equal(m.status, 202, JSON.stringify(m.body));
+  const done = await waitState(server, m.body.job.id, ['done', 'error'], timeout);
+  assert.equal(done.state, 'done', done.error);
+  return m.body.job.id;
+}
+
 /** In server (started with `--data-root work`): a dataset of colour folders (work/colours,
  *  n images a class; options go to the dataset) and a TINY_NET model trained on it for
  *  2 epochs.  Both finished: {dsId, modelId}. */
 export async function trainColourModel(server, work, colours, { n = 16, options = {} } = {}) {
   writeColourFolders(join(work, 'colours'), colours, n);
   const dsId = await folderDataset(server, join(work, 'colours'), { options });
-  const m = await server.api('POST', '/api/v1/models', {
-    name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-  });
-  assert.equal(m.status, 202, JSON.stringify(m.body));
-  const modelId = m.body.job.id;
-  const done = await waitState(server, modelId, ['done', 'error'], 60000);
-  assert.equal(done.state, 'done', done.error);
-  return { dsId, modelId };
+  return { dsId, modelId: await trainModel(server, dsId) };
+}
+
+/** A suite's after hook: the workers it left killed, server stopped and its data
+ *  folder removed, and work (the suite's own folder) removed; either may be unset. */
+export async function endServer(server, work) {
+  killTrackedPids();
+  await server?.stop();
+  server?.cleanup();
+  if (work) rmSync(work, { recursive: true, force: true });
+}
+
+/** server.api, with the network-level cause (ECONNRESET, ...) in the message when a
+ *  request fails. */
+export async function apiSaying(server, method, path, body) {
+  try {
+    return await server.api(method, path, body);
+  } catch (e) {
+    const c = e.cause ? ` (${[e.cause.code, e.cause.message].filter(Boolean).join(': ')})` : '';
+    throw new Error(`${method} ${path}: ${e.message}${c}`);
+  }
 }

@@ -13,7 +13,7 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  startServer, waitState, waitFor, assertError, alive, createJob, writeColourFolders, TINY_NET,
+  startServer, waitState, waitFor, assertError, alive, createJob, trainColourModel, TINY_NET,
 } from './helpers.mjs';
 import { png } from './infer_fixtures.mjs';
 
@@ -79,22 +79,8 @@ describe('infer service', () => {
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-infer-svc-'));
-    writeColourFolders(join(work, 'colours'), COLOURS, 12);
     server = await startServer({ args: ['--data-root', work, '--cpu-slots', '1'] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    dsId = r.body.job.id;
-    assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-    const m = await server.api('POST', '/api/v1/models', {
-      name: 'tiny', dataset: r.body.job.id, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-    });
-    assert.equal(m.status, 202, JSON.stringify(m.body));
-    modelId = m.body.job.id;
-    const done = await waitState(server, modelId, ['done', 'error'], 60000);
-    assert.equal(done.state, 'done', done.error);
+    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS, { n: 12 }));
   });
   after(async () => { await server?.kill(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
 

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  startServer, waitState, assertError, assertSchema, loadOpenApi, createJob, killTrackedPids, trackPid, writeColourFolders,
+  startServer, waitState, assertError, assertSchema, loadOpenApi, createJob, killTrackedPids, trackPid, writeColourFolders, folderDataset,
 } from './helpers.mjs';
 
 
@@ -56,14 +56,7 @@ describe('networks', () => {
     work = mkdtempSync(join(tmpdir(), 'deepdesk-networks-'));
     writeColourFolders(join(work, 'shades'), COLOURS, 8);
     server = await startServer({ args: ['--data-root', work] });
-    const r = await server.api('POST', '/api/v1/datasets', {
-      name: 'shades', source: { type: 'folder', train: join(work, 'shades') },
-      options: { width: 8, height: 8, channels: 1, val_pct: 25, seed: 1 },
-    });
-    assert.equal(r.status, 202, JSON.stringify(r.body));
-    gray = r.body.job.id;
-    const job = await waitState(server, gray, ['done', 'error'], 30000);
-    assert.equal(job.state, 'done', job.error);
+    gray = await folderDataset(server, join(work, 'shades'), { name: 'shades', options: { channels: 1 } });
     testJob = await createJob(server, { steps: 1, step_ms: 1 });
     await waitState(server, testJob.id, 'done');
   });

@@ -12,7 +12,7 @@ import { standInPlugin, startFakeGpuServer } from '../lib/gpu.mjs';
 import { join } from 'node:path';
 import {
   startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET,
-  folderDataset,
+  folderDataset, endServer,
 } from './helpers.mjs';
 
 const model = (dataset, extra = {}) => ({
@@ -51,12 +51,7 @@ describe('precision on a server with a (pretend) GPU', () => {
     server = await startFakeGpuServer({ gpus: 1, plugin: standInPlugin(work), args: ['--data-root', work] });
     dsId = await folderDataset(server, join(work, 'colours'));
   });
-  after(async () => {
-    killTrackedPids();
-    await server?.stop();
-    server?.cleanup();
-    rmSync(work, { recursive: true, force: true });
-  });
+  after(() => endServer(server, work));
 
   test('a bf16 cuda job is accepted, keeps its precision, and runs until the plugin answers', async () => {
     const r = await server.api('POST', '/api/v1/jobs', model(dsId, { backend: 'cuda', precision: 'bf16' }));

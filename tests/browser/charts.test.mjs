@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN } from '../lib/server.mjs';
-import { writeColourFolders, TINY_NET } from '../api/helpers.mjs';
+import { writeColourFolders, folderDataset, TINY_NET } from '../api/helpers.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 const FIELDS = ['kind', 'iteration', 'epoch', 't', 'lr', 'loss', 'accuracy', 'accuracy_top5', 'images_per_s', 'eta_s'];
@@ -80,15 +80,9 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'deepdesk-charts-'));
   writeColourFolders(join(work, 'colours'), COLOURS, 16);
   server = await startServer({ args: ['--data-root', work] });
-  const r = await server.api('POST', '/api/v1/datasets', {
-    name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-  });
-  assert.equal(r.status, 202, JSON.stringify(r.body));
-  const ds = await waitState(server, r.body.job.id, ['done', 'error'], 30000);
-  assert.equal(ds.state, 'done', ds.error);
-  modelId = await train('charted', { dataset: ds.id });
-  otherId = await train('other', { dataset: ds.id, solver: { base_lr: 0.01 } });
+  const dsId = await folderDataset(server, join(work, 'colours'));
+  modelId = await train('charted', { dataset: dsId });
+  otherId = await train('other', { dataset: dsId, solver: { base_lr: 0.01 } });
   ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 60000 }));
   await page.goto(`${server.url}/models/${modelId}`);
   await page.locator('[data-chart="loss"] canvas[data-ready="1"]').waitFor();

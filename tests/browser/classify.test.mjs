@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN, ROOT } from '../lib/server.mjs';
-import { writeColourFolders } from '../api/helpers.mjs';
+import { writeColourFolders, folderDataset, trainModel } from '../api/helpers.mjs';
 import { png, CONV_NET } from '../api/infer_fixtures.mjs';
 import { photos } from '../lib/photos.mjs';
 
@@ -66,20 +66,8 @@ async function dropFile(name, bytes, type = 'image/png') {
 }
 
 test('1. a small convolutional model, trained through the API', async () => {
-  const ds = await server.api('POST', '/api/v1/datasets', {
-    name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-  });
-  assert.equal(ds.status, 202, JSON.stringify(ds.body));
-  dsId = ds.body.job.id;
-  assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
-  const m = await server.api('POST', '/api/v1/models', {
-    name: 'convy', dataset: dsId, network: { prototxt: CONV_NET }, epochs: 3, solver: { base_lr: 0.05 },
-  });
-  assert.equal(m.status, 202, JSON.stringify(m.body));
-  modelId = m.body.job.id;
-  const done = await waitState(server, modelId, ['done', 'error'], 60000);
-  assert.equal(done.state, 'done', done.error);
+  dsId = await folderDataset(server, join(work, 'colours'));
+  modelId = await trainModel(server, dsId, { name: 'convy', prototxt: CONV_NET, epochs: 3 });
 });
 
 test('2. an image dropped: the bars and the table are the API\'s answer, with the image as seen and the time', async () => {

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN } from '../lib/server.mjs';
+import { apiSaying } from '../api/helpers.mjs';
 
 const SHOTS = process.env.DEEPDESK_SCREENSHOTS || '';
 
@@ -104,14 +105,7 @@ after(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-async function api(method, path, body) {
-  try {
-    return await server.api(method, path, body);
-  } catch (e) {
-    const c = e.cause ? ` (${[e.cause.code, e.cause.message].filter(Boolean).join(': ')})` : '';
-    throw new Error(`${method} ${path}: ${e.message}${c}`);
-  }
-}
+const api = (method, path, body) => apiSaying(server, method, path, body);
 
 async function screenshots(name) {
   if (!SHOTS) return;

@@ -13,7 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { ROOT } from '../lib/server.mjs';
-import { startServer, waitState, writeColourFolders, TINY_NET, killTrackedPids } from '../api/helpers.mjs';
+import {
+  startServer, waitState, writeColourFolders, killTrackedPids, folderDataset, trainModel, trainColourModel,
+} from '../api/helpers.mjs';
 
 const ARTIFACTS = join(ROOT, 'tests', 'artifacts');
 const XSS = '<img src=x onerror=window.evalxss=1>';
@@ -24,20 +26,8 @@ let server, browser, page, pageErrors, work, modelId;
 before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   work = mkdtempSync(join(tmpdir(), 'deepdesk-evalui-'));
-  writeColourFolders(join(work, 'colours'), COLOURS, 12);
   server = await startServer({ args: ['--data-root', work] });
-  const d = await server.api('POST', '/api/v1/datasets', {
-    name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-  });
-  assert.equal(d.status, 202, JSON.stringify(d.body));
-  assert.equal((await waitState(server, d.body.job.id, ['done', 'error'], 30000)).state, 'done');
-  const m = await server.api('POST', '/api/v1/models', {
-    name: 'tiny', dataset: d.body.job.id, network: { prototxt: TINY_NET }, epochs: 2, solver: { base_lr: 0.05 },
-  });
-  assert.equal(m.status, 202, JSON.stringify(m.body));
-  modelId = m.body.job.id;
-  assert.equal((await waitState(server, modelId, ['done', 'error'], 60000)).state, 'done');
+  ({ modelId } = await trainColourModel(server, work, COLOURS, { n: 12 }));
   ({ browser, page, errors: pageErrors } = await openPage({ width: 1360, height: 900, timeout: 15000 }));
 });
 
@@ -148,18 +138,10 @@ test('a 1,000-class confusion matrix: only the cells in view are built, the name
   for (let k = 0; k < 1000; k++) colours[`class${String(k).padStart(4, '0')}`] = [k % 10 * 25, Math.floor(k / 10) % 10 * 25, Math.floor(k / 100) * 25];
   writeColourFolders(join(work, 'many'), colours, 2, 4);
   await serverAnswers();
-  const d = await server.api('POST', '/api/v1/datasets', {
-    name: 'many', source: { type: 'folder', train: join(work, 'many') },
-    options: { width: 4, height: 4, channels: 3, val_pct: 50, seed: 1 },
-  });
-  assert.equal(d.status, 202, JSON.stringify(d.body));
-  assert.equal((await waitState(server, d.body.job.id, ['done', 'error'], 120000)).state, 'done');
-  const m = await server.api('POST', '/api/v1/models', {
-    name: 'wide', dataset: d.body.job.id, network: { prototxt: TINY_NET }, epochs: 1, solver: { base_lr: 0.05 },
-  });
-  assert.equal(m.status, 202, JSON.stringify(m.body));
-  assert.equal((await waitState(server, m.body.job.id, ['done', 'error'], 120000)).state, 'done');
-  const e = await server.api('POST', '/api/v1/evaluations', { model: m.body.job.id, source: { dataset: d.body.job.id }, top_n: 2 });
+  const manyDs = await folderDataset(server, join(work, 'many'),
+    { name: 'many', options: { width: 4, height: 4, val_pct: 50 }, timeout: 120000 });
+  const wide = await trainModel(server, manyDs, { name: 'wide', epochs: 1, timeout: 120000 });
+  const e = await server.api('POST', '/api/v1/evaluations', { model: wide, source: { dataset: manyDs }, top_n: 2 });
   assert.equal(e.status, 202, JSON.stringify(e.body));
   assert.equal((await waitState(server, e.body.job.id, ['done', 'error'], 120000)).state, 'done');
 

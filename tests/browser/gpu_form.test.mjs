@@ -18,20 +18,14 @@ import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { waitState, waitFor } from '../lib/server.mjs';
 import { standInPlugin, startFakeGpuServer } from '../lib/gpu.mjs';
-import { writeColourFolders, TINY_NET } from '../api/helpers.mjs';
+import { writeColourFolders, folderDataset, TINY_NET } from '../api/helpers.mjs';
 
 let server, browser, page, errors = [], work, dsId;
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'deepdesk-gpuform-'));
   writeColourFolders(join(work, 'colours'), { red: [200, 30, 30], blue: [20, 40, 210] }, 8);
   server = await startFakeGpuServer({ gpus: 2, plugin: standInPlugin(work, 6000), args: ['--data-root', work, '--cpu-slots', '4'] });
-  const r = await server.api('POST', '/api/v1/datasets', {
-    name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
-    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-  });
-  assert.equal(r.status, 202, JSON.stringify(r.body));
-  dsId = r.body.job.id;
-  assert.equal((await waitState(server, dsId, ['done', 'error'], 30000)).state, 'done');
+  dsId = await folderDataset(server, join(work, 'colours'));
   ({ browser, page, errors } = await openPage({ timeout: 60000 }));
 });
 after(async () => {

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN, holdWorker } from '../lib/server.mjs';
+import { apiSaying } from '../api/helpers.mjs';
 
 const SHOTS = process.env.DEEPDESK_SCREENSHOTS || '';
 
@@ -30,14 +31,7 @@ after(async () => {
 });
 
 /** server.api, with the network-level cause in the message when a request fails. */
-async function api(method, path, body) {
-  try {
-    return await server.api(method, path, body);
-  } catch (e) {
-    const c = e.cause ? ` (${[e.cause.code, e.cause.message].filter(Boolean).join(': ')})` : '';
-    throw new Error(`${method} ${path}: ${e.message}${c}`);
-  }
-}
+const api = (method, path, body) => apiSaying(server, method, path, body);
 
 async function createJob(body) {
   const r = await api('POST', '/api/v1/jobs', body);

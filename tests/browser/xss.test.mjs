@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPage } from '../lib/browser.mjs';
 import { startServer, waitState, BIN } from '../lib/server.mjs';
-import { writeColourFolders, TINY_NET } from '../api/helpers.mjs';
+import { writeColourFolders, folderDataset, TINY_NET } from '../api/helpers.mjs';
 
 const IMG = '<img src=x onerror=window.__xss=1>';
 const SCRIPT = '<script>window.__xss=1</script>';
@@ -35,14 +35,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'deepdesk-xss-'));
   writeColourFolders(join(work, 'colours'), COLOURS, 8);
   server = await startServer({ args: ['--data-root', work] });
-  const r = await server.api('POST', '/api/v1/datasets', {
-    name: dsName, source: { type: 'folder', train: join(work, 'colours') },
-    options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
-  });
-  assert.equal(r.status, 202, JSON.stringify(r.body));
-  dsId = r.body.job.id;
-  const ds = await waitState(server, dsId, ['done', 'error'], 30000);
-  assert.equal(ds.state, 'done', ds.error);
+  dsId = await folderDataset(server, join(work, 'colours'), { name: dsName });
   await patchNotes(dsId, notes);
   const ids = [];
   for (const name of [modelName, otherName]) {
