@@ -44,12 +44,9 @@ import { existsSync, linkSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ROOT, RESULTS, quick, envNumber as int, median, round, mib, load1 } from '../lib/stats.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(here, '..', '..');
-const RESULTS = join(ROOT, 'bench', 'results');
-const quick = process.env.BENCH_QUICK === '1';
-const int = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
 const CFG = {
   runs: int('BENCH_RUNS', quick ? 1 : 3),
   scaled_runs: int('BENCH_DATASET_SCALED_RUNS', 1),
@@ -64,15 +61,6 @@ const CFG = {
 const PY_ENV = { ...process.env, PYTHONDONTWRITEBYTECODE: '1' };
 
 const log = (...a) => console.log('  [dataset]', ...a);
-const median = (xs) => {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
-  if (!v.length) return null;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-};
-const round = (x, d = 2) => (x == null ? null : Math.round(x * 10 ** d) / 10 ** d);
-const mib = (kb) => (kb == null ? null : round(kb / 1024, 1));
-const load1 = () => round(loadavg()[0], 2);
 
 // ---------------------------------------------------------------------------------
 // running a command: wall time, /usr/bin/time -v, and the tree's memory from /proc

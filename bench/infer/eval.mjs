@@ -7,11 +7,11 @@
 // 10% first (what it learnt does not change the speed).
 //
 //   make all && node bench/infer/eval.mjs
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitState } from '../../tests/lib/server.mjs';
-import { lenetOnBars, writeResult } from '../lib/lenet.mjs';
+import { lenetOnBars, endBench } from '../lib/lenet.mjs';
 
 const N = Number(process.env.BENCH_EVAL_N || 10000);
 
@@ -42,10 +42,7 @@ async function main() {
     }
     out.ok = true;
   } finally {
-    await server?.stop();
-    server?.cleanup?.();
-    rmSync(work, { recursive: true, force: true });
-    writeResult('infer-eval-latest', out);
+    await endBench(server, work, 'infer-eval-latest', out);
   }
   if (!out.ok) process.exit(1);
 }

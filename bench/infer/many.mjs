@@ -12,13 +12,13 @@
 // class of every image is compared between the two, as a check that both ran the
 // same model.  Run by bench/run.sh after the infer suite, or alone:
 //   node bench/infer/many.mjs
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../../tests/lib/server.mjs';
-import { lenetOnBars, writeResult } from '../lib/lenet.mjs';
+import { lenetOnBars, endBench } from '../lib/lenet.mjs';
 import { barsPng as bars } from '../../tests/lib/png.mjs';
 
 const run = promisify(execFile);
@@ -97,10 +97,7 @@ async function main() {
     out.ok = agree === N;
     if (!out.ok) console.error(`top-1 differs on ${N - agree} of ${N} images`);
   } finally {
-    await server?.stop();
-    server?.cleanup?.();
-    rmSync(work, { recursive: true, force: true });
-    writeResult('infer-many-latest', out);
+    await endBench(server, work, 'infer-many-latest', out);
   }
   if (!out.ok) process.exit(1);
 }

@@ -9,10 +9,10 @@
 // The server passes each image to its inference service over a Unix socket
 // (app/infer/infer_service.c), so every figure includes that hop.
 // Issue 6's goal: p50 under 5 ms with one client.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { lenetOnBars, writeResult } from '../lib/lenet.mjs';
+import { lenetOnBars, endBench } from '../lib/lenet.mjs';
 import { barsPng as png } from '../../tests/lib/png.mjs';
 
 const N = Number(process.env.BENCH_INFER_N || 200);
@@ -62,10 +62,7 @@ async function main() {
     out.raw = { one, server: server1, many, insides };
     out.ok = true;
   } finally {
-    await server?.stop();
-    server?.cleanup?.();
-    rmSync(work, { recursive: true, force: true });
-    writeResult('infer-latest', out);
+    await endBench(server, work, 'infer-latest', out);
   }
   if (!out.ok) process.exit(1);
 }

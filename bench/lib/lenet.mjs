@@ -1,7 +1,7 @@
 // lenet.mjs — what the inference benches share: a real server in work with a
 // dataset of generated 28×28 gray bar images (10 classes, perClass images each) and
-// LeNet trained on it for one epoch; and writing a bench's result file.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// LeNet trained on it for one epoch; and writing a bench's result file, and its end.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, waitState } from '../../tests/lib/server.mjs';
@@ -42,4 +42,13 @@ export function writeResult(name, out) {
   mkdirSync(join(HERE, '..', 'results'), { recursive: true });
   writeFileSync(join(HERE, '..', 'results', `${name}.json`), JSON.stringify(out, null, 1));
   for (const r of out.rows) console.log(`  ${r.metric}: ${r.value} ${r.unit}${r.note ? `  (${r.note})` : ''}`);
+}
+
+/** A bench's finally: server (if it started) stopped and its data removed, work
+ *  removed, and out written as bench/results/NAME.json (writeResult). */
+export async function endBench(server, work, name, out) {
+  await server?.stop();
+  server?.cleanup?.();
+  rmSync(work, { recursive: true, force: true });
+  writeResult(name, out);
 }

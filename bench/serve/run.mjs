@@ -29,13 +29,11 @@ import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, waitFor, waitState, sleep, ROOT, BIN } from '../../tests/lib/server.mjs';
+import { RESULTS, quick, envNumber as int, median, round } from '../lib/stats.mjs';
 
 const WebSocket = createRequire(join(ROOT, 'tests', 'package.json'))('ws');
 const here = dirname(fileURLToPath(import.meta.url));
-const RESULTS = resolve(here, '..', 'results');
 
-const quick = process.env.BENCH_QUICK === '1';
-const int = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
 const CFG = {
   runs: int('BENCH_RUNS', quick ? 1 : 3),
   wrk_duration: process.env.BENCH_WRK_DURATION || (quick ? '3s' : '10s'),
@@ -49,14 +47,7 @@ const CFG = {
 CFG.ws_threads = int('BENCH_WS_THREADS', CFG.ws_clients + 28);
 
 const log = (...a) => console.log('  [serve]', ...a);
-const median = (xs) => {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
-  if (!v.length) return null;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-};
 const pct = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : null);
-const round = (x, d = 2) => (x == null ? null : Math.round(x * 10 ** d) / 10 ** d);
 // CPU seconds a process has used (its own threads, and its waited-for children:
 // the job workers), from /proc; null where there is no /proc.
 function cpuOf(pid) {

@@ -41,12 +41,9 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ROOT, RESULTS, quick, envNumber as num, median, round, mib, load1 } from '../lib/stats.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(here, '..', '..');
-const RESULTS = join(ROOT, 'bench', 'results');
-const quick = process.env.BENCH_QUICK === '1';
-const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
 const CFG = {
   reps: num('BENCH_TRAIN_REPS', quick ? 1 : 3),
   seconds: num('BENCH_TRAIN_SECONDS', 3),
@@ -66,15 +63,6 @@ const NETS = [
 ];
 
 const log = (...a) => console.log('  [train]', ...a);
-const median = (xs) => {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
-  if (!v.length) return null;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-};
-const round = (x, d = 2) => (x == null || !Number.isFinite(x) ? null : Math.round(x * 10 ** d) / 10 ** d);
-const mib = (kb) => (kb == null ? null : round(kb / 1024, 1));
-const load1 = () => round(loadavg()[0], 2);
 
 // Runs argv under /usr/bin/time -v; resolves with the JSON it printed and time's figures.
 function measure(argv) {
