@@ -18,6 +18,7 @@
 #include "../../networks/snapshot.h"
 #include "../../networks/solver.h"
 #include "check.h"
+#include "netfix.h"
 
 #define FUZZ_REQUIRE(cond) CHECK(cond)
 #include "../fuzz/fuzz_safetensors.c"
@@ -48,31 +49,11 @@ static int leftovers(void)
 
 /* ---- networks ---- */
 
-struct fixture {
-	struct net *def;
-	struct net_graph *g;
-	struct graph *gr;
-};
-
-static int setup(struct fixture *f, const char *text, uint64_t seed)
+/* text on 2×1×6×6 inputs of 4 classes, on the reference backend */
+static int setup(struct netfix *f, const char *text, uint64_t seed)
 {
-	struct dd_err err = { 0 };
 	struct net_input in = { .n = 2, .c = 1, .h = 6, .w = 6, .classes = 4 };
-	memset(f, 0, sizeof *f);
-	if (net_parse(text, strlen(text), &f->def, &err) != DD_OK ||
-	    net_instantiate(f->def, NET_STAGE_TRAIN, &in, &f->g, &err) != DD_OK ||
-	    graph_create(f->g, NULL, seed, &f->gr, &err) != DD_OK) {
-		fprintf(stderr, "  setup: %s\n", err.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static void teardown(struct fixture *f)
-{
-	graph_free(f->gr);
-	net_graph_free(f->g);
-	net_free(f->def);
+	return netfix_open(f, text, &in, NULL, seed);
 }
 
 #define NET_HEAD                                                                                          \
@@ -214,14 +195,14 @@ static void test_python_reads(void)
 
 static void test_weights_roundtrip(void)
 {
-	struct fixture a, b;
+	struct netfix a, b;
 	if (setup(&a, net4, 1)) {
 		CHECK(0);
 		return;
 	}
 	if (setup(&b, net4, 2)) {
 		CHECK(0);
-		teardown(&a);
+		netfix_close(&a);
 		return;
 	}
 	CHECK(!params_equal(a.gr, b.gr));
@@ -246,13 +227,13 @@ static void test_weights_roundtrip(void)
 		CHECK_EQ_INT(t.shape[0], 4);
 	}
 	st_close(f);
-	teardown(&a);
-	teardown(&b);
+	netfix_close(&a);
+	netfix_close(&b);
 }
 
 static void test_finetune(void)
 {
-	struct fixture a, b, c, d;
+	struct netfix a, b, c, d;
 	int ok = !setup(&a, net4, 1) + !setup(&b, net3, 2) + !setup(&c, net_renamed, 3) + !setup(&d, net_other, 4);
 	if (ok != 4) {
 		CHECK(0);
@@ -303,10 +284,10 @@ static void test_finetune(void)
 	CHECK_CONTAINS(err.msg, "none of the network's");
 	CHECK_STR(report, "");
 	CHECK_EQ_INT(snapshot_load_weights(d.gr, tmp_path("nope"), 1, report, sizeof report, &err), DD_ENOENT);
-	teardown(&a);
-	teardown(&b);
-	teardown(&c);
-	teardown(&d);
+	netfix_close(&a);
+	netfix_close(&b);
+	netfix_close(&c);
+	netfix_close(&d);
 }
 
 /* standard networks, BatchNorm statistics included, round trip bit for bit (AlexNet,
@@ -360,7 +341,7 @@ static void test_solver_roundtrip(void)
 {
 	static const enum solver_type types[] = { SOLVER_SGD, SOLVER_ADADELTA, SOLVER_ADAM };
 	for (int k = 0; k < 3; k++) {
-		struct fixture a, b;
+		struct netfix a, b;
 		if (setup(&a, net4, 1) || setup(&b, net4, 9)) {
 			CHECK(0);
 			return;
@@ -374,8 +355,8 @@ static void test_solver_roundtrip(void)
 		if (!sa || !sb) {
 			solver_free(sa);
 			solver_free(sb);
-			teardown(&a);
-			teardown(&b);
+			netfix_close(&a);
+			netfix_close(&b);
 			continue;
 		}
 		for (int t = 0; t < 3; t++) {
@@ -409,14 +390,14 @@ static void test_solver_roundtrip(void)
 		CHECK(params_equal(a.gr, b.gr));
 		solver_free(sa);
 		solver_free(sb);
-		teardown(&a);
-		teardown(&b);
+		netfix_close(&a);
+		netfix_close(&b);
 	}
 }
 
 static void test_solver_errors(void)
 {
-	struct fixture a, b;
+	struct netfix a, b;
 	if (setup(&a, net4, 1) || setup(&b, net3, 1)) {
 		CHECK(0);
 		return;
@@ -457,8 +438,8 @@ out:
 	solver_free(sgd);
 	solver_free(adam);
 	solver_free(other);
-	teardown(&a);
-	teardown(&b);
+	netfix_close(&a);
+	netfix_close(&b);
 }
 
 /* ---- validation ---- */
@@ -570,7 +551,7 @@ static uint32_t rnd(void)
 static void test_fuzz(void)
 {
 	/* a valid seed: weights of the small network plus metadata */
-	struct fixture a;
+	struct netfix a;
 	if (setup(&a, net4, 1)) {
 		CHECK(0);
 		return;
@@ -578,7 +559,7 @@ static void test_fuzz(void)
 	const char *path = tmp_path("seed.safetensors");
 	const char *meta[] = { "format", "deepdesk", "iteration", "77", NULL };
 	CHECK_EQ_INT(snapshot_save_weights(a.gr, path, meta, NULL), DD_OK);
-	teardown(&a);
+	netfix_close(&a);
 	char *seed = NULL;
 	size_t n = 0;
 	CHECK_EQ_INT(fs_read_file(path, 1 << 20, &seed, &n, NULL), DD_OK);

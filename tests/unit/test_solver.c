@@ -25,32 +25,7 @@
 #include "../../networks/solver.h"
 #include "../../networks/train.h"
 #include "check.h"
-
-struct fixture {
-	struct net *def;
-	struct net_graph *g;
-	struct graph *gr;
-};
-
-static int setup(struct fixture *f, const char *text, const struct net_input *in)
-{
-	struct dd_err err = { 0 };
-	memset(f, 0, sizeof *f);
-	if (net_parse(text, strlen(text), &f->def, &err) != DD_OK ||
-	    net_instantiate(f->def, NET_STAGE_TRAIN, in, &f->g, &err) != DD_OK ||
-	    graph_create(f->g, NULL, 3, &f->gr, &err) != DD_OK) {
-		fprintf(stderr, "  setup: %s\n", err.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static void teardown(struct fixture *f)
-{
-	graph_free(f->gr);
-	net_graph_free(f->g);
-	net_free(f->def);
-}
+#include "netfix.h"
 
 /* fc1: weights (2, 3) lr_mult 1 decay_mult 1, bias (2) lr_mult 2 decay_mult 0;
  * fc2: weights (2, 2) lr_mult 0 (frozen), bias (2) lr_mult 0.5 decay_mult 2. */
@@ -67,15 +42,15 @@ static const char two_fc[] =
 	"    bias_filler { type: \"uniform\" min: -1 max: 1 } } }\n"
 	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc2\" bottom: \"label\" top: \"loss\" }\n";
 
-static int two_fc_setup(struct fixture *f)
+static int two_fc_setup(struct netfix *f)
 {
 	struct net_input in = { .n = 1, .c = 3, .h = 1, .w = 1, .classes = 2 };
-	if (setup(f, two_fc, &in))
+	if (netfix_open(f, two_fc, &in, NULL, 3))
 		return -1;
 	if (graph_nparam(f->gr) != 4 || graph_param_count(f->gr) != 6 + 2 + 4 + 2) {
 		fprintf(stderr, "  two_fc: %d blobs, %lld values\n", graph_nparam(f->gr),
 			(long long)graph_param_count(f->gr));
-		teardown(f);
+		netfix_close(f);
 		return -1;
 	}
 	return 0;
@@ -157,7 +132,7 @@ static void test_three_steps(void)
 {
 	for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
 		const struct solver_config *c = &configs[k];
-		struct fixture f;
+		struct netfix f;
 		if (two_fc_setup(&f)) {
 			CHECK(0);
 			return;
@@ -167,7 +142,7 @@ static void test_three_steps(void)
 		CHECK_EQ_INT(solver_create(c, f.gr, &s, &err), DD_OK);
 		if (!s) {
 			fprintf(stderr, "  %s\n", err.msg);
-			teardown(&f);
+			netfix_close(&f);
 			continue;
 		}
 		CHECK_EQ_INT(solver_nhistory(s), c->type == SOLVER_ADAM || c->type == SOLVER_ADADELTA ? 2 : 1);
@@ -207,7 +182,7 @@ static void test_three_steps(void)
 		CHECK(worst < 1e-6);
 		CHECK(!learned[8] && !learned[11] && learned[6] && learned[12]); /* fc2's weights are the frozen ones */
 		solver_free(s);
-		teardown(&f);
+		netfix_close(&f);
 	}
 }
 
@@ -233,7 +208,7 @@ static void test_first_step_by_hand(void)
 		  1 - 0.01 * sqrt(0.001) / 0.1 * 0.2 / (sqrt(0.004) + 1e-8) },
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-		struct fixture f;
+		struct netfix f;
 		if (two_fc_setup(&f)) {
 			CHECK(0);
 			return;
@@ -252,7 +227,7 @@ static void test_first_step_by_hand(void)
 			CHECK(fabs(p->w[0] - cases[k].want) < 1e-6);
 		}
 		solver_free(s);
-		teardown(&f);
+		netfix_close(&f);
 	}
 }
 
@@ -260,14 +235,14 @@ static void test_first_step_by_hand(void)
  * bit, decay included (decay comes after the 1/iter_size). */
 static void test_iter_size(void)
 {
-	struct fixture a, b;
+	struct netfix a, b;
 	if (two_fc_setup(&a)) {
 		CHECK(0);
 		return;
 	}
 	if (two_fc_setup(&b)) {
 		CHECK(0);
-		teardown(&a);
+		netfix_close(&a);
 		return;
 	}
 	struct solver_config c = { .type = SOLVER_SGD, .base_lr = 0.1, .momentum = 0.9, .weight_decay = 0.05 };
@@ -287,15 +262,15 @@ static void test_iter_size(void)
 	}
 	solver_free(sa);
 	solver_free(sb);
-	teardown(&a);
-	teardown(&b);
+	netfix_close(&a);
+	netfix_close(&b);
 }
 
 /* clip_gradients scales the learned gradients to the given norm, and (as Caffe) acts
  * on the accumulated sum before 1/iter_size. */
 static void test_clip(void)
 {
-	struct fixture f;
+	struct netfix f;
 	if (two_fc_setup(&f)) {
 		CHECK(0);
 		return;
@@ -322,13 +297,13 @@ static void test_clip(void)
 		CHECK(fabs(sqrt(sq) - 0.25) < 1e-5);
 	}
 	solver_free(s);
-	teardown(&f);
+	netfix_close(&f);
 }
 
 /* solver_step uses lr_at(iter) and multiplies by lr_mult */
 static void test_policy_in_step(void)
 {
-	struct fixture f;
+	struct netfix f;
 	if (two_fc_setup(&f)) {
 		CHECK(0);
 		return;
@@ -348,7 +323,7 @@ static void test_policy_in_step(void)
 		CHECK(fabsf((b0 - bias->w[0]) - (float)(2 * want[t])) < 1e-6f);
 	}
 	solver_free(s);
-	teardown(&f);
+	netfix_close(&f);
 	/* every policy: the rate solver_step returns and uses is lr_at's */
 	for (int pol = LR_FIXED; pol <= LR_SIGMOID; pol++) {
 		struct solver_config pc = { .type = SOLVER_SGD, .base_lr = 0.1, .policy = (enum lr_policy)pol,
@@ -375,7 +350,7 @@ static void test_policy_in_step(void)
 			CHECK(fabsf((w0 - w->w[3]) - (float)r) < 1e-6f);
 		}
 		solver_free(s);
-		teardown(&f);
+		netfix_close(&f);
 	}
 }
 
@@ -399,7 +374,7 @@ static void test_names(void)
 
 static void test_bad_configs(void)
 {
-	struct fixture f;
+	struct netfix f;
 	if (two_fc_setup(&f)) {
 		CHECK(0);
 		return;
@@ -425,7 +400,7 @@ static void test_bad_configs(void)
 		CHECK_CONTAINS(err.msg, bad[k].field);
 	}
 	solver_free(NULL);
-	teardown(&f);
+	netfix_close(&f);
 }
 
 /* ---- torch.optim parity ---- */
@@ -494,8 +469,8 @@ static void parity_case(const cJSON *cs, double *worst_all)
 		 "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\" }\n",
 		 k, m);
 	struct net_input in = { .n = 1, .c = k, .h = 1, .w = 1, .classes = m };
-	struct fixture f;
-	if (m < 1 || k < 1 || m * k > 4096 || setup(&f, text, &in)) {
+	struct netfix f;
+	if (m < 1 || k < 1 || m * k > 4096 || netfix_open(&f, text, &in, NULL, 3)) {
 		CHECK(0);
 		return;
 	}
@@ -538,7 +513,7 @@ static void parity_case(const cJSON *cs, double *worst_all)
 	CHECK(worst < parity_tol);
 out:
 	solver_free(s);
-	teardown(&f);
+	netfix_close(&f);
 }
 
 static void parity_torch(void)
