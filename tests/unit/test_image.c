@@ -483,66 +483,51 @@ static void test_jpeg_cmyk(void)
 	free(f);
 }
 
-static void test_jpeg_exif_orientation(void)
+/* Where the quadrants' centres (red, green, blue, white: x, y each) land in the
+ * 32x16 quadrants() image as stored (orientation 1) and under EXIF orientations
+ * 6 (turned 90 clockwise: 16x32, red top-right), 3 (180) and 8 (90 counter-clockwise). */
+static const int QUAD_1[8] = { 4, 4, 27, 4, 4, 11, 27, 11 }, QUAD_6[8] = { 11, 4, 11, 27, 4, 4, 4, 27 },
+		 QUAD_3[8] = { 27, 11, 4, 11, 27, 4, 4, 4 }, QUAD_8[8] = { 4, 27, 4, 4, 11, 27, 11, 4 };
+
+/* f (n bytes, decoded as name) is w x h with the quadrants where at puts them. */
+static void check_quadrants(const uint8_t *f, size_t n, const char *name, int w, int h, const int at[8])
 {
 	struct dd_err err = {0};
+	struct image im;
+	CHECK_EQ_INT(image_decode(f, n, name, 0, &im, &err), DD_OK);
+	CHECK(im.w == w && im.h == h);
+	for (int k = 0; im.px && im.w == w && k < 4; k++) {
+		char got = colour_at(&im, at[2 * k], at[2 * k + 1]);
+		if (got != "rgbw"[k]) {
+			fprintf(stderr, "  %s: (%d,%d) is '%c', want '%c'\n", name, at[2 * k], at[2 * k + 1], got, "rgbw"[k]);
+			CHECK(0);
+		}
+	}
+	image_free(&im);
+}
+
+static void test_jpeg_exif_orientation(void)
+{
 	uint8_t px[32 * 16 * 3];
 	quadrants(px);
 	uint8_t *plain;
 	size_t pn = make_jpeg(px, 32, 16, TJPF_RGB, TJSAMP_444, 95, 0, &plain);
-	struct image im;
-
-	/* no EXIF: stored layout */
-	CHECK_EQ_INT(image_decode(plain, pn, "q.jpg", 0, &im, &err), DD_OK);
-	CHECK(im.w == 32 && im.h == 16);
-	if (im.px) {
-		CHECK_EQ_INT(colour_at(&im, 4, 4), 'r');
-		CHECK_EQ_INT(colour_at(&im, 27, 4), 'g');
-		CHECK_EQ_INT(colour_at(&im, 4, 11), 'b');
-		CHECK_EQ_INT(colour_at(&im, 27, 11), 'w');
+	/* no EXIF: the stored layout; then 6 in a big-endian TIFF, 3 and 8 in little-endian ones */
+	const struct {
+		int o, little, w, h;
+		const int *at;
+		const char *name;
+	} cases[] = { { 0, 0, 32, 16, QUAD_1, "q.jpg" },
+		      { 6, 0, 16, 32, QUAD_6, "q6.jpg" },
+		      { 3, 1, 32, 16, QUAD_3, "q3.jpg" },
+		      { 8, 1, 16, 32, QUAD_8, "q8.jpg" } };
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t *f = plain;
+		size_t n = cases[i].o ? add_exif(plain, pn, cases[i].o, cases[i].little, &f) : pn;
+		check_quadrants(f, n, cases[i].name, cases[i].w, cases[i].h, cases[i].at);
+		if (f != plain)
+			free(f);
 	}
-	image_free(&im);
-
-	/* 6 = rotate 90 clockwise (big-endian TIFF): 16x32; red top-right, green
-	 * bottom-right, blue top-left, white bottom-left. */
-	uint8_t *f;
-	size_t n = add_exif(plain, pn, 6, 0, &f);
-	CHECK_EQ_INT(image_decode(f, n, "q6.jpg", 0, &im, &err), DD_OK);
-	CHECK(im.w == 16 && im.h == 32);
-	if (im.px && im.w == 16) {
-		CHECK_EQ_INT(colour_at(&im, 11, 4), 'r');
-		CHECK_EQ_INT(colour_at(&im, 11, 27), 'g');
-		CHECK_EQ_INT(colour_at(&im, 4, 4), 'b');
-		CHECK_EQ_INT(colour_at(&im, 4, 27), 'w');
-	}
-	image_free(&im);
-	free(f);
-
-	/* 3 = rotate 180 (little-endian TIFF) */
-	n = add_exif(plain, pn, 3, 1, &f);
-	CHECK_EQ_INT(image_decode(f, n, "q3.jpg", 0, &im, &err), DD_OK);
-	CHECK(im.w == 32 && im.h == 16);
-	if (im.px && im.w == 32) {
-		CHECK_EQ_INT(colour_at(&im, 27, 11), 'r');
-		CHECK_EQ_INT(colour_at(&im, 4, 11), 'g');
-		CHECK_EQ_INT(colour_at(&im, 27, 4), 'b');
-		CHECK_EQ_INT(colour_at(&im, 4, 4), 'w');
-	}
-	image_free(&im);
-	free(f);
-
-	/* 8 = rotate 90 counter-clockwise: red bottom-left */
-	n = add_exif(plain, pn, 8, 1, &f);
-	CHECK_EQ_INT(image_decode(f, n, "q8.jpg", 0, &im, &err), DD_OK);
-	CHECK(im.w == 16 && im.h == 32);
-	if (im.px && im.w == 16) {
-		CHECK_EQ_INT(colour_at(&im, 4, 27), 'r');
-		CHECK_EQ_INT(colour_at(&im, 4, 4), 'g');
-		CHECK_EQ_INT(colour_at(&im, 11, 27), 'b');
-		CHECK_EQ_INT(colour_at(&im, 11, 4), 'w');
-	}
-	image_free(&im);
-	free(f);
 	free(plain);
 }
 
@@ -773,15 +758,7 @@ static void test_png_exif_orientation(void)
 	uint8_t *f;
 
 	size_t n = add_png_chunk(plain, pn, 33, "eXIf", tiff, 26, &f); /* right after IHDR */
-	CHECK_EQ_INT(image_decode(f, n, "p6.png", 0, &im, &err), DD_OK);
-	CHECK(im.w == 16 && im.h == 32);
-	if (im.px && im.w == 16) {
-		CHECK_EQ_INT(colour_at(&im, 11, 4), 'r');
-		CHECK_EQ_INT(colour_at(&im, 11, 27), 'g');
-		CHECK_EQ_INT(colour_at(&im, 4, 4), 'b');
-		CHECK_EQ_INT(colour_at(&im, 4, 27), 'w');
-	}
-	image_free(&im);
+	check_quadrants(f, n, "p6.png", 16, 32, QUAD_6);
 	free(f);
 
 	/* a converted (gray+alpha) image is turned too */
