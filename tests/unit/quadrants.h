@@ -2,6 +2,7 @@
  * four classes of 16x16 gray PNGs, each a bright quadrant (class k: quadrant k, in
  * row order) on a dark ground with noise, 60 a class, 25% held out for validation
  * (180 train, 60 val), built by datasets/create.c.  Seeded: the same every run.
+ * QUADRANTS_NET is a small network that learns it in a few epochs.
  * Header-only for the tests; every function is static. */
 #ifndef DD_TEST_QUADRANTS_H
 #define DD_TEST_QUADRANTS_H
@@ -12,6 +13,26 @@
 #include "../../common/fsutil.h"
 #include "../../datasets/create.h"
 #include "../../datasets/image.h"
+
+/* conv 8x3x3, ReLU, max pool 2, InnerProduct, loss; val accuracy; the scale of the
+ * standard networks.  Train and val stages: a deploy Softmax is the caller's to add. */
+#define QUADRANTS_NET \
+	"name: \"tiny\"\n" \
+	"layer { name: \"train-data\" type: \"Data\" top: \"data\" top: \"label\"\n" \
+	"  include { stage: \"train\" } data_param { batch_size: 16 } transform_param { scale: 0.0125 } }\n" \
+	"layer { name: \"val-data\" type: \"Data\" top: \"data\" top: \"label\"\n" \
+	"  include { stage: \"val\" } data_param { batch_size: 16 } transform_param { scale: 0.0125 } }\n" \
+	"layer { name: \"conv1\" type: \"Convolution\" bottom: \"data\" top: \"conv1\"\n" \
+	"  convolution_param { num_output: 8 kernel_size: 3 stride: 1 weight_filler { type: \"xavier\" } } }\n" \
+	"layer { name: \"relu1\" type: \"ReLU\" bottom: \"conv1\" top: \"conv1\" }\n" \
+	"layer { name: \"pool1\" type: \"Pooling\" bottom: \"conv1\" top: \"pool1\"\n" \
+	"  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n" \
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"pool1\" top: \"fc\"\n" \
+	"  inner_product_param { weight_filler { type: \"xavier\" } } }\n" \
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\"\n" \
+	"  exclude { stage: \"deploy\" } }\n" \
+	"layer { name: \"accuracy\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"accuracy\"\n" \
+	"  include { stage: \"val\" } }\n"
 
 static int quadrants_rnd(uint64_t *s, int n)
 {

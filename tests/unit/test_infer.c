@@ -31,23 +31,7 @@ static char tmp[256], dsdir[512], jobdir[512];
 static double val_accuracy;
 
 /* scale as the standard networks; mean image (DIGITS' default) */
-static const char small_net[] =
-	"name: \"tiny\"\n"
-	"layer { name: \"train-data\" type: \"Data\" top: \"data\" top: \"label\"\n"
-	"  include { stage: \"train\" } data_param { batch_size: 16 } transform_param { scale: 0.0125 } }\n"
-	"layer { name: \"val-data\" type: \"Data\" top: \"data\" top: \"label\"\n"
-	"  include { stage: \"val\" } data_param { batch_size: 16 } transform_param { scale: 0.0125 } }\n"
-	"layer { name: \"conv1\" type: \"Convolution\" bottom: \"data\" top: \"conv1\"\n"
-	"  convolution_param { num_output: 8 kernel_size: 3 stride: 1 weight_filler { type: \"xavier\" } } }\n"
-	"layer { name: \"relu1\" type: \"ReLU\" bottom: \"conv1\" top: \"conv1\" }\n"
-	"layer { name: \"pool1\" type: \"Pooling\" bottom: \"conv1\" top: \"pool1\"\n"
-	"  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
-	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"pool1\" top: \"fc\"\n"
-	"  inner_product_param { weight_filler { type: \"xavier\" } } }\n"
-	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\"\n"
-	"  exclude { stage: \"deploy\" } }\n"
-	"layer { name: \"accuracy\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"accuracy\"\n"
-	"  include { stage: \"val\" } }\n"
+static const char small_net[] = QUADRANTS_NET
 	"layer { name: \"softmax\" type: \"Softmax\" bottom: \"fc\" top: \"softmax\" include { stage: \"deploy\" } }\n";
 
 static int make_dataset(void)
