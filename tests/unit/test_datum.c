@@ -8,6 +8,7 @@
 
 #include "../../datasets/datum.h"
 #include "check.h"
+#include "mutate.h"
 
 /* The fuzz target's invariants become CHECKs here instead of traps. */
 #define FUZZ_REQUIRE(cond) CHECK(cond)
@@ -416,10 +417,7 @@ static void test_every_truncation_is_safe(void)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
+	return (uint32_t)(mutate_xorshift64(&rng) >> 16);
 }
 
 static void test_fuzz_target_on_mutations(void)
@@ -446,16 +444,8 @@ static void test_fuzz_target_on_mutations(void)
 		uint8_t *m = malloc(n + 8);
 		memcpy(m, seeds[s], n);
 		int edits = 1 + (int)(next_rand() % 4);
-		for (int e = 0; e < edits; e++) {
-			uint32_t r = next_rand();
-			size_t at = n ? r % n : 0;
-			switch ((r >> 24) % 4) {
-			case 0: if (n) m[at] ^= (uint8_t)(1u << ((r >> 8) % 8)); break;
-			case 1: if (n) m[at] = (uint8_t)(r >> 8); break;
-			case 2: if (n < seed_len[s] + 8) { memmove(m + at + 1, m + at, n - at); m[at] = (uint8_t)(r >> 12); n++; } break;
-			default: if (n) { memmove(m + at, m + at + 1, n - at - 1); n--; } break;
-			}
-		}
+		for (int e = 0; e < edits; e++)
+			mutate_bytes(m, &n, seed_len[s] + 8, next_rand(), 4);
 		uint8_t *exact = malloc(n ? n : 1);
 		memcpy(exact, m, n);
 		LLVMFuzzerTestOneInput(exact, n);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "mutate.h"
 
 /* The fuzz target's invariants become CHECKs here instead of traps. */
 #define FUZZ_REQUIRE(cond) CHECK(cond)
@@ -18,10 +19,7 @@
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
+	return (uint32_t)(mutate_xorshift64(&rng) >> 16);
 }
 
 /* A small picture with some structure (a gradient and a square), w×h×c. */
@@ -104,17 +102,8 @@ static void test_decoders_on_mutations(void)
 		uint8_t *m = malloc(len0 + 16);
 		memcpy(m, seeds[s], len0);
 		int edits = 1 + (int)(next_rand() % 6);
-		for (int e = 0; e < edits; e++) {
-			uint32_t r = next_rand();
-			size_t at = m_len ? r % m_len : 0;
-			switch ((r >> 24) % 5) {
-			case 0: if (m_len) m[at] ^= (uint8_t)(1u << ((r >> 8) % 8)); break;
-			case 1: if (m_len) m[at] = (uint8_t)(r >> 8); break;
-			case 2: if (m_len < len0 + 16) { memmove(m + at + 1, m + at, m_len - at); m[at] = (uint8_t)(r >> 12); m_len++; } break;
-			case 3: if (m_len) { memmove(m + at, m + at + 1, m_len - at - 1); m_len--; } break;
-			default: m_len = at; break; /* truncated */
-			}
-		}
+		for (int e = 0; e < edits; e++)
+			mutate_bytes(m, &m_len, len0 + 16, next_rand(), 5);
 		/* an exact-size copy, so that ASan sees a read one byte past the input */
 		uint8_t *exact = malloc(m_len ? m_len : 1);
 		memcpy(exact, m, m_len);

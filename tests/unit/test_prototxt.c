@@ -10,6 +10,7 @@
 
 #include "../../networks/prototxt.h"
 #include "check.h"
+#include "mutate.h"
 
 /* The fuzz target's invariants become CHECKs here instead of traps. */
 #define FUZZ_REQUIRE(cond) CHECK(cond)
@@ -402,10 +403,7 @@ static void test_kind_names(void)
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return mutate_xorshift64(&rng);
 }
 
 static void test_fuzz_target_on_mutations(void)

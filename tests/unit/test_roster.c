@@ -10,6 +10,7 @@
 
 #include "../../app/accounts/roster.h"
 #include "check.h"
+#include "mutate.h"
 
 #define FUZZ_REQUIRE(cond) CHECK(cond)
 #include "../fuzz/fuzz_roster.c"
@@ -126,10 +127,7 @@ static void test_empty_and_caps(void)
 static uint32_t rng = 12345;
 static uint32_t next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 17;
-	rng ^= rng << 5;
-	return rng;
+	return mutate_xorshift32(&rng);
 }
 
 static void test_fuzz_mutations(void)
