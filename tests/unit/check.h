@@ -21,6 +21,8 @@
 #ifndef DD_CHECK_H
 #define DD_CHECK_H
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,42 +30,42 @@
 static int check_passed, check_failed, check_current_failed, check_skipped;
 static int check_in_run, check_current_skipped; /* inside a RUN; it called check_skip */
 
+/* One failed check: "  file:line: " and the printf-style message on stderr. */
+#define CHECK_FAIL_AT(file, line, ...)                                                \
+	do {                                                                          \
+		fprintf(stderr, "  %s:%d: ", file, line);                             \
+		fprintf(stderr, __VA_ARGS__);                                         \
+		fputc('\n', stderr);                                                  \
+		check_current_failed = 1;                                             \
+	} while (0)
+
 #define CHECK(cond)                                                                   \
 	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-			check_current_failed = 1;                                     \
-		}                                                                     \
+		if (!(cond))                                                          \
+			CHECK_FAIL_AT(__FILE__, __LINE__, "CHECK(%s) failed", #cond); \
 	} while (0)
 
 #define CHECK_EQ_INT(a, b)                                                            \
 	do {                                                                          \
 		long long a_ = (long long)(a), b_ = (long long)(b);                   \
-		if (a_ != b_) {                                                       \
-			fprintf(stderr, "  %s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, \
-				#a, #b, a_, b_);                                      \
-			check_current_failed = 1;                                     \
-		}                                                                     \
+		if (a_ != b_)                                                         \
+			CHECK_FAIL_AT(__FILE__, __LINE__, "%s == %s failed: %lld != %lld", #a, #b, a_, b_); \
 	} while (0)
 
 #define CHECK_STR(a, b)                                                               \
 	do {                                                                          \
 		const char *a_ = (a), *b_ = (b);                                      \
-		if (!a_ || !b_ || strcmp(a_, b_) != 0) {                              \
-			fprintf(stderr, "  %s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, \
-				__LINE__, #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
-			check_current_failed = 1;                                     \
-		}                                                                     \
+		if (!a_ || !b_ || strcmp(a_, b_) != 0)                                \
+			CHECK_FAIL_AT(__FILE__, __LINE__, "%s == %s failed: \"%s\" != \"%s\"", #a, #b, \
+				      a_ ? a_ : "(null)", b_ ? b_ : "(null)");        \
 	} while (0)
 
 #define CHECK_CONTAINS(hay, needle)                                                   \
 	do {                                                                          \
 		const char *h_ = (hay), *n_ = (needle);                               \
-		if (!h_ || !strstr(h_, n_)) {                                         \
-			fprintf(stderr, "  %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__, \
-				h_ ? h_ : "(null)", n_);                              \
-			check_current_failed = 1;                                     \
-		}                                                                     \
+		if (!h_ || !strstr(h_, n_))                                           \
+			CHECK_FAIL_AT(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", \
+				      h_ ? h_ : "(null)", n_);                        \
 	} while (0)
 
 /* A test that failed any CHECK is failed (whether or not it also skipped part);
@@ -130,6 +132,27 @@ static inline int check_summary(void)
 	else
 		printf("%d passed, %d failed\n", check_passed, check_failed);
 	return check_failed ? 1 : 0;
+}
+
+/* The largest |got[i] - want[i]| of n values (a NaN counts as infinite), at index *at;
+ * *ref gets the largest |want[i]|, for a normalised error.  at and ref may be NULL. */
+static inline double check_max_diff(const float *got, const float *want, int64_t n, double *ref, int64_t *at)
+{
+	double diff = 0.0, r = 0.0;
+	int64_t where = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - want[i]);
+		if (isnan(d))
+			d = INFINITY;
+		if (d > diff)
+			diff = d, where = i;
+		r = fmax(r, fabs(want[i]));
+	}
+	if (ref)
+		*ref = r;
+	if (at)
+		*at = where;
+	return diff;
 }
 
 /* A fresh temporary folder; caller removes it (fs_rm_rf). */

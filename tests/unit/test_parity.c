@@ -162,16 +162,9 @@ static void compare(const cJSON *cs, const char *name, const float *got, int64_t
 		check_current_failed = 1;
 		return;
 	}
-	double diff = 0.0, ref = 0.0;
-	int64_t at = 0;
-	for (int64_t i = 0; i < n; i++) {
-		double d = fabs((double)got[i] - want[i]);
-		if (isnan(d))
-			d = INFINITY;
-		if (d > diff)
-			diff = d, at = i;
-		ref = fmax(ref, fabs(want[i]));
-	}
+	double ref;
+	int64_t at;
+	double diff = check_max_diff(got, want, n, &ref, &at);
 	double err = diff / fmax(1.0, ref);
 	if (err > case_worst)
 		case_worst = err;

@@ -445,12 +445,8 @@ static double pnum(const cJSON *cs, const char *key, double dflt)
 
 static double nerr(const float *got, const float *want, int64_t n)
 {
-	double diff = 0, ref = 0;
-	for (int64_t i = 0; i < n; i++) {
-		double d = fabs((double)got[i] - want[i]);
-		diff = fmax(diff, isnan(d) ? INFINITY : d);
-		ref = fmax(ref, fabs(want[i]));
-	}
+	double ref;
+	double diff = check_max_diff(got, want, n, &ref, NULL);
 	return diff / fmax(1, ref);
 }
 
