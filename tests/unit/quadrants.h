@@ -2,7 +2,8 @@
  * four classes of 16x16 gray PNGs, each a bright quadrant (class k: quadrant k, in
  * row order) on a dark ground with noise, 60 a class, 25% held out for validation
  * (180 train, 60 val), built by datasets/create.c.  Seeded: the same every run.
- * QUADRANTS_NET is a small network that learns it in a few epochs.
+ * QUADRANTS_NET is a small network that learns it in a few epochs, and
+ * quadrants_train_opts the options of a training on it.
  * Header-only for the tests; every function is static. */
 #ifndef DD_TEST_QUADRANTS_H
 #define DD_TEST_QUADRANTS_H
@@ -13,6 +14,7 @@
 #include "../../common/fsutil.h"
 #include "../../datasets/create.h"
 #include "../../datasets/image.h"
+#include "../../networks/train.h"
 
 /* conv 8x3x3, ReLU, max pool 2, InnerProduct, loss; val accuracy; the scale of the
  * standard networks.  Train and val stages: a deploy Softmax is the caller's to add. */
@@ -86,6 +88,18 @@ static int quadrants_dataset(const char *tmp, int bright, int dark, char *dsdir,
 	if (rc)
 		fprintf(stderr, "ds_create: %s\n", err.msg);
 	return rc;
+}
+
+/* o: train_opts_default's, then text trained on the quadrants dataset dsdir into out
+ * for epochs; the caller sets the rest. */
+static inline void quadrants_train_opts(struct train_opts *o, const char *dsdir, const char *text, const char *out,
+					int epochs)
+{
+	train_opts_default(o);
+	o->dataset_dir = dsdir;
+	o->network_text = text;
+	o->out_dir = out;
+	o->epochs = epochs;
 }
 
 #endif

@@ -45,13 +45,9 @@ static int train_model(void)
 	struct dd_err err = { 0 };
 	struct train_opts o;
 	struct train_result r;
-	train_opts_default(&o);
 	snprintf(jobdir, sizeof jobdir, "%s/jobs/2", tmp);
-	o.dataset_dir = dsdir;
-	o.network_text = small_net;
+	quadrants_train_opts(&o, dsdir, small_net, jobdir, 3);
 	o.network_name = "tiny";
-	o.out_dir = jobdir;
-	o.epochs = 3;
 	o.seed = 1;
 	o.threads = 1;
 	o.result = &r;

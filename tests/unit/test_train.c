@@ -91,14 +91,10 @@ static void test_train(void)
 	struct dd_err err = { 0 };
 	struct train_opts o;
 	struct train_result r;
-	train_opts_default(&o);
 	char out[600];
 	snprintf(out, sizeof out, "%s/job", tmp);
-	o.dataset_dir = dsdir;
-	o.network_text = small_net;
+	quadrants_train_opts(&o, dsdir, small_net, out, 3);
 	o.network_name = "tiny";
-	o.out_dir = out;
-	o.epochs = 3;
 	o.seed = 1;
 	o.result = &r;
 	struct train_hooks h = { .metric = on_metric };
@@ -161,11 +157,7 @@ static void test_errors(void)
 {
 	struct dd_err err = { 0 };
 	struct train_opts o;
-	train_opts_default(&o);
-	o.dataset_dir = dsdir;
-	o.network_text = small_net;
-	o.out_dir = "/tmp/nowhere-deepdesk";
-	o.epochs = 1;
+	quadrants_train_opts(&o, dsdir, small_net, "/tmp/nowhere-deepdesk", 1);
 	o.base_lr = 1e30;
 	int rc = train_run(&o, NULL, &err);
 	CHECK_EQ_INT(rc, DD_EINVAL);
@@ -186,13 +178,9 @@ static void test_stop(void)
 	struct dd_err err = { 0 };
 	struct train_opts o;
 	struct train_result r;
-	train_opts_default(&o);
 	char out[600];
 	snprintf(out, sizeof out, "%s/job2", tmp);
-	o.dataset_dir = dsdir;
-	o.network_text = small_net;
-	o.out_dir = out;
-	o.epochs = 5;
+	quadrants_train_opts(&o, dsdir, small_net, out, 5);
 	o.solver = SOLVER_ADAM;
 	o.base_lr = 0.001;
 	o.result = &r;
@@ -221,11 +209,7 @@ static char *net_with_dropout(void)
 
 static void resume_opts(struct train_opts *o, struct train_result *r, const char *out, const char *backend)
 {
-	train_opts_default(o);
-	o->dataset_dir = dsdir;
-	o->network_text = net_with_dropout();
-	o->out_dir = out;
-	o->epochs = 4;
+	quadrants_train_opts(o, dsdir, net_with_dropout(), out, 4);
 	o->crop = 14; /* random crops and mirrors from the feed's counters */
 	o->seed = 7;
 	o->backend = backend;
@@ -344,11 +328,7 @@ static void test_finetune(void)
 	if (!p)
 		return;
 	p[12] = '6';
-	train_opts_default(&o);
-	o.dataset_dir = dsdir;
-	o.network_text = text;
-	o.out_dir = out;
-	o.epochs = 1;
+	quadrants_train_opts(&o, dsdir, text, out, 1);
 	o.backend = "ref";
 	o.crop = 14; /* as the source was trained */
 	o.finetune = src;
@@ -381,11 +361,7 @@ static void test_replicas(void)
 		int64_t iters[2];
 		for (int k = 0; k < 2; k++) {
 			snprintf(out[k], sizeof out[k], "%s/replicas-%s-%d", tmp, backends[b], k);
-			train_opts_default(&o);
-			o.dataset_dir = dsdir;
-			o.network_text = small_net;
-			o.out_dir = out[k];
-			o.epochs = 2;
+			quadrants_train_opts(&o, dsdir, small_net, out[k], 2);
 			o.crop = 14;
 			o.mirror = 1;
 			o.seed = 11;
