@@ -21,6 +21,7 @@
 
 #include "../../networks/ref.h"
 #include "check.h"
+#include "talloc.h"
 
 static const double parity_tol = 1e-4;
 static const char parity_script[] = "tests/parity/layers.py";
@@ -28,34 +29,7 @@ static const char parity_script[] = "tests/parity/layers.py";
 static char parity_dir[64];
 static cJSON *manifest;
 
-/* ---- per-case allocations, freed when the case ends ---- */
-
-#define MAX_ALLOCS 64
-static void *allocs[MAX_ALLOCS];
-static int n_allocs;
-
-static void *talloc(size_t bytes)
-{
-	void *p = calloc(1, bytes ? bytes : 1);
-	if (!p || n_allocs == MAX_ALLOCS) {
-		fprintf(stderr, "test_parity: out of memory or too many allocations\n");
-		exit(2);
-	}
-	return allocs[n_allocs++] = p;
-}
-
-static void tfree_all(void)
-{
-	while (n_allocs)
-		free(allocs[--n_allocs]);
-}
-
-static float *fvec(int64_t n)
-{
-	return talloc((size_t)n * sizeof(float));
-}
-
-/* ---- reading a case ---- */
+/* ---- reading a case (buffers from talloc.h, freed when the case ends) ---- */
 
 static int pint(const cJSON *cs, const char *key)
 {

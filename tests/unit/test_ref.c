@@ -17,6 +17,7 @@
 
 #include "../../networks/ref.h"
 #include "check.h"
+#include "talloc.h"
 
 /* ---- small helpers: a seeded generator and allocations freed per test ---- */
 
@@ -41,25 +42,6 @@ static float urand(float lo, float hi)
 	return lo + (hi - lo) * (float)((double)(rng_next() >> 11) * (1.0 / 9007199254740992.0));
 }
 
-#define MAX_ALLOCS 1024
-static void *allocs[MAX_ALLOCS];
-static int n_allocs;
-
-static void *talloc(size_t bytes)
-{
-	void *p = calloc(1, bytes ? bytes : 1);
-	if (!p || n_allocs == MAX_ALLOCS) {
-		fprintf(stderr, "test_ref: out of memory or too many allocations\n");
-		exit(2);
-	}
-	return allocs[n_allocs++] = p;
-}
-
-static float *fvec(int64_t n)
-{
-	return talloc((size_t)n * sizeof(float));
-}
-
 static float *frand(int64_t n, float lo, float hi)
 {
 	float *v = fvec(n);
@@ -80,12 +62,6 @@ static float *fladder(int64_t n)
 		v[i] = v[j], v[j] = t;
 	}
 	return v;
-}
-
-static void tfree_all(void)
-{
-	while (n_allocs)
-		free(allocs[--n_allocs]);
 }
 
 static int near(double a, double b, double tol)
