@@ -48,8 +48,6 @@ same function are generated:
 
 Exit status: 0 written, 77 when this interpreter has no torch (the C test skips).
 """
-import json
-import os
 import sys
 
 try:
@@ -58,13 +56,12 @@ try:
 except ImportError:
     sys.exit(77)
 
+from manifest import put, rand_from, write_manifest  # noqa: E402 (after torch, or exit 77)
+
 torch.set_num_threads(1)
 GEN = torch.Generator().manual_seed(20240601)
 
-
-def rand(*shape, lo=-1.0, hi=1.0):
-    """float32 values, returned as float64 so that both sides start from the same numbers"""
-    return (torch.rand(*shape, generator=GEN, dtype=torch.float32) * (hi - lo) + lo).double()
+rand = rand_from(GEN)
 
 
 def ladder(*shape):
@@ -88,30 +85,26 @@ class Writer:
         idx = len(self.cases)
         tensors = {}
 
-        def put(tname, t):
-            fname = "%03d_%s.f32" % (idx, tname)
-            t.detach().to(torch.float32).contiguous().numpy().astype("<f4").tofile(
-                os.path.join(self.folder, fname))
-            tensors[tname] = {"file": fname, "shape": list(t.shape)}
+        def put_(tname, t):
+            put(self.folder, idx, tensors, tname, t)
 
         loss = 0.0
         for oname, o in outputs.items():
-            put(oname, o)
+            put_(oname, o)
             if o.requires_grad:
                 r = rand(*o.shape)
-                put("R_" + oname, r)
+                put_("R_" + oname, r)
                 loss = loss + (o * r).sum()
         if torch.is_tensor(loss):
             loss.backward()
         for iname, t in inputs.items():
-            put(iname, t)
+            put_(iname, t)
             if t.requires_grad:
-                put("d_" + iname, t.grad if t.grad is not None else torch.zeros_like(t))
+                put_("d_" + iname, t.grad if t.grad is not None else torch.zeros_like(t))
         self.cases.append({"layer": layer, "name": name, "params": params, "tensors": tensors})
 
     def finish(self):
-        with open(os.path.join(self.folder, "manifest.json"), "w") as f:
-            json.dump({"torch": torch.__version__, "cases": self.cases}, f, indent=1)
+        write_manifest(self.folder, self.cases)
 
 
 def conv_cases(w):

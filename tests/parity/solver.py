@@ -35,8 +35,6 @@ in both: g + wd w):
 
 Exit status: 0 written, 77 when this interpreter has no torch (the C test skips).
 """
-import json
-import os
 import sys
 
 try:
@@ -44,15 +42,14 @@ try:
 except ImportError:
     sys.exit(77)
 
+from manifest import put as put_tensor, rand_from, write_manifest  # noqa: E402 (after torch, or exit 77)
+
 torch.set_num_threads(1)
 GEN = torch.Generator().manual_seed(20241203)
 STEPS = 3
 M, K = 4, 5
 
-
-def rand(*shape, lo=-1.0, hi=1.0):
-    """float32 values, returned as float64 so that both sides start from the same numbers"""
-    return (torch.rand(*shape, generator=GEN, dtype=torch.float32) * (hi - lo) + lo).double()
+rand = rand_from(GEN)
 
 
 def optimizer(solver, params, p):
@@ -97,9 +94,7 @@ def main():
         tensors = {}
 
         def put(tname, t):
-            fname = "%03d_%s.f32" % (idx, tname)
-            t.detach().to(torch.float32).contiguous().numpy().astype("<f4").tofile(os.path.join(folder, fname))
-            tensors[tname] = {"file": fname, "shape": list(t.shape)}
+            put_tensor(folder, idx, tensors, tname, t)
 
         w = rand(M, K).requires_grad_(True)
         b = rand(M).requires_grad_(True)
@@ -116,8 +111,7 @@ def main():
             put("b%d" % (t + 1), b)
         cases.append({"solver": solver, "name": name, "params": p, "steps": STEPS, "m": M, "k": K,
                       "tensors": tensors})
-    with open(os.path.join(folder, "manifest.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "cases": cases}, f, indent=1)
+    write_manifest(folder, cases)
     return 0
 
 
