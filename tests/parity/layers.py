@@ -50,18 +50,10 @@ Exit status: 0 written, 77 when this interpreter has no torch (the C test skips)
 """
 import sys
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    sys.exit(77)
+from manifest import put, seeded, torch, write_manifest  # exits 77 where there is no torch
+import torch.nn.functional as F
 
-from manifest import put, rand_from, write_manifest  # noqa: E402 (after torch, or exit 77)
-
-torch.set_num_threads(1)
-GEN = torch.Generator().manual_seed(20240601)
-
-rand = rand_from(GEN)
+GEN, rand = seeded(20240601)
 
 
 def ladder(*shape):

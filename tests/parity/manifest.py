@@ -4,11 +4,24 @@ write for the C tests: NNN_<tensor>.f32 files (raw little-endian float32, C orde
 and manifest.json, {"torch": version, "cases": [...]}, each case naming its
 tensors as {tensor: {"file", "shape"}}.
 
-Imported after torch (a script without torch exits 77 before it gets here)."""
+Importing it is the scripts' torch check: an interpreter without torch exits 77
+here (the C tests skip).  torch runs on one thread, as the C side does."""
 import json
 import os
+import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    sys.exit(77)
+
+torch.set_num_threads(1)
+
+
+def seeded(seed):
+    """(gen, rand): a generator seeded with seed, and rand_from(gen)"""
+    gen = torch.Generator().manual_seed(seed)
+    return gen, rand_from(gen)
 
 
 def rand_from(gen):

@@ -37,19 +37,11 @@ Exit status: 0 written, 77 when this interpreter has no torch (the C test skips)
 """
 import sys
 
-try:
-    import torch
-except ImportError:
-    sys.exit(77)
+from manifest import put as put_tensor, seeded, torch, write_manifest  # exits 77 where there is no torch
 
-from manifest import put as put_tensor, rand_from, write_manifest  # noqa: E402 (after torch, or exit 77)
-
-torch.set_num_threads(1)
-GEN = torch.Generator().manual_seed(20241203)
+_, rand = seeded(20241203)
 STEPS = 3
 M, K = 4, 5
-
-rand = rand_from(GEN)
 
 
 def optimizer(solver, params, p):
