@@ -155,6 +155,26 @@ static inline double check_max_diff(const float *got, const float *want, int64_t
 	return diff;
 }
 
+/* n copies of a, then mid, then m copies of b, as one string (deeply nested input
+ * for parsers); caller frees.  Exits on a failed allocation: the harness's failure. */
+static inline char *check_repeat(const char *a, int n, const char *mid, const char *b, int m)
+{
+	size_t la = strlen(a), lm = strlen(mid), lb = strlen(b);
+	char *s = malloc(la * (size_t)n + lm + lb * (size_t)m + 1), *p = s;
+	if (!s) {
+		fprintf(stderr, "check_repeat: out of memory\n");
+		exit(2);
+	}
+	for (int i = 0; i < n; i++, p += la)
+		memcpy(p, a, la);
+	memcpy(p, mid, lm);
+	p += lm;
+	for (int i = 0; i < m; i++, p += lb)
+		memcpy(p, b, lb);
+	*p = 0;
+	return s;
+}
+
 /* A fresh temporary folder; caller removes it (fs_rm_rf). */
 static inline char *check_tmpdir(char *buf, size_t len)
 {

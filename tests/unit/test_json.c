@@ -15,19 +15,10 @@
 #define FUZZ_REQUIRE(cond) CHECK(cond)
 #include "../fuzz/fuzz_json.c"
 
-/* n '[' then n ']' (caller frees) */
+/* n opens, middle, then n closes (caller frees) */
 static char *nested(int n, const char *open, const char *close, const char *middle)
 {
-	size_t lo = strlen(open), lc = strlen(close), lm = strlen(middle);
-	char *s = malloc((size_t)n * (lo + lc) + lm + 1), *p = s;
-	for (int i = 0; i < n; i++, p += lo)
-		memcpy(p, open, lo);
-	memcpy(p, middle, lm);
-	p += lm;
-	for (int i = 0; i < n; i++, p += lc)
-		memcpy(p, close, lc);
-	*p = 0;
-	return s;
+	return check_repeat(open, n, middle, close, n);
 }
 
 static int parse_ok(const char *s)

@@ -295,24 +295,10 @@ static void test_every_error_names_its_place(void)
 	CHECK_EQ_INT(ptx_parse("}", 1, &doc, NULL), DD_EINVAL);
 }
 
-static char *repeat(const char *a, int n, const char *mid, const char *b, int m)
-{
-	size_t la = strlen(a), lm = strlen(mid), lb = strlen(b);
-	char *s = malloc(la * (size_t)n + lm + lb * (size_t)m + 1), *p = s;
-	for (int i = 0; i < n; i++, p += la)
-		memcpy(p, a, la);
-	memcpy(p, mid, lm);
-	p += lm;
-	for (int i = 0; i < m; i++, p += lb)
-		memcpy(p, b, lb);
-	*p = 0;
-	return s;
-}
-
 static void test_nesting_is_bounded(void)
 {
 	/* 64 levels are fine */
-	char *s = repeat("m{", PTX_MAX_DEPTH, "a:1", "}", PTX_MAX_DEPTH);
+	char *s = check_repeat("m{", PTX_MAX_DEPTH, "a:1", "}", PTX_MAX_DEPTH);
 	struct ptx_doc *doc = ok(s);
 	if (doc) {
 		const struct ptx_msg *m = ptx_root(doc);
@@ -326,14 +312,14 @@ static void test_nesting_is_bounded(void)
 	ptx_free(doc);
 	free(s);
 	/* 65 are not: the error points at the 65th '{' */
-	s = repeat("m{", PTX_MAX_DEPTH + 1, "", "}", PTX_MAX_DEPTH + 1);
+	s = check_repeat("m{", PTX_MAX_DEPTH + 1, "", "}", PTX_MAX_DEPTH + 1);
 	CHECK_STR(error_of(s, strlen(s)), "1:130: messages nested deeper than 64 levels");
 	free(s);
 	/* a million opening braces neither overflow the stack nor take long */
-	s = repeat("m <", 1000000, "", "", 0);
+	s = check_repeat("m <", 1000000, "", "", 0);
 	CHECK_STR(error_of(s, strlen(s)), "1:195: messages nested deeper than 64 levels");
 	free(s);
-	s = repeat("[", 100000, "", "", 0);
+	s = check_repeat("[", 100000, "", "", 0);
 	CHECK_STR(error_of(s, strlen(s)), "1:1: expected a field name, got '['");
 	free(s);
 }
@@ -358,10 +344,10 @@ static void test_huge_numbers(void)
 	CHECK(!field(r, 9)->int_ok && field(r, 9)->num < -9e18);
 	ptx_free(doc);
 	/* a number is at most 400 characters */
-	char *s = repeat("a: ", 1, "", "1", 401);
+	char *s = check_repeat("a: ", 1, "", "1", 401);
 	CHECK_STR(error_of(s, strlen(s)), "1:4: number too long (over 400 characters)");
 	free(s);
-	s = repeat("a: ", 1, "0.", "1", 398);
+	s = check_repeat("a: ", 1, "0.", "1", 398);
 	doc = ok(s);
 	ptx_free(doc);
 	free(s);
@@ -381,7 +367,7 @@ static void test_size_limits(void)
 	ptx_free(doc);
 	free(s);
 	/* more than PTX_MAX_FIELDS fields, in a list (2 bytes an element) */
-	s = repeat("a: [", 1, "", "1,", PTX_MAX_FIELDS);
+	s = check_repeat("a: [", 1, "", "1,", PTX_MAX_FIELDS);
 	size_t n = strlen(s);
 	s = realloc(s, n + 3);
 	memcpy(s + n, "1]", 3);
