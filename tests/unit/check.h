@@ -155,6 +155,21 @@ static inline double check_max_diff(const float *got, const float *want, int64_t
 	return diff;
 }
 
+/* path's raw float32 values into out (room for n): how many the file holds, n + 1
+ * meaning more than n (never read past out), 0 where it cannot be opened. */
+static inline size_t check_read_f32(const char *path, float *out, int64_t n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	size_t got = fread(out, sizeof(float), (size_t)n, f);
+	float extra;
+	if (got == (size_t)n && fread(&extra, sizeof extra, 1, f) == 1)
+		got++;
+	fclose(f);
+	return got;
+}
+
 /* n copies of a, then mid, then m copies of b, as one string (deeply nested input
  * for parsers); caller frees.  Exits on a failed allocation: the harness's failure. */
 static inline char *check_repeat(const char *a, int n, const char *mid, const char *b, int m)

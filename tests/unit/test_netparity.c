@@ -148,10 +148,7 @@ static float *load(const char *name, int64_t *count)
 	char path[256];
 	snprintf(path, sizeof path, "%s/%s", dir, file->valuestring);
 	float *v = malloc((size_t)(n + 1) * sizeof(float));
-	FILE *f = v ? fopen(path, "rb") : NULL;
-	size_t got = f ? fread(v, sizeof(float), (size_t)n + 1, f) : 0;
-	if (f)
-		fclose(f);
+	size_t got = v ? check_read_f32(path, v, n) : 0;
 	if (got != (size_t)n) {
 		fprintf(stderr, "  %s: %zu floats, the shape says %lld\n", path, got, (long long)n);
 		free(v);

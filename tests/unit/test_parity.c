@@ -82,10 +82,7 @@ static float *load(const cJSON *cs, const char *name, int64_t *count)
 	char path[512];
 	snprintf(path, sizeof path, "%s/%s", parity_dir, file->valuestring);
 	float *v = fvec(n);
-	FILE *f = fopen(path, "rb");
-	size_t got = f ? fread(v, sizeof(float), (size_t)n + 1, f) : 0;
-	if (f)
-		fclose(f);
+	size_t got = check_read_f32(path, v, n);
 	if (got != (size_t)n) {
 		fprintf(stderr, "  %s: %zu floats, the shape says %lld\n", path, got, (long long)n);
 		check_current_failed = 1;

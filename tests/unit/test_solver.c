@@ -426,10 +426,7 @@ static int load(const cJSON *cs, const char *name, float *out, int64_t n)
 	}
 	char path[512];
 	snprintf(path, sizeof path, "%s/%s", parity_dir, file->valuestring);
-	FILE *fp = fopen(path, "rb");
-	size_t got = fp ? fread(out, sizeof(float), (size_t)n + 1, fp) : 0;
-	if (fp)
-		fclose(fp);
+	size_t got = check_read_f32(path, out, n);
 	if (got != (size_t)n) {
 		fprintf(stderr, "  %s: %zu floats, want %lld\n", path, got, (long long)n);
 		return -1;
