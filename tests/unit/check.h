@@ -21,7 +21,9 @@
 #ifndef DD_CHECK_H
 #define DD_CHECK_H
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,19 @@ static inline void check_need(const char *what, const char *why)
 		check_current_failed = 1;
 	else
 		check_failed++;
+}
+
+/* main's way out before any test could run: the reason (printf-style) on stderr and
+ * a summary that counts it as one failure, for tests/run.sh.  Returns 1, main's status. */
+__attribute__((format(printf, 1, 2))) static inline int check_cannot_start(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	printf("0 passed, 1 failed\n");
+	return 1;
 }
 
 static inline int check_summary(void)

@@ -77,11 +77,8 @@ int main(void)
 			   "dataset-fashion-mnist is not installed (no " FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz)");
 		return check_summary();
 	}
-	if (!check_tmpdir(tmp, sizeof tmp)) {
-		perror("test_fmnist: mkdtemp");
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
+	if (!check_tmpdir(tmp, sizeof tmp))
+		return check_cannot_start("test_fmnist: mkdtemp: %s", strerror(errno));
 	RUN(test_lenet_learns);
 	fs_rm_rf(tmp, NULL);
 	return check_summary();

@@ -388,10 +388,8 @@ int main(void)
 		return 1;
 	}
 	if (!find_scripts()) {
-		fprintf(stderr, "cannot find tests/interop/read_lmdb.py: run from the repository root\n");
 		fs_rm_rf(root, NULL);
-		printf("0 passed, 1 failed\n");
-		return 1;
+		return check_cannot_start("cannot find tests/interop/read_lmdb.py: run from the repository root");
 	}
 	RUN(test_c_writes_python_reads);
 	RUN(test_python_writes_c_reads);

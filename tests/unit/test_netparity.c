@@ -427,16 +427,10 @@ static void netparity_alexnet(void)
 
 int main(void)
 {
-	if (access(script, R_OK) != 0) {
-		fprintf(stderr, "test_netparity: %s not found: run from the repository root\n", script);
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
-	if (!check_tmpdir(dir, sizeof dir)) {
-		perror("test_netparity: mkdtemp");
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
+	if (access(script, R_OK) != 0)
+		return check_cannot_start("test_netparity: %s not found: run from the repository root", script);
+	if (!check_tmpdir(dir, sizeof dir))
+		return check_cannot_start("test_netparity: mkdtemp: %s", strerror(errno));
 	printf("       normalised error max|c - torch| / max(1, max|torch|), relative max|c - torch| / max|torch| < %g\n",
 	       rel_tol);
 	RUN(netparity_lenet);

@@ -505,16 +505,10 @@ static void remove_outputs(void)
 
 int main(void)
 {
-	if (access(parity_script, R_OK) != 0) {
-		fprintf(stderr, "test_parity: %s not found: run from the repository root\n", parity_script);
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
-	if (!check_tmpdir(parity_dir, sizeof parity_dir)) {
-		perror("test_parity: mkdtemp");
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
+	if (access(parity_script, R_OK) != 0)
+		return check_cannot_start("test_parity: %s not found: run from the repository root", parity_script);
+	if (!check_tmpdir(parity_dir, sizeof parity_dir))
+		return check_cannot_start("test_parity: mkdtemp: %s", strerror(errno));
 	char cmd[256];
 	snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s", parity_script, parity_dir);
 	int rc = system(cmd);
@@ -531,11 +525,8 @@ int main(void)
 	char *text = code == 0 ? read_all(mpath) : NULL;
 	manifest = text ? cJSON_Parse(text) : NULL;
 	free(text);
-	if (!manifest) {
-		fprintf(stderr, "test_parity: %s exited %d and left no readable %s\n", parity_script, code, mpath);
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
+	if (!manifest)
+		return check_cannot_start("test_parity: %s exited %d and left no readable %s", parity_script, code, mpath);
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(manifest, "torch");
 	printf("       PyTorch %s, tolerance max|c - torch| / max(1, max|torch|) < %g\n",
 	       cJSON_IsString(ver) ? ver->valuestring : "?", parity_tol);

@@ -622,11 +622,8 @@ static void test_fuzz(void)
 
 int main(void)
 {
-	if (!check_tmpdir(tmpdir, sizeof tmpdir)) {
-		perror("test_snapshot: mkdtemp");
-		printf("0 passed, 1 failed\n");
-		return 1;
-	}
+	if (!check_tmpdir(tmpdir, sizeof tmpdir))
+		return check_cannot_start("test_snapshot: mkdtemp: %s", strerror(errno));
 	RUN(test_st_roundtrip);
 	RUN(test_python_reads);
 	RUN(test_weights_roundtrip);
