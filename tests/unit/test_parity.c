@@ -148,6 +148,42 @@ static void compare(const cJSON *cs, const char *name, const float *got, int64_t
 
 /* ---- one runner per layer type ---- */
 
+/* A layer with weights (Convolution, InnerProduct): PyTorch's in, w, b (with bias)
+ * and R_out, and room for the C side's out and gradients; n_b biases. */
+struct weighted {
+	int bias;
+	int64_t n_in, n_w, n_out, n_b;
+	float *in, *w, *b, *r, *out, *din, *dw, *db;
+};
+
+/* t loaded for case cs, whose output the layer says has n_out values; -1 (a failure)
+ * where the manifest disagrees. */
+static int weighted_load(const cJSON *cs, int bias, int64_t n_out, int64_t n_b, struct weighted *t)
+{
+	t->bias = bias;
+	t->n_b = n_b;
+	t->in = must_load(cs, "in", &t->n_in);
+	t->w = must_load(cs, "w", &t->n_w);
+	t->b = bias ? must_load(cs, "b", NULL) : NULL;
+	t->r = must_load(cs, "R_out", &t->n_out);
+	if (t->n_out != n_out) { /* the manifest and the layer disagree */
+		bad_size(cs, t->n_out, n_out);
+		return -1;
+	}
+	t->out = fvec(t->n_out), t->din = fvec(t->n_in), t->dw = fvec(t->n_w), t->db = fvec(n_b);
+	return 0;
+}
+
+/* The C side's output and gradients (out, d_in, d_w, d_b) against PyTorch's. */
+static void weighted_compare(const cJSON *cs, const struct weighted *t)
+{
+	compare(cs, "out", t->out, t->n_out);
+	compare(cs, "d_in", t->din, t->n_in);
+	compare(cs, "d_w", t->dw, t->n_w);
+	if (t->bias)
+		compare(cs, "d_b", t->db, t->n_b);
+}
+
 static void run_conv(const cJSON *cs)
 {
 	struct conv_desc d = { .n = pint(cs, "n"), .c_in = pint(cs, "c_in"), .h_in = pint(cs, "h"),
@@ -158,45 +194,25 @@ static void run_conv(const cJSON *cs)
 	conv_out_size(&d);
 	CHECK_EQ_INT(d.h_out, dim(cs, "out", 2));
 	CHECK_EQ_INT(d.w_out, dim(cs, "out", 3));
-	int64_t n_in, n_w, n_out;
-	float *in = must_load(cs, "in", &n_in);                     /* (N, C_in, H, W) */
-	float *w = must_load(cs, "w", &n_w);                        /* (C_out, C_in/group, kh, kw) */
-	float *b = d.bias ? must_load(cs, "b", NULL) : NULL;        /* (C_out) */
-	float *r = must_load(cs, "R_out", &n_out);                  /* (N, C_out, H_out, W_out) */
-	if (n_out != (int64_t)d.n * d.c_out * d.h_out * d.w_out) { /* the manifest and the layer disagree */
-		bad_size(cs, n_out, (int64_t)d.n * d.c_out * d.h_out * d.w_out);
+	/* in (N, C_in, H, W), w (C_out, C_in/group, kh, kw), b (C_out), out (N, C_out, H_out, W_out) */
+	struct weighted t;
+	if (weighted_load(cs, d.bias, (int64_t)d.n * d.c_out * d.h_out * d.w_out, d.c_out, &t))
 		return;
-	}
-	float *out = fvec(n_out), *din = fvec(n_in), *dw = fvec(n_w), *db = fvec(d.c_out);
-	conv_forward(out, in, w, b, &d);
-	compare(cs, "out", out, n_out);
-	conv_backward(din, dw, d.bias ? db : NULL, r, in, w, &d);
-	compare(cs, "d_in", din, n_in);
-	compare(cs, "d_w", dw, n_w);
-	if (d.bias)
-		compare(cs, "d_b", db, d.c_out);
+	conv_forward(t.out, t.in, t.w, t.b, &d);
+	conv_backward(t.din, t.dw, d.bias ? t.db : NULL, t.r, t.in, t.w, &d);
+	weighted_compare(cs, &t);
 }
 
 static void run_ip(const cJSON *cs)
 {
 	struct ip_desc d = { .n = pint(cs, "n"), .k = pint(cs, "k"), .m = pint(cs, "m"), .bias = pint(cs, "bias") };
-	int64_t n_in, n_w, n_out;
-	float *in = must_load(cs, "in", &n_in);              /* (N, K) */
-	float *w = must_load(cs, "w", &n_w);                 /* (M, K) */
-	float *b = d.bias ? must_load(cs, "b", NULL) : NULL; /* (M) */
-	float *r = must_load(cs, "R_out", &n_out);           /* (N, M) */
-	if (n_out != (int64_t)d.n * d.m) { /* the manifest and the layer disagree */
-		bad_size(cs, n_out, (int64_t)d.n * d.m);
+	/* in (N, K), w (M, K), b (M), out (N, M) */
+	struct weighted t;
+	if (weighted_load(cs, d.bias, (int64_t)d.n * d.m, d.m, &t))
 		return;
-	}
-	float *out = fvec(n_out), *din = fvec(n_in), *dw = fvec(n_w), *db = fvec(d.m);
-	ip_forward(out, in, w, b, &d);
-	compare(cs, "out", out, n_out);
-	ip_backward(din, dw, d.bias ? db : NULL, r, in, w, &d);
-	compare(cs, "d_in", din, n_in);
-	compare(cs, "d_w", dw, n_w);
-	if (d.bias)
-		compare(cs, "d_b", db, d.m);
+	ip_forward(t.out, t.in, t.w, t.b, &d);
+	ip_backward(t.din, t.dw, d.bias ? t.db : NULL, t.r, t.in, t.w, &d);
+	weighted_compare(cs, &t);
 }
 
 static void run_pool(const cJSON *cs)
