@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, assertError, killTrackedPids, BIN, ROOT, writeColourFolders, noisyPpm, TINY_NET,
-  trainColourModel,
+  trainColourModel, endServer,
 } from './helpers.mjs';
 
 const run = promisify(execFile);
@@ -126,7 +126,7 @@ describe('bundle', () => {
     ];
     heldOut = held.map(([n, b]) => { const p = join(work, n); writeFileSync(p, b); return p; });
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('info.json lists the size and sha256 of every other file in the bundle', () => {
     const info = JSON.parse(readFileSync(join(unpacked, 'info.json'), 'utf8'));

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { startServer, waitState, waitFor, writeColourFolders, killTrackedPids, trackPid, alive, TEST_TMP } from './helpers.mjs';
+import { startServer, waitState, waitFor, writeColourFolders, killTrackedPids, trackPid, alive, TEST_TMP, endServer } from './helpers.mjs';
 
 describe('a dataset job leaves no unpacked copy', () => {
   let server, work;
@@ -21,7 +21,7 @@ describe('a dataset job leaves no unpacked copy', () => {
     execFileSync('tar', ['czf', join(work, 'big.tar.gz'), '-C', join(work, 'big'), 'colours']);
     server = await startServer();
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   async function fromArchive(file, options = {}) {
     const res = await fetch(`${server.url}/api/v1/uploads?name=${file}`, {

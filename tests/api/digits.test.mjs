@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET, trainColourModel } from './helpers.mjs';
+import { startServer, waitState, assertError, killTrackedPids, writeColourFolders, TINY_NET, trainColourModel, endServer } from './helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 
@@ -29,7 +29,7 @@ describe('digits', () => {
     server = await startServer({ args: ['--data-root', work] });
     ({ dsId, modelId } = await trainColourModel(server, work, COLOURS, { n: 12, options: { width: 12, test_pct: 25 } }));
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('GET /index.json: version, jobs_dir, datasets and models with DIGITS\' fields', async () => {
     const r = await getJson(server, '/index.json');

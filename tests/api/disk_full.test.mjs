@@ -24,7 +24,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import {
-  startServer, waitState, waitFor, sleep, folderDataset, writeColourFolders, assertError, TEST_TMP,
+  startServer, waitState, waitFor, sleep, folderDataset, writeColourFolders, assertError, TEST_TMP, wideNet,
   getJob, trackPid, killTrackedPids,
 } from './helpers.mjs';
 
@@ -36,19 +36,7 @@ const NO_SPACE = /no space left on the data folder's file system \(\d+(\.\d+)? M
  * and a half is left, the second snapshot's first file fits and its second does
  * not (the .solverstate is written first, the .safetensors last). */
 const HIDDEN = 4096;
-const BIG_NET = `name: "wide"
-layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
-  inner_product_param { num_output: ${HIDDEN} weight_filler { type: "xavier" } } }
-layer { name: "ip" type: "InnerProduct" bottom: "ip1" top: "ip"
-  inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
-`;
+const BIG_NET = wideNet(HIDDEN);
 const WEIGHT_BYTES = (8 * 8 * 3 * HIDDEN + HIDDEN + HIDDEN * 2 + 2) * 4;
 
 const sha256 = (file) => createHash('sha256').update(readFileSync(file)).digest('hex');

@@ -15,7 +15,7 @@ import { headerPng } from '../lib/png.mjs';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, writeColourFolders, TINY_NET,
   noisyPpm,
-  trainColourModel,
+  trainColourModel, serverWithColourModel, endServer,
 } from './helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
@@ -72,11 +72,9 @@ describe('evaluations', () => {
 
   before(async () => {
     doc = loadOpenApi();
-    work = mkdtempSync(join(tmpdir(), 'deepdesk-evals-'));
-    server = await startServer({ args: ['--data-root', work] });
-    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS));
+    ({ server, work, dsId, modelId } = await serverWithColourModel('deepdesk-evals-', COLOURS));
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('a dataset\'s val split: every image as classify-one answers, accuracy, confusion, CSV, lists', async () => {
     const c = await server.api('POST', '/api/v1/evaluations', { model: modelId, source: { dataset: dsId, split: 'val' }, top_n: 3 });

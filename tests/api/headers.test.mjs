@@ -7,7 +7,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { startServer, waitState, trainColourModel, killTrackedPids, TEST_TMP, TINY_NET } from './helpers.mjs';
+import { startServer, waitState, trainColourModel, killTrackedPids, TEST_TMP, TINY_NET, endServer } from './helpers.mjs';
 
 const COLOURS = { red: [220, 20, 20], green: [20, 200, 20], blue: [20, 20, 220] };
 
@@ -31,7 +31,7 @@ describe('security headers on every kind of answer', () => {
     evalId = e.body.job.id;
     assert.equal((await waitState(server, evalId, ['done', 'error'], 60000)).state, 'done');
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   const get = async (path, init) => {
     const res = await fetch(server.url + path, init);

@@ -322,19 +322,32 @@ export function writeColourFolders(dir, colours, n, side = 8) {
   }
 }
 
-/** A network that trains in milliseconds on tiny images: one InnerProduct on the
- *  pixels, val accuracy, and the Softmax a deploy stage needs. */
-export const TINY_NET = `name: "tiny"
+/** The tests' networks on colour datasets: `name`, the two Data layers (batch 4,
+ *  pixels scaled to [0, 1]), then layers (prototxt whose last top is `top`), then the
+ *  val accuracy, the loss and the Softmax a deploy stage needs, all on top. */
+export const colourNet = (name, layers, top) => `name: "${name}"
 layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
   data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
 layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
   data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" include { stage: "deploy" } }
+${layers}
+layer { name: "accuracy" type: "Accuracy" bottom: "${top}" bottom: "label" top: "accuracy" include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "${top}" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+layer { name: "prob" type: "Softmax" bottom: "${top}" top: "prob" include { stage: "deploy" } }
 `;
+
+/** A network that trains in milliseconds on tiny images: one InnerProduct on the
+ *  pixels, val accuracy, and the Softmax a deploy stage needs. */
+export const TINY_NET = colourNet('tiny', `layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+  inner_product_param { weight_filler { type: "xavier" } } }`, 'ip');
+
+/** A wide one: an InnerProduct of n outputs on the pixels, then (extra: layers on
+ *  ip1 whose top is ip3) one for the classes, ip2. */
+export const wideNet = (n, extra = '') => colourNet('wide', `layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
+  inner_product_param { num_output: ${n} weight_filler { type: "xavier" } } }
+${extra}
+layer { name: "ip2" type: "InnerProduct" bottom: "${extra ? 'ip3' : 'ip1'}" top: "ip2"
+  inner_product_param { weight_filler { type: "xavier" } } }`, 'ip2');
 
 /** In server (started with a --data-root above dir): a dataset job made from the
  *  class folders in dir (options: 8×8 RGB with 25% for val by default), finished; its id. */
@@ -370,6 +383,15 @@ export async function trainColourModel(server, work, colours, { n = 16, options 
   return { dsId, modelId: await trainModel(server, dsId) };
 }
 
+/** A server (args after `--data-root work`) on a fresh work folder named prefix…, with
+ *  trainColourModel's dataset of colours and model (n, options as there), finished:
+ *  {server, work, dsId, modelId}; the caller ends them (endServer). */
+export async function serverWithColourModel(prefix, colours, { args = [], ...opts } = {}) {
+  const work = mkdtempSync(join(tmpdir(), prefix));
+  const server = await startServer({ args: ['--data-root', work, ...args] });
+  return { server, work, ...(await trainColourModel(server, work, colours, opts)) };
+}
+
 /** A suite's after hook: the workers it left killed, server stopped and its data
  *  folder removed, and work (the suite's own folder) removed; either may be unset. */
 export async function endServer(server, work) {
@@ -388,4 +410,35 @@ export async function apiSaying(server, method, path, body) {
     const c = e.cause ? ` (${[e.cause.code, e.cause.message].filter(Boolean).join(': ')})` : '';
     throw new Error(`${method} ${path}: ${e.message}${c}`);
   }
+}
+
+/** POST body (a Buffer, sent as type, or a FormData) to server's path: {status,
+ *  body (the JSON, or null), headers, text}.  A request that fails says which it
+ *  was and what the socket said (a reset, a close), not just "fetch failed". */
+export async function postBody(server, path, body, type = 'application/octet-stream') {
+  const init = { method: 'POST', body };
+  if (!(body instanceof FormData)) init.headers = { 'Content-Type': type };
+  let res, text;
+  try {
+    res = await fetch(server.url + path, init);
+    text = await res.text();
+  } catch (e) {
+    const size = body instanceof FormData ? 'a form' : `${body.length} bytes`;
+    throw new Error(`POST ${path} (${size}): ${e.message}: ${e.cause?.code || ''} ${e.cause?.message || ''}`);
+  }
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body: json, headers: res.headers, text };
+}
+
+/** A FormData of fields: a Buffer is a PNG file img.png, {bytes, name, type} a file
+ *  of that name and type (application/octet-stream unless said), anything else text. */
+export function formOf(fields) {
+  const f = new FormData();
+  for (const [k, v] of Object.entries(fields)) {
+    if (Buffer.isBuffer(v)) f.append(k, new Blob([v], { type: 'image/png' }), 'img.png');
+    else if (v && v.bytes) f.append(k, new Blob([v.bytes], { type: v.type || 'application/octet-stream' }), v.name);
+    else f.append(k, String(v));
+  }
+  return f;
 }

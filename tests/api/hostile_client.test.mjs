@@ -60,6 +60,20 @@ function open() {
 })();
 `;
 
+/** A WebSocket to url (options for ws, a 5 s handshake unless said): {ws} once open,
+ *  {status, body} where the server refused the upgrade, {error} where it failed. */
+const wsTry = (url, options) => new Promise((resolve) => {
+  const ws = new WebSocket(url, { handshakeTimeout: 5000, ...options });
+  ws.on('open', () => resolve({ ws }));
+  ws.on('unexpected-response', (req, res) => {
+    let body = '';
+    res.on('data', (d) => { body += d; });
+    res.on('end', () => resolve({ status: res.statusCode, body }));
+    res.on('close', () => resolve({ status: res.statusCode, body }));
+  });
+  ws.on('error', (e) => resolve({ error: e.message }));
+});
+
 describe('a hostile client', () => {
   let server;
   const sockets = new Set(); // every raw socket a test opened, destroyed in after()
@@ -186,17 +200,7 @@ describe('a hostile client', () => {
 
   test('a WebSocket flood from one address: 16 open, the rest refused 429 with the reason', async () => {
     phase = 'websocket flood';
-    const open = (addr) => new Promise((resolve) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, handshakeTimeout: 5000 });
-      ws.on('open', () => resolve({ ws }));
-      ws.on('unexpected-response', (req, res) => {
-        let body = '';
-        res.on('data', (d) => { body += d; });
-        res.on('end', () => resolve({ status: res.statusCode, body }));
-        res.on('close', () => resolve({ status: res.statusCode, body }));
-      });
-      ws.on('error', (e) => resolve({ error: e.message }));
-    });
+    const open = (addr) => wsTry(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr });
     const tries = await Promise.all(Array.from({ length: 40 }, () => open('127.0.0.5')));
     const ok = tries.filter((t) => t.ws);
     const refused = tries.filter((t) => t.status === 429);
@@ -263,17 +267,11 @@ describe('a hostile user, with accounts on', () => {
   });
 
   /** A WebSocket as session s from addr: {ws} or {status, body}. */
-  const wsAs = (s, addr) => new Promise((resolve) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, headers: { cookie: s.cookie }, handshakeTimeout: 5000 });
-    ws.on('open', () => { open.push(ws); resolve({ ws }); });
-    ws.on('unexpected-response', (req, res) => {
-      let body = '';
-      res.on('data', (d) => { body += d; });
-      res.on('end', () => resolve({ status: res.statusCode, body }));
-      res.on('close', () => resolve({ status: res.statusCode, body }));
-    });
-    ws.on('error', (e) => resolve({ error: e.message }));
-  });
+  const wsAs = async (s, addr) => {
+    const r = await wsTry(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, headers: { cookie: s.cookie } });
+    if (r.ws) open.push(r.ws);
+    return r;
+  };
 
   test('one user gets 8 WebSockets, from whatever addresses; the next is refused 429, another user is not', async () => {
     const ann = await login(server, 'ann');

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, killTrackedPids, BIN, writeColourFolders, TINY_NET,
-  trainColourModel,
+  trainColourModel, serverWithColourModel, endServer, postBody as post, formOf as form,
 } from './helpers.mjs';
 import { png, CONV_NET } from './infer_fixtures.mjs';
 
@@ -25,24 +25,7 @@ const run = promisify(execFile);
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 
 
-async function post(server, path, body, type = 'application/octet-stream') {
-  const init = { method: 'POST', body };
-  if (!(body instanceof FormData)) init.headers = { 'Content-Type': type };
-  const res = await fetch(server.url + path, init);
-  const text = await res.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
-  return { status: res.status, body: json, headers: res.headers, text };
-}
 
-function form(fields) {
-  const f = new FormData();
-  for (const [k, v] of Object.entries(fields)) {
-    if (Buffer.isBuffer(v)) f.append(k, new Blob([v], { type: 'image/png' }), 'img.png');
-    else f.append(k, String(v));
-  }
-  return f;
-}
 
 
 
@@ -80,11 +63,9 @@ describe('infer', () => {
 
   before(async () => {
     doc = loadOpenApi();
-    work = mkdtempSync(join(tmpdir(), 'deepdesk-infer-'));
-    server = await startServer({ args: ['--data-root', work] });
-    ({ dsId, modelId } = await trainColourModel(server, work, COLOURS));
+    ({ server, work, dsId, modelId } = await serverWithColourModel('deepdesk-infer-', COLOURS));
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('a PNG classified as a raw body and as a form: top classes, probabilities, schema', async () => {
     const r = await post(server, `/api/v1/models/${modelId}/classify?top=3`, png(20, 12, COLOURS.red), 'image/png');

@@ -4,17 +4,13 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { realpathSync, existsSync } from 'node:fs';
 import {
-  SHIPPED_BIN, startServer, startServerBin, waitFor, waitState, createJob, killTrackedPids, trackPid, assertError,
+  SHIPPED_BIN, startServer, startServerBin, waitFor, waitState, createJob, killTrackedPids, trackPid, assertError, endServer,
 } from './helpers.mjs';
 
 describe('info', () => {
   let server;
   before(async () => { server = await startServer({ args: ['--cpu-slots', '3'] }); });
-  after(async () => {
-    await server?.stop();
-    server?.cleanup();
-    killTrackedPids();
-  });
+  after(() => endServer(server));
 
   test('fields are present and sane', async () => {
     const r = await server.api('GET', '/api/v1/info');

@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, createJob, getJob, allEvents, assertContiguous, assertError,
-  killTrackedPids, trackPid,
+  killTrackedPids, trackPid, endServer,
 } from './helpers.mjs';
 
 const LIST_KEYS = ['id', 'kind', 'name', 'owner', 'state', 'progress', 'eta_s', 'created_at', 'started_at',
@@ -18,11 +18,7 @@ describe('jobs', () => {
   let server;
   // --cpu-slots 2: a "blocker" job that takes both slots keeps every later job queued
   before(async () => { server = await startServer({ args: ['--cpu-slots', '2'] }); });
-  after(async () => {
-    await server?.stop();
-    server?.cleanup();
-    killTrackedPids();
-  });
+  after(() => endServer(server));
 
   async function withBlocker(fn) {
     const blocker = await createJob(server, { steps: 1000, step_ms: 20 }, { name: 'blocker', resources: { cpu_slots: 2 } });

@@ -13,31 +13,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, killTrackedPids, trackPid, writeColourFolders, TINY_NET,
-  folderDataset, getJob, BIN,
+  folderDataset, getJob, BIN, wideNet,
 } from './helpers.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 
-// TINY_NET with its InnerProduct given num_output: and a second one for the classes
-const wide = (n, extra = '') => `name: "wide"
-layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" }
-  data_param { batch_size: 4 } transform_param { scale: 0.0039 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
-  inner_product_param { num_output: ${n} weight_filler { type: "xavier" } } }
-${extra}
-layer { name: "ip2" type: "InnerProduct" bottom: "${extra ? 'ip3' : 'ip1'}" top: "ip2"
-  inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" include { stage: "deploy" } }
-`;
 // 1048576 outputs, then 2000: 2.3 billion parameters, some 42 GiB to train
-const HUGE = wide(1048576, `layer { name: "ip3" type: "InnerProduct" bottom: "ip1" top: "ip3"
+const HUGE = wideNet(1048576, `layer { name: "ip3" type: "InnerProduct" bottom: "ip1" top: "ip3"
   inner_product_param { num_output: 2000 } }`);
 // 100000 outputs on 8x8x3 images: 19.5 million parameters, about 400 MiB to train
-const MEDIUM = wide(100000);
+const MEDIUM = wideNet(100000);
 
 const MIB = 1024 * 1024;
 
@@ -181,7 +166,7 @@ describe('memory', () => {
     const tight = await startServer({ bin: wrapper, args: ['--data-root', work, '--job-memory-max', '4G', '--threads', '16'] });
     try {
       const ds = await folderDataset(tight, join(work, 'colours'));
-      const big = wide(250000);
+      const big = wideNet(250000);
       const c = await tight.api('POST', '/api/v1/networks/check', { prototxt: big, dataset: ds });
       assert.equal(c.body.valid, true, JSON.stringify(c.body.error));
       assert.ok(c.body.memory.total > 1000 * MIB && c.body.memory.total < 4096 * MIB, `${c.body.memory.total}`);

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, allEvents, getJob,
   killTrackedPids, trackPid, assertContiguous, BIN, writeColourFolders, TINY_NET,
-  folderDataset,
+  folderDataset, endServer,
 } from './helpers.mjs';
 
 
@@ -37,7 +37,7 @@ describe('models', () => {
     writeColourFolders(join(work, 'big'), COLOURS, 400);
     bigId = await folderDataset(server, join(work, 'big'), { name: 'big', timeout: 60000 });
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   let doneId;
 

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  startServer, waitState, assertError, assertSchema, loadOpenApi, createJob, killTrackedPids, trackPid, writeColourFolders, folderDataset,
+  startServer, waitState, assertError, assertSchema, loadOpenApi, createJob, killTrackedPids, trackPid, writeColourFolders, folderDataset, endServer,
 } from './helpers.mjs';
 
 
@@ -60,7 +60,7 @@ describe('networks', () => {
     testJob = await createJob(server, { steps: 1, step_ms: 1 });
     await waitState(server, testJob.id, 'done');
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('GET /networks lists the standard networks with their text, each of which checks valid', async () => {
     const r = await server.api('GET', '/api/v1/networks');

@@ -29,7 +29,7 @@ import { promisify } from 'node:util';
 import { mkdtempSync, mkdirSync, copyFileSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join, basename } from 'node:path';
 import {
-  startServer, waitState, assertError, killTrackedPids, BIN, TEST_TMP, TINY_NET,
+  startServer, waitState, assertError, killTrackedPids, BIN, TEST_TMP, TINY_NET, endServer, postBody as post, formOf as form,
 } from './helpers.mjs';
 import { photos, paddedJpeg, PY } from '../lib/photos.mjs';
 
@@ -44,31 +44,7 @@ const JPEG_KINDS = /jpeg|progressive|exif|cmyk/;
  *  16-bit RGB where we round; everything else is exact. */
 const tolerance = (kind) => (JPEG_KINDS.test(kind) ? 2 : kind === 'rgb16' ? 1 : 0);
 
-async function post(server, path, body, type = 'application/octet-stream') {
-  const init = { method: 'POST', body };
-  if (!(body instanceof FormData)) init.headers = { 'Content-Type': type };
-  let res, text;
-  try {
-    res = await fetch(server.url + path, init);
-    text = await res.text();
-  } catch (e) {
-    // say which request, and what the socket said (a reset, a close), not just "fetch failed"
-    const size = body instanceof FormData ? 'a form' : `${body.length} bytes`;
-    throw new Error(`POST ${path} (${size}): ${e.message}: ${e.cause?.code || ''} ${e.cause?.message || ''}`);
-  }
-  let json = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
-  return { status: res.status, body: json, headers: res.headers, text };
-}
 
-function form(fields) {
-  const f = new FormData();
-  for (const [k, v] of Object.entries(fields)) {
-    if (v && v.bytes) f.append(k, new Blob([v.bytes], { type: v.type || 'application/octet-stream' }), v.name);
-    else f.append(k, String(v));
-  }
-  return f;
-}
 
 const mime = (file) => (file.endsWith('.png') ? 'image/png' : 'image/jpeg');
 
@@ -98,7 +74,7 @@ describe('real-size photos', () => {
     await run('zip', ['-q', '-1', '-r', join(work, 'photos.zip'), ...classes], { cwd: P.dir });
     server = await startServer({ args: ['--data-root', P.dir, '--data-root', work] });
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('decoders: every kind sample for sample as Pillow reads it, EXIF applied, colour and gray', async () => {
     // one class folder per kind, one folder per shown size, each image at its own size

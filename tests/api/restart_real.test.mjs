@@ -101,6 +101,24 @@ describe('restarts with real jobs', () => {
     return end;
   }
 
+  const partials = (ev) => ev.filter((e) => e.type === 'metric' && e.kind === 'partial');
+
+  /** An evaluation of a finished model over the train split, one image a batch, its
+   *  worker held (SIGSTOP) once it has reported a partial count: {id, job, dir, held}
+   *  (held: the events up to then). */
+  async function heldEvaluation() {
+    const model = await finishedModel();
+    const c = await server.api('POST', '/api/v1/evaluations',
+      { model: model.id, source: { dataset: dsId, split: 'train' }, batch_size: 1 });
+    assert.equal(c.status, 202, JSON.stringify(c.body));
+    const id = c.body.job.id;
+    const job = await waitState(server, id, 'running', LONG);
+    trackPid(job.pid);
+    const dir = jobDir(server, id);
+    const held = await holdWorker(job.pid, dir, (ev) => partials(ev).length >= 1, 'a running report');
+    return { id, job, dir, held };
+  }
+
   before(async () => {
     work = mkdtempSync(join(TEST_TMP, 'deepdesk-restart-real-'));
     writeColourFolders(join(work, 'colours'), COLOURS, 60, 28);
@@ -221,16 +239,7 @@ describe('restarts with real jobs', () => {
 
   for (const how of ['kill', 'stop']) {
     test(`evaluation: the server ${how === 'kill' ? 'is killed (SIGKILL)' : 'stops (SIGTERM)'} mid-run; the next adopts the worker, which finishes every image`, async () => {
-      const model = await finishedModel();
-      const c = await server.api('POST', '/api/v1/evaluations',
-        { model: model.id, source: { dataset: dsId, split: 'train' }, batch_size: 1 });
-      assert.equal(c.status, 202, JSON.stringify(c.body));
-      const id = c.body.job.id;
-      const job = await waitState(server, id, 'running', LONG);
-      trackPid(job.pid);
-      const dir = jobDir(server, id);
-      const partials = (ev) => ev.filter((e) => e.type === 'metric' && e.kind === 'partial');
-      const held = await holdWorker(job.pid, dir, (ev) => partials(ev).length >= 1, 'a running report');
+      const { id, job, dir, held } = await heldEvaluation();
       const count = partials(held).at(-1).count;
       await down(how);
       await up();
@@ -257,15 +266,7 @@ describe('restarts with real jobs', () => {
   }
 
   test('evaluation: server and worker both SIGKILLed mid-run; the next server says interrupted, keeps what it counted, and a clone runs it all', async () => {
-    const model = await finishedModel();
-    const c = await server.api('POST', '/api/v1/evaluations',
-      { model: model.id, source: { dataset: dsId, split: 'train' }, batch_size: 1 });
-    assert.equal(c.status, 202, JSON.stringify(c.body));
-    const id = c.body.job.id;
-    const job = await waitState(server, id, 'running', LONG);
-    trackPid(job.pid);
-    const partials = (ev) => ev.filter((e) => e.type === 'metric' && e.kind === 'partial');
-    const held = await holdWorker(job.pid, jobDir(server, id), (ev) => partials(ev).length >= 1, 'a running report');
+    const { id, job, held } = await heldEvaluation();
     await down('kill');
     process.kill(job.pid, 'SIGKILL');
     await waitFor(() => !alive(job.pid), { timeout: LONG, what: 'the worker to die' });

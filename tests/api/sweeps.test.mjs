@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import {
   startServer, waitState, assertError, assertSchema, loadOpenApi, allEvents, jobCount,
   killTrackedPids, writeColourFolders, TINY_NET,
-  folderDataset,
+  folderDataset, endServer,
 } from './helpers.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
@@ -30,7 +30,7 @@ describe('sweeps and snapshot pruning', () => {
     server = await startServer({ args: ['--data-root', work] });
     dsId = await folderDataset(server, join(work, 'colours'));
   });
-  after(async () => { killTrackedPids(); await server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+  after(() => endServer(server, work));
 
   test('a 2×2 sweep creates four queued jobs in one group, one per combination, each named by it', async () => {
     const before = await jobCount(server);

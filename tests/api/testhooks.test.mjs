@@ -44,75 +44,67 @@ describe('test hooks', () => {
   });
   after(() => { killTrackedPids(); keepSanitizerReports(data); rmSync(work, { recursive: true, force: true }); });
 
-  test('DEEPDESK_FAKE_GPUS: simulated GPUs in the test build only', async () => {
+  /** fn(s, what, hooked) on a server of each build started with env, each stopped after. */
+  async function eachBuild(env, fn) {
     for (const [what, bin, hooked] of kinds) {
-      const s = await serverWith(bin, data, work, { DEEPDESK_FAKE_GPUS: '3' });
+      const s = await serverWith(bin, data, work, env);
       try {
-        const gpus = (await s.api('GET', '/api/v1/info')).body.gpus;
-        const simulated = gpus.filter((g) => /simulated/.test(g.name)).length;
-        assert.equal(simulated, hooked ? 3 : 0, `${what}: ${JSON.stringify(gpus)}`);
+        await fn(s, what, hooked);
       } finally {
         await s.stop();
       }
     }
+  }
+
+  test('DEEPDESK_FAKE_GPUS: simulated GPUs in the test build only', async () => {
+    await eachBuild({ DEEPDESK_FAKE_GPUS: '3' }, async (s, what, hooked) => {
+      const gpus = (await s.api('GET', '/api/v1/info')).body.gpus;
+      const simulated = gpus.filter((g) => /simulated/.test(g.name)).length;
+      assert.equal(simulated, hooked ? 3 : 0, `${what}: ${JSON.stringify(gpus)}`);
+    });
   });
 
   test('DEEPDESK_DRAW_FAULT and DEEPDESK_TEST_KIND: a crashing drawing child and an open test kind in the test build only', async () => {
-    for (const [what, bin, hooked] of kinds) {
-      const s = await serverWith(bin, data, work, { DEEPDESK_DRAW_FAULT: 'segv', DEEPDESK_TEST_KIND: 'anyone' });
-      try {
-        const r = await s.api('POST', '/api/v1/networks/visualize', { standard: 'lenet' });
-        if (hooked) assert.match(JSON.stringify(r.body), /Graphviz crashed/, `${what}: ${r.status}`);
-        else assert.equal(r.status, 200, `${what}: ${JSON.stringify(r.body)}`);
-        // the shipped build has no test kind at all; the hook opens it in the test build
-        const t = await s.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 1, step_ms: 1 } });
-        assert.equal(t.status, hooked ? 202 : 400, `${what}: ${JSON.stringify(t.body)}`);
-      } finally {
-        await s.stop();
-      }
-    }
+    await eachBuild({ DEEPDESK_DRAW_FAULT: 'segv', DEEPDESK_TEST_KIND: 'anyone' }, async (s, what, hooked) => {
+      const r = await s.api('POST', '/api/v1/networks/visualize', { standard: 'lenet' });
+      if (hooked) assert.match(JSON.stringify(r.body), /Graphviz crashed/, `${what}: ${r.status}`);
+      else assert.equal(r.status, 200, `${what}: ${JSON.stringify(r.body)}`);
+      // the shipped build has no test kind at all; the hook opens it in the test build
+      const t = await s.api('POST', '/api/v1/jobs', { kind: 'test', params: { steps: 1, step_ms: 1 } });
+      assert.equal(t.status, hooked ? 202 : 400, `${what}: ${JSON.stringify(t.body)}`);
+    });
   });
 
   test('DEEPDESK_INFER_DELAY_MS: a held classification in the test build only', async () => {
     const delay = 3000;
-    for (const [what, bin, hooked] of kinds) {
-      const s = await serverWith(bin, data, work, { DEEPDESK_INFER_DELAY_MS: String(delay) });
-      try {
-        const t0 = Date.now();
-        const res = await fetch(`${s.url}/api/v1/models/${modelId}/classify`, {
-          method: 'POST', headers: { 'Content-Type': 'image/png' }, body: png(8, 8, COLOURS.red),
-        });
-        const took = Date.now() - t0;
-        assert.equal(res.status, 200, `${what}: ${await res.text()}`);
-        // the service starts and loads the model on this first request: well under the delay
-        if (hooked) assert.ok(took >= delay, `${what}: answered in ${took} ms, not held ${delay}`);
-        else assert.ok(took < delay, `${what}: took ${took} ms: it honoured the hook`);
-      } finally {
-        await s.stop();
-      }
-    }
+    await eachBuild({ DEEPDESK_INFER_DELAY_MS: String(delay) }, async (s, what, hooked) => {
+      const t0 = Date.now();
+      const res = await fetch(`${s.url}/api/v1/models/${modelId}/classify`, {
+        method: 'POST', headers: { 'Content-Type': 'image/png' }, body: png(8, 8, COLOURS.red),
+      });
+      const took = Date.now() - t0;
+      assert.equal(res.status, 200, `${what}: ${await res.text()}`);
+      // the service starts and loads the model on this first request: well under the delay
+      if (hooked) assert.ok(took >= delay, `${what}: answered in ${took} ms, not held ${delay}`);
+      else assert.ok(took < delay, `${what}: took ${took} ms: it honoured the hook`);
+    });
   });
 
   test('DEEPDESK_EVAL_DELAY_MS: a paused evaluation in the test build only', async () => {
     // the val split (25% of 3×8 images), one image a batch, a pause of 500 ms after each
     const delay = 500;
-    for (const [what, bin, hooked] of kinds) {
-      const s = await serverWith(bin, data, work, { DEEPDESK_EVAL_DELAY_MS: String(delay) });
-      try {
-        const t0 = Date.now();
-        const c = await s.api('POST', '/api/v1/evaluations', { model: modelId, source: { dataset: dsId, split: 'val' }, batch_size: 1 });
-        assert.equal(c.status, 202, JSON.stringify(c.body));
-        const st = await waitState(s, c.body.job.id, ['done', 'error', 'aborted'], 60000);
-        const took = Date.now() - t0;
-        assert.equal(st.state, 'done', `${what}: ${st.error}`);
-        const ev = (await s.api('GET', `/api/v1/evaluations/${c.body.job.id}`)).body.evaluation;
-        const images = ev.metrics.total;
-        assert.ok(images >= 4, JSON.stringify(ev.metrics));
-        if (hooked) assert.ok(took >= delay * images, `${what}: done in ${took} ms, not paused`);
-        else assert.ok(took < delay * images, `${what}: took ${took} ms: it honoured the hook`);
-      } finally {
-        await s.stop();
-      }
-    }
+    await eachBuild({ DEEPDESK_EVAL_DELAY_MS: String(delay) }, async (s, what, hooked) => {
+      const t0 = Date.now();
+      const c = await s.api('POST', '/api/v1/evaluations', { model: modelId, source: { dataset: dsId, split: 'val' }, batch_size: 1 });
+      assert.equal(c.status, 202, JSON.stringify(c.body));
+      const st = await waitState(s, c.body.job.id, ['done', 'error', 'aborted'], 60000);
+      const took = Date.now() - t0;
+      assert.equal(st.state, 'done', `${what}: ${st.error}`);
+      const ev = (await s.api('GET', `/api/v1/evaluations/${c.body.job.id}`)).body.evaluation;
+      const images = ev.metrics.total;
+      assert.ok(images >= 4, JSON.stringify(ev.metrics));
+      if (hooked) assert.ok(took >= delay * images, `${what}: done in ${took} ms, not paused`);
+      else assert.ok(took < delay * images, `${what}: took ${took} ms: it honoured the hook`);
+    });
   });
 });

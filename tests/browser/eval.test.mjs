@@ -58,17 +58,24 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
+/** Confirm the Evaluate dialog dlg: the page goes to the new evaluation, which
+ *  finishes; its id. */
+async function evaluateConfirmed(dlg) {
+  await dlg.locator('[data-action="evaluate-confirm"]').click();
+  await page.waitForURL(/\/jobs\/\d+$/);
+  const evalId = Number(new URL(page.url()).pathname.split('/').pop());
+  const st = await waitState(server, evalId, ['done', 'error'], 60000);
+  assert.equal(st.state, 'done', st.error);
+  return evalId;
+}
+
 test('Evaluate from the model page: progress, accuracy, per-class table, confusion, images', async () => {
   await page.goto(`${server.url}/models/${modelId}`);
   await page.locator('[data-action="evaluate"]').click();
   const dlg = page.locator('dialog[aria-label="Evaluate"]');
   await dlg.waitFor();
   assert.equal(await dlg.locator('select').first().inputValue(), '2', 'the latest snapshot first');
-  await dlg.locator('[data-action="evaluate-confirm"]').click();
-  await page.waitForURL(/\/jobs\/\d+$/);
-  const evalId = Number(new URL(page.url()).pathname.split('/').pop());
-  const st = await waitState(server, evalId, ['done', 'error'], 60000);
-  assert.equal(st.state, 'done', st.error);
+  const evalId = await evaluateConfirmed(dlg);
 
   const api = (await server.api('GET', `/api/v1/evaluations/${evalId}`)).body.evaluation.metrics;
   assert.equal(api.count, 9);
@@ -117,11 +124,7 @@ test('Evaluate a folder of images uploaded from the dialog: labels from its fold
   await dlg.waitFor();
   await dlg.locator('select').nth(1).selectOption('folder');
   await dlg.locator('input[webkitdirectory]').setInputFiles(join(dir, 'mine'));
-  await dlg.locator('[data-action="evaluate-confirm"]').click();
-  await page.waitForURL(/\/jobs\/\d+$/);
-  const evalId = Number(new URL(page.url()).pathname.split('/').pop());
-  const st = await waitState(server, evalId, ['done', 'error'], 60000);
-  assert.equal(st.state, 'done', st.error);
+  const evalId = await evaluateConfirmed(dlg);
   const m = (await server.api('GET', `/api/v1/evaluations/${evalId}`)).body.evaluation.metrics;
   assert.deepEqual([m.count, m.labelled, m.errors], [6, 4, 0], 'unsorted/ is no class of the model');
   assert.equal(m.source.upload, 'folder.tar');
