@@ -44,7 +44,9 @@ import { existsSync, linkSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ROOT, RESULTS, quick, envNumber as int, median, round, mib, load1 } from '../lib/stats.mjs';
+import {
+  RESULTS, quick, envNumber as int, benchOnly, BENCH_BIN, BENCH_PYTHON, median, round, mib, load1,
+} from '../lib/stats.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const CFG = {
@@ -52,10 +54,10 @@ const CFG = {
   scaled_runs: int('BENCH_DATASET_SCALED_RUNS', 1),
   photos: int('BENCH_DATASET_PHOTOS', 1000),
   threads: int('BENCH_DATASET_THREADS', 2),
-  only: (process.env.BENCH_ONLY || 'fashion,photos').split(',').map((s) => s.trim()).filter(Boolean),
+  only: benchOnly('fashion,photos'),
   data: process.env.BENCH_DATA_DIR || '/tmp/deepdesk-bench-data',
-  bin: process.env.DEEPDESK_BIN || join(ROOT, 'build', 'deepdesk'),
-  python: process.env.BENCH_PYTHON || '/usr/bin/python3',
+  bin: BENCH_BIN,
+  python: BENCH_PYTHON,
   sample_ms: 50,
 };
 const PY_ENV = { ...process.env, PYTHONDONTWRITEBYTECODE: '1' };

@@ -1,5 +1,5 @@
 // stats.mjs — what the bench scripts share: where the repository and the results
-// are, BENCH_QUICK, numeric knobs from the environment, and the few figures every
+// are, BENCH_QUICK, the knobs from the environment, and the few figures every
 // bench reports (medians, rounding, KiB to MiB, the load average).
 import { loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -8,6 +8,12 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const RESULTS = join(ROOT, 'bench', 'results');
 export const quick = process.env.BENCH_QUICK === '1';
+
+/** The knobs every bench reads: BENCH_ONLY (a comma-separated list, else dflt's),
+ *  DEEPDESK_BIN (build/deepdesk) and BENCH_PYTHON (/usr/bin/python3). */
+export const benchOnly = (dflt) => (process.env.BENCH_ONLY || dflt).split(',').map((s) => s.trim()).filter(Boolean);
+export const BENCH_BIN = process.env.DEEPDESK_BIN || join(ROOT, 'build', 'deepdesk');
+export const BENCH_PYTHON = process.env.BENCH_PYTHON || '/usr/bin/python3';
 
 /** The environment variable name as a number, or dflt where it is unset or empty. */
 export const envNumber = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);

@@ -41,7 +41,9 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ROOT, RESULTS, quick, envNumber as num, median, round, mib, load1 } from '../lib/stats.mjs';
+import {
+  RESULTS, quick, envNumber as num, benchOnly, BENCH_BIN, BENCH_PYTHON, median, round, mib, load1,
+} from '../lib/stats.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const CFG = {
@@ -50,9 +52,9 @@ const CFG = {
   threads: num('BENCH_TRAIN_THREADS', 2),
   max_iter_s: num('BENCH_TRAIN_MAX_ITER_S', 60),
   backend: process.env.BENCH_TRAIN_BACKEND || 'auto',
-  only: (process.env.BENCH_ONLY || 'lenet,alexnet').split(',').map((s) => s.trim()).filter(Boolean),
-  bin: process.env.DEEPDESK_BIN || join(ROOT, 'build', 'deepdesk'),
-  python: process.env.BENCH_PYTHON || '/usr/bin/python3',
+  only: benchOnly('lenet,alexnet'),
+  bin: BENCH_BIN,
+  python: BENCH_PYTHON,
 };
 const ENV = {
   ...process.env, OMP_NUM_THREADS: String(CFG.threads), OPENBLAS_NUM_THREADS: '1', PYTHONDONTWRITEBYTECODE: '1',
