@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, waitFor } from '../lib/server.mjs';
+import { alive, writeColourFolders } from '../api/helpers.mjs';
 
 const COLOURS = { blue: [20, 40, 210], green: [30, 200, 40], red: [200, 30, 30] };
 const EPOCHS = 24;
@@ -35,27 +36,6 @@ const FINAL = ['done', 'error', 'aborted', 'interrupted'];
 function rng(seed) {
   let x = (seed >>> 0) || 1;
   return () => { x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0; return x / 4294967296; };
-}
-
-function alive(pid) {
-  try { process.kill(pid, 0); } catch { return false; }
-  try { return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
-}
-
-/** dir/<class>/<i>.ppm: n noisy side×side images a colour. */
-function colourFolders(dir, n, side) {
-  for (const [cls, [r, g, b]] of Object.entries(COLOURS)) {
-    mkdirSync(join(dir, cls), { recursive: true });
-    for (let i = 0; i < n; i++) {
-      const head = Buffer.from(`P6\n${side} ${side}\n255\n`);
-      const px = Buffer.alloc(side * side * 3);
-      let x = (i + 1) * 2654435761 >>> 0;
-      const noise = () => { x = (x * 1103515245 + 12345) >>> 0; return (x >>> 16) % 21 - 10; };
-      const c = (v) => Math.max(0, Math.min(255, v));
-      for (let p = 0; p < side * side; p++) px.set([c(r + noise()), c(g + noise()), c(b + noise())], p * 3);
-      writeFileSync(join(dir, cls, `${i}.ppm`), Buffer.concat([head, px]));
-    }
-  }
 }
 
 function integrity(dataDir) {
@@ -73,8 +53,8 @@ export async function runCampaign({ iterations = 20, seed = 1, log = console.log
   const pick = (xs) => xs[Math.floor(rand() * xs.length)];
   const work = mkdtempSync(join(process.env.DEEPDESK_TEST_TMP || tmpdir(), 'deepdesk-kill-'));
   const dataDir = join(work, 'data');
-  colourFolders(join(work, 'colours'), 60, 28);
-  colourFolders(join(work, 'many'), 200, 64); // what the killed dataset builds read
+  writeColourFolders(join(work, 'colours'), COLOURS, 60, 28);
+  writeColourFolders(join(work, 'many'), COLOURS, 200, 64); // what the killed dataset builds read
   // an evaluation pauses after each batch (the test build's hook), so it lasts seconds
   process.env.DEEPDESK_EVAL_DELAY_MS = '150';
   let server = await startServer({ dataDir, keepData: true, args: ['--data-root', work] });
