@@ -109,6 +109,15 @@ describe('memory', () => {
     assert.equal(c.body.memory.limit, 200 * MIB);
   });
 
+  /** The worker of training id once it runs and has written memory.json: its pid, tracked. */
+  async function workerOf(id) {
+    const rec = join(server.dataDir, 'jobs', String(id), 'memory.json');
+    await waitFor(async () => existsSync(rec) && (await getJob(server, id)).pid > 0, 30000);
+    const pid = (await getJob(server, id)).pid;
+    trackPid(pid);
+    return pid;
+  }
+
   test('a worker that runs out of memory ends "out of memory", and the server goes on', async (t) => {
     // (the server now runs with --job-memory-max 200M)
     // a runaway allocation stops at the worker's RLIMIT_DATA
@@ -128,10 +137,7 @@ describe('memory', () => {
     });
     assert.equal(m.status, 202, JSON.stringify(m.body));
     const id = m.body.job.id;
-    const rec = join(server.dataDir, 'jobs', String(id), 'memory.json');
-    await waitFor(async () => existsSync(rec) && (await getJob(server, id)).pid > 0, 30000);
-    const pid = (await getJob(server, id)).pid;
-    trackPid(pid);
+    const pid = await workerOf(id);
     writeFileSync(oomFile, '1');
     process.kill(pid, 'SIGKILL');
     const dead = await waitState(server, id, ['error', 'done', 'aborted'], 30000);
@@ -141,10 +147,7 @@ describe('memory', () => {
     const m2 = await server.api('POST', `/api/v1/jobs/${id}/clone`);
     assert.equal(m2.status, 202, JSON.stringify(m2.body));
     const id2 = m2.body.job.id;
-    const rec2 = join(server.dataDir, 'jobs', String(id2), 'memory.json');
-    await waitFor(async () => existsSync(rec2) && (await getJob(server, id2)).pid > 0, 30000);
-    const pid2 = (await getJob(server, id2)).pid;
-    trackPid(pid2);
+    const pid2 = await workerOf(id2);
     process.kill(pid2, 'SIGKILL');
     const killed = await waitState(server, id2, ['error', 'done', 'aborted'], 30000);
     assert.match(killed.error, /^the worker was killed by signal 9 \(Killed\)/, 'no OOM kill was counted: a person did it');

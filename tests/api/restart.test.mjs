@@ -133,14 +133,20 @@ describe('restart', () => {
     await waitState(s2, clone.body.job.id, 'aborted');
   });
 
-  test('a job that finishes while the server is down (SIGKILL) shows done after the restart', async () => {
+  /** A test job of params, running, its server SIGKILLed; once the worker has ended on
+   *  its own, the next server on the same data: {s2, j} (j: the job as s2 has it). */
+  async function endsWhileDown(params) {
     const s1 = await start();
-    const job = await createJob(s1, { steps: 8, step_ms: 60 });
+    const job = await createJob(s1, params);
     const running = await runningWith(s1, job.id, 2);
     await s1.kill();
-    await waitFor(() => !alive(running.pid), LONG, 'the worker to finish on its own');
+    await waitFor(() => !alive(running.pid), LONG, 'the worker to end on its own');
     const s2 = await start({ dataDir: s1.dataDir });
-    const j = await getJob(s2, job.id);
+    return { s2, j: await getJob(s2, job.id) };
+  }
+
+  test('a job that finishes while the server is down (SIGKILL) shows done after the restart', async () => {
+    const { s2, j } = await endsWhileDown({ steps: 8, step_ms: 60 });
     assert.equal(j.state, 'done');
     assert.equal(j.error, null);
     assert.equal(j.progress, 1);
@@ -149,13 +155,7 @@ describe('restart', () => {
   });
 
   test('a job that ends while the server is down shows how it ended: error, never aborted', async () => {
-    const s1 = await start();
-    const failing = await createJob(s1, { steps: 10, step_ms: 60, fail_at: 5 });
-    const running = await runningWith(s1, failing.id, 2);
-    await s1.kill();
-    await waitFor(() => !alive(running.pid), LONG, 'the worker to end on its own');
-    const s2 = await start({ dataDir: s1.dataDir });
-    const j = await getJob(s2, failing.id);
+    const { j } = await endsWhileDown({ steps: 10, step_ms: 60, fail_at: 5 });
     assert.equal(j.state, 'error');
     assert.equal(j.error, 'test job failed at step 5 as asked');
   });
