@@ -1,4 +1,4 @@
-/* store.c — see store.h.
+/* jobs.c (was store.c) — see store.h.
  *
  * Invariants kept here:
  *  - jobs.state only changes in store_job_move/store_job_started, each of which
