@@ -18,6 +18,7 @@
 
 #include "../common/err.h"
 #include "../jobs/job.h"
+#include "accounts.h"
 
 #define STORE_FILE "deepdesk.db"
 
@@ -135,8 +136,6 @@ int store_quota_set(int64_t user_id, const struct store_quota *q, struct dd_err 
 int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct dd_err *err);
 /* The ids of user_id's jobs; caller frees *ids. */
 int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err);
-/* Disable (ending its sessions) or enable an account. */
-int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err);
 /* How many GPUs job id holds in its run (counted into its owner's GPU minutes). */
 int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err);
 /* When a job of owner_id (0: the local user) last started, epoch ms; 0: never. */
@@ -144,8 +143,6 @@ int64_t store_owner_last_start(int64_t owner_id);
 /* For /metrics: how long the oldest queued job has waited, and the sum and
  * count of the waits (creation to start) of every job that started. */
 void store_queue_waits(double *oldest_s, double *sum_s, double *count);
-/* The id of the account called name, 0 when none (the local user). */
-int64_t store_user_id(const char *name);
 /* {"queued": n, "running": n, …} over all jobs; caller frees *out. */
 int store_jobs_by_state(cJSON **out, struct dd_err *err);
 
