@@ -91,34 +91,52 @@ int store_class_dataset_shared(int64_t job_id, int64_t user_id)
 			job_id, user_id);
 }
 
+/* The two tables that link a class to others: its members and the datasets
+ * shared with it.  A link is added once however often it is asked for; taking
+ * away one that is not there is DD_ENOENT, in a sentence naming both. */
+static const struct class_link {
+	const char *add_sql, *remove_sql;
+	const char *adding, *removing; /* for the store's errors */
+	const char *other, *not_linked; /* "user" 7 "is not a member of" class 3 */
+} class_links[] = {
+	{ "INSERT OR IGNORE INTO class_members(class_id,user_id) VALUES(?,?)",
+	  "DELETE FROM class_members WHERE class_id=? AND user_id=?", "adding a class member", "removing a class member",
+	  "user", "is not a member of" },
+	{ "INSERT OR IGNORE INTO class_datasets(class_id,job_id) VALUES(?,?)",
+	  "DELETE FROM class_datasets WHERE class_id=? AND job_id=?", "sharing a dataset", "unsharing a dataset",
+	  "dataset", "is not shared with" },
+};
+enum { LINK_MEMBER, LINK_DATASET };
+
+static int class_link_change(int which, int add, int64_t class_id, int64_t other, struct dd_err *err)
+{
+	const struct class_link *l = &class_links[which];
+	if (add)
+		return change_pair(l->add_sql, class_id, other, l->adding, NULL, err);
+	char missing[96];
+	snprintf(missing, sizeof missing, "%s %lld %s class %lld", l->other, (long long)other, l->not_linked,
+		 (long long)class_id);
+	return change_pair(l->remove_sql, class_id, other, l->removing, missing, err);
+}
+
 int store_class_member_add(int64_t class_id, int64_t user_id, struct dd_err *err)
 {
-	return change_pair("INSERT OR IGNORE INTO class_members(class_id,user_id) VALUES(?,?)", class_id, user_id,
-			   "adding a class member", NULL, err);
+	return class_link_change(LINK_MEMBER, 1, class_id, user_id, err);
 }
 
 int store_class_member_remove(int64_t class_id, int64_t user_id, struct dd_err *err)
 {
-	char missing[96];
-	snprintf(missing, sizeof missing, "user %lld is not a member of class %lld", (long long)user_id,
-		 (long long)class_id);
-	return change_pair("DELETE FROM class_members WHERE class_id=? AND user_id=?", class_id, user_id,
-			   "removing a class member", missing, err);
+	return class_link_change(LINK_MEMBER, 0, class_id, user_id, err);
 }
 
 int store_class_dataset_add(int64_t class_id, int64_t job_id, struct dd_err *err)
 {
-	return change_pair("INSERT OR IGNORE INTO class_datasets(class_id,job_id) VALUES(?,?)", class_id, job_id,
-			   "sharing a dataset", NULL, err);
+	return class_link_change(LINK_DATASET, 1, class_id, job_id, err);
 }
 
 int store_class_dataset_remove(int64_t class_id, int64_t job_id, struct dd_err *err)
 {
-	char missing[96];
-	snprintf(missing, sizeof missing, "dataset %lld is not shared with class %lld", (long long)job_id,
-		 (long long)class_id);
-	return change_pair("DELETE FROM class_datasets WHERE class_id=? AND job_id=?", class_id, job_id,
-			   "unsharing a dataset", missing, err);
+	return class_link_change(LINK_DATASET, 0, class_id, job_id, err);
 }
 
 /* {id,name} of a user in columns col, col+1, or null when the id is NULL. */
@@ -231,27 +249,12 @@ int store_class_roster(int64_t class_id, struct store_roster_entry *e, int n, st
 	int64_t now = fs_now_ms();
 	for (int i = 0; i < n && rc == DD_OK; i++) {
 		if (e[i].pwhash) {
-			sqlite3_stmt *st = db_prep("INSERT INTO users(name,role,pwhash,created_at) VALUES(?,?,?,?)", err);
-			if (!st) {
-				rc = db_err_code(err);
-				break;
-			}
-			sqlite3_bind_text(st, 1, e[i].name, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 2, e[i].role, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 3, e[i].pwhash, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 4, now);
-			int s = sqlite3_step(st);
-			db_release(st);
-			if (s == SQLITE_CONSTRAINT) {
+			rc = store_user_add(e[i].name, e[i].role, e[i].pwhash, now, &e[i].user_id, err);
+			if (rc == DD_EEXIST)
 				rc = dd_err_set(err, DD_ECONFLICT, "line %d: %s: an account of that name was made meanwhile",
 						e[i].line, e[i].name);
+			if (rc)
 				break;
-			}
-			if (s != SQLITE_DONE) {
-				rc = db_fail(err, "adding an account");
-				break;
-			}
-			e[i].user_id = db_last_id();
 		}
 		rc = store_class_member_add(class_id, e[i].user_id, err);
 	}
@@ -313,6 +316,11 @@ static cJSON *preset_row(sqlite3_stmt *st)
 	return o;
 }
 
+static void fill_preset(sqlite3_stmt *st, void *item)
+{
+	*(cJSON **)item = preset_row(st);
+}
+
 #define PRESET_COLS "p.id,p.class_id,c.name,p.name,p.settings,p.locked,p.hidden,p.created"
 
 int store_preset_json(int64_t id, cJSON **out, struct dd_err *err)
@@ -321,16 +329,9 @@ int store_preset_json(int64_t id, cJSON **out, struct dd_err *err)
 	sqlite3_stmt *st = db_prep("SELECT " PRESET_COLS " FROM class_presets p JOIN classes c ON c.id=p.class_id"
 				" WHERE p.id=?",
 				err);
-	if (!st)
-		return db_err_code(err);
-	sqlite3_bind_int64(st, 1, id);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*out = preset_row(st);
-	db_release(st);
-	if (rc == SQLITE_DONE)
-		return dd_err_set(err, DD_ENOENT, "preset %lld does not exist", (long long)id);
-	return rc == SQLITE_ROW ? DD_OK : db_fail(err, "reading a preset");
+	if (st)
+		sqlite3_bind_int64(st, 1, id);
+	return db_step_row(st, fill_preset, out, "preset", id, "reading a preset", err);
 }
 
 int store_preset_list(int64_t user_id, int64_t class_id, cJSON **out, struct dd_err *err)

@@ -20,8 +20,11 @@ static _Thread_local sqlite3 *thread_db;
 
 /* Each thread keeps its prepared statements, keyed by the address of their SQL
  * text (always a string literal here): a request reuses them instead of
- * compiling its queries again.  db_release() resets one for its next use. */
-#define STMT_CACHE 48
+ * compiling its queries again.  db_release() resets one for its next use.
+ * Room for every statement of the store (about 80, the accounts' among them);
+ * a thread keeps only those it has used, and any beyond the room are prepared
+ * afresh and finalized each time. */
+#define STMT_CACHE 96
 static _Thread_local struct {
 	const char *sql;
 	sqlite3_stmt *st;
@@ -320,6 +323,8 @@ int db_exec(const char *sql, struct dd_err *err)
 /* Step a statement that returns no rows, then release it. */
 int db_step_done(sqlite3_stmt *st, const char *what, struct dd_err *err)
 {
+	if (!st)
+		return db_err_code(err);
 	int rc = sqlite3_step(st);
 	int out = DD_OK;
 	if (rc != SQLITE_DONE)
@@ -361,21 +366,45 @@ int64_t db_last_id(void)
 	return thread_db ? sqlite3_last_insert_rowid(thread_db) : 0;
 }
 
-int db_int64_of(const char *sql, int64_t id, int64_t *out, const char *thing, const char *what,
-		struct dd_err *err)
+int db_count(const char *sql, int64_t *out, struct dd_err *err)
 {
 	*out = 0;
 	sqlite3_stmt *st = db_prep(sql, err);
 	if (!st)
 		return db_err_code(err);
-	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		*out = sqlite3_column_int64(st, 0);
+	db_release(st);
+	return DD_OK;
+}
+
+int db_step_row(sqlite3_stmt *st, void (*fill)(sqlite3_stmt *st, void *item), void *item, const char *thing,
+		int64_t id, const char *what, struct dd_err *err)
+{
+	if (!st)
+		return db_err_code(err);
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
-		*out = sqlite3_column_int64(st, 0);
+		fill(st, item);
 	db_release(st);
 	if (rc == SQLITE_DONE)
 		return dd_err_set(err, DD_ENOENT, "%s %lld does not exist", thing, (long long)id);
 	return rc == SQLITE_ROW ? DD_OK : db_fail(err, what);
+}
+
+void db_fill_int64(sqlite3_stmt *st, void *item)
+{
+	*(int64_t *)item = sqlite3_column_int64(st, 0);
+}
+
+int db_int64_of(const char *sql, int64_t id, int64_t *out, const char *thing, const char *what,
+		struct dd_err *err)
+{
+	*out = 0;
+	sqlite3_stmt *st = db_prep(sql, err);
+	if (st)
+		sqlite3_bind_int64(st, 1, id);
+	return db_step_row(st, db_fill_int64, out, thing, id, what, err);
 }
 
 int db_json_rows(sqlite3_stmt *st, cJSON *(*row)(sqlite3_stmt *st), const char *what, cJSON **out,
@@ -395,24 +424,33 @@ int db_json_rows(sqlite3_stmt *st, cJSON *(*row)(sqlite3_stmt *st), const char *
 	return DD_OK;
 }
 
-void *db_grow(void *items, int *cap, size_t size)
+int db_collect(sqlite3_stmt *st, void **items, int *n, size_t size, void (*fill)(sqlite3_stmt *st, void *item),
+	       const char *what, struct dd_err *err)
 {
-	int more = *cap ? *cap * 2 : 16;
-	void *grown = realloc(items, (size_t)more * size);
-	if (grown)
-		*cap = more;
-	return grown;
-}
-
-sqlite3 *store_conn(struct dd_err *err)
-{
-	return db_conn(err);
+	*items = NULL;
+	*n = 0;
+	int cap = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			void *grown = realloc(*items, (size_t)cap * size);
+			if (!grown) {
+				db_release(st);
+				free(*items);
+				*items = NULL;
+				*n = 0;
+				return dd_err_set(err, DD_ENOMEM, "out of memory");
+			}
+			*items = grown;
+		}
+		fill(st, (char *)*items + (size_t)(*n)++ * size);
+	}
+	db_release(st);
+	return rc == SQLITE_DONE ? DD_OK : db_fail(err, what);
 }
 
 int db_step_one(sqlite3_stmt *st, const char *what, const char *thing, int64_t id, struct dd_err *err)
 {
-	if (!st)
-		return db_err_code(err);
 	int rc = db_step_done(st, what, err);
 	if (rc == DD_OK && db_changes() == 0)
 		rc = dd_err_set(err, DD_ENOENT, "%s %lld does not exist", thing, (long long)id);

@@ -254,8 +254,9 @@ int store_job_list_for(int64_t owner_id, const char *kind, const char *state, in
 	return DD_OK;
 }
 
-static void fill_row(sqlite3_stmt *st, struct job_row *r)
+static void fill_row(sqlite3_stmt *st, void *item)
 {
+	struct job_row *r = item;
 	memset(r, 0, sizeof *r);
 	r->id = sqlite3_column_int64(st, 0);
 	snprintf(r->kind, sizeof r->kind, "%s", (const char *)sqlite3_column_text(st, 1));
@@ -280,40 +281,19 @@ static void fill_row(sqlite3_stmt *st, struct job_row *r)
 int store_job_row(int64_t id, struct job_row *row, struct dd_err *err)
 {
 	sqlite3_stmt *st = db_prep("SELECT " ROW_COLS " FROM jobs WHERE id=?", err);
-	if (!st)
-		return db_err_code(err);
-	sqlite3_bind_int64(st, 1, id);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		fill_row(st, row);
-	db_release(st);
-	if (rc == SQLITE_DONE)
-		return dd_err_set(err, DD_ENOENT, "job %lld does not exist", (long long)id);
-	return rc == SQLITE_ROW ? DD_OK : db_fail(err, "reading a job");
+	if (st)
+		sqlite3_bind_int64(st, 1, id);
+	return db_step_row(st, fill_row, row, "job", id, "reading a job", err);
 }
 
 /* Every row st (prepared, bound) yields, as job rows into *rows and *n (caller frees);
  * st is released.  what names the query in an error. */
 static int collect_rows(sqlite3_stmt *st, struct job_row **rows, int *n, const char *what, struct dd_err *err)
 {
-	int cap = 0, rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct job_row *grown = realloc(*rows, (size_t)cap * sizeof **rows);
-			if (!grown) {
-				db_release(st);
-				free(*rows);
-				*rows = NULL;
-				*n = 0;
-				return dd_err_set(err, DD_ENOMEM, "out of memory");
-			}
-			*rows = grown;
-		}
-		fill_row(st, &(*rows)[(*n)++]);
-	}
-	db_release(st);
-	return rc == SQLITE_DONE ? DD_OK : db_fail(err, what);
+	void *items = NULL;
+	int rc = db_collect(st, &items, n, sizeof **rows, fill_row, what, err);
+	*rows = items;
+	return rc;
 }
 
 int store_jobs_in_state(enum job_state state, struct job_row **rows, int *n, struct dd_err *err)
@@ -521,12 +501,7 @@ fail:
 
 int store_job_count(int64_t *n, struct dd_err *err)
 {
-	sqlite3_stmt *st = db_prep("SELECT count(*) FROM jobs", err);
-	if (!st)
-		return db_err_code(err);
-	*n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	db_release(st);
-	return DD_OK;
+	return db_count("SELECT count(*) FROM jobs", n, err);
 }
 
 int store_job_owner(int64_t id, int64_t *owner_id, struct dd_err *err)
@@ -644,12 +619,10 @@ int store_job_set_priority(int64_t id, int priority, struct dd_err *err)
 
 int store_queue_max_priority(int *max, struct dd_err *err)
 {
-	sqlite3_stmt *st = db_prep("SELECT coalesce(max(priority),0) FROM jobs WHERE state='queued'", err);
-	if (!st)
-		return db_err_code(err);
-	*max = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
-	db_release(st);
-	return DD_OK;
+	int64_t v;
+	int rc = db_count("SELECT coalesce(max(priority),0) FROM jobs WHERE state='queued'", &v, err);
+	*max = (int)v;
+	return rc;
 }
 
 /* The defaults of each role: a learner runs 2 jobs at once, 10 CPU-slot hours
@@ -758,24 +731,10 @@ int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err)
 	if (!st)
 		return db_err_code(err);
 	sqlite3_bind_int64(st, 1, user_id);
-	int cap = 0, rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			int64_t *grown = realloc(*ids, (size_t)cap * sizeof **ids);
-			if (!grown) {
-				db_release(st);
-				free(*ids);
-				*ids = NULL;
-				*n = 0;
-				return dd_err_set(err, DD_ENOMEM, "out of memory");
-			}
-			*ids = grown;
-		}
-		(*ids)[(*n)++] = sqlite3_column_int64(st, 0);
-	}
-	db_release(st);
-	return rc == SQLITE_DONE ? DD_OK : db_fail(err, "listing a user's jobs");
+	void *items = NULL;
+	int rc = db_collect(st, &items, n, sizeof **ids, db_fill_int64, "listing a user's jobs", err);
+	*ids = items;
+	return rc;
 }
 
 int store_jobs_by_state(cJSON **out, struct dd_err *err)

@@ -1,10 +1,11 @@
-/* store.h — deepdesk.db: the SQLite store of jobs and of classes (their
- * members, shared datasets and lab presets), and the schema of the accounts
- * tables that app/accounts/auth.c reads and writes.
+/* store.h — deepdesk.db, the store: jobs, the fair queue and quotas, classes
+ * (their members, shared datasets and lab presets), and through accounts.h the
+ * accounts tables.  store/ is the only code that speaks SQL; this header knows
+ * no SQLite, and callers see rows, JSON and DD_E* codes.
  *
  * One connection per thread (opened on first use, closed by store_thread_end), WAL,
- * a busy timeout and foreign keys on.  The schema is versioned in PRAGMA
- * user_version and moved forward by store_init's migrations, each in one
+ * a busy timeout and foreign keys on (store/db.c).  The schema is versioned in
+ * PRAGMA user_version and moved forward by store_init's migrations, each in one
  * transaction.  Everything that changes a job's state goes through
  * store_job_move so that the transition rules (jobs/job.h) and the state history
  * are kept in one place. */
@@ -14,7 +15,6 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
 
 #include "../common/err.h"
 #include "../jobs/job.h"
@@ -40,8 +40,6 @@ struct job_row {
 int store_init(const char *data_dir, struct dd_err *err);
 /* The schema version this build writes. */
 int store_schema_version(void);
-/* This thread's connection, opened on first use; NULL with err filled on failure. */
-sqlite3 *store_conn(struct dd_err *err);
 /* Close this thread's connection (call as a thread ends; harmless when none). */
 void store_thread_end(void);
 
