@@ -1,9 +1,13 @@
 #!/bin/sh
-# check_map.sh — docs/ARCHITECTURE.md names every source file: each tracked file of
-# the program, its UI, its tools, benchmarks and test machinery appears there by its
-# name (or, for a page of ui/js/, its name without .js).  A file added without a
-# line on the map fails `make test`, naming it.
+# check_map.sh — the map and the layers hold:
+#  - docs/ARCHITECTURE.md names every source file: each tracked file of the
+#    program, its UI, its tools, benchmarks and test machinery appears there by
+#    its name (or, for a page of ui/js/, its name without .js);
+#  - only store/ speaks SQL: no C source outside store/ and tests/ mentions
+#    sqlite3 (its header, its calls, its types).
+# A file that breaks either fails `make test`, named.
 cd "$(dirname "$0")/.." || exit 1
+pass=0 fail=0
 map=docs/ARCHITECTURE.md
 missing=""
 for f in $(git ls-files app store common datasets jobs networks tools bench ui tests/lib tests/fuzz tests/campaign tests/gpu tests/parity tests/interop \
@@ -17,8 +21,21 @@ for f in $(git ls-files app store common datasets jobs networks tools bench ui t
 done
 if [ -n "$missing" ]; then
 	for f in $missing; do echo "  $f: not named in $map"; done
-	echo "0 passed, 1 failed"
-	exit 1
+	echo "FAIL every source file is on the map"
+	fail=$((fail + 1))
+else
+	echo "ok   every source file is on the map"
+	pass=$((pass + 1))
 fi
-echo "ok   every source file is on the map"
-echo "1 passed, 0 failed"
+
+sql=$(git grep -l -F sqlite3 -- '*.c' '*.h' '*.cu' ':!store/' ':!tests/' 2>/dev/null)
+if [ -n "$sql" ]; then
+	for f in $sql; do echo "  $f: speaks SQLite (sqlite3), which only store/ may"; done
+	echo "FAIL only store/ speaks SQL"
+	fail=$((fail + 1))
+else
+	echo "ok   only store/ speaks SQL"
+	pass=$((pass + 1))
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
