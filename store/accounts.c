@@ -169,10 +169,7 @@ int store_session_add(int64_t user_id, const char *digest, const char *csrf, int
 		sqlite3_bind_int64(st, 5, now);
 		sqlite3_bind_text(st, 6, csrf, -1, SQLITE_TRANSIENT);
 	}
-	int rc = db_step_done(st, "starting a session", err);
-	if (rc == DD_OK)
-		*id = db_last_id();
-	return rc;
+	return db_step_insert(st, "starting a session", id, err);
 }
 
 /* st (one parameter: a digest) stepped to its row: 1 and the row kept for the
@@ -286,10 +283,7 @@ int store_token_add(int64_t user_id, const char *name, const char *digest, int64
 		sqlite3_bind_text(st, 3, digest, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_int64(st, 4, fs_now_ms());
 	}
-	int rc = db_step_done(st, "creating an API token", err);
-	if (rc == DD_OK)
-		*id = db_last_id();
-	return rc;
+	return db_step_insert(st, "creating an API token", id, err);
 }
 
 int store_token_find(const char *digest, struct store_token *t)

@@ -21,10 +21,7 @@ int store_class_create(const char *name, int64_t instructor_id, int64_t *id, str
 	if (instructor_id > 0)
 		sqlite3_bind_int64(st, 2, instructor_id);
 	sqlite3_bind_int64(st, 3, fs_now_ms());
-	int rc = db_step_done(st, "creating a class", err);
-	if (rc == DD_OK)
-		*id = db_last_id();
-	return rc;
+	return db_step_insert(st, "creating a class", id, err);
 }
 
 int store_class_instructor(int64_t id, int64_t *instructor_id, struct dd_err *err)
@@ -174,17 +171,7 @@ int store_class_list(int64_t user_id, cJSON **out, struct dd_err *err)
 	if (!st)
 		return db_err_code(err);
 	sqlite3_bind_int64(st, 1, user_id);
-	cJSON *arr = cJSON_CreateArray();
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		cJSON_AddItemToArray(arr, class_row(st));
-	db_release(st);
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(arr);
-		return db_fail(err, "listing classes");
-	}
-	*out = arr;
-	return DD_OK;
+	return db_json_rows(st, class_row, "listing classes", out, err);
 }
 
 /* o[key] = [{id, name, third}] from sql (id, name, third columns; one parameter,
@@ -281,10 +268,7 @@ int store_preset_add(int64_t class_id, const char *name, const char *settings, c
 	sqlite3_bind_text(st, 4, locked, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 5, hidden, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 6, fs_now_ms());
-	int rc = db_step_done(st, "adding a preset", err);
-	if (rc == DD_OK)
-		*id = db_last_id();
-	return rc;
+	return db_step_insert(st, "adding a preset", id, err);
 }
 
 int store_preset_delete(int64_t class_id, int64_t id, struct dd_err *err)
@@ -345,17 +329,22 @@ int store_preset_list(int64_t user_id, int64_t class_id, cJSON **out, struct dd_
 		return db_err_code(err);
 	sqlite3_bind_int64(st, 1, user_id);
 	sqlite3_bind_int64(st, 2, class_id);
-	cJSON *arr = cJSON_CreateArray();
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		cJSON_AddItemToArray(arr, preset_row(st));
-	db_release(st);
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(arr);
-		return db_fail(err, "listing presets");
-	}
-	*out = arr;
-	return DD_OK;
+	return db_json_rows(st, preset_row, "listing presets", out, err);
+}
+
+/* A model job of a member, with the member: the user (columns 0, 1) then the job. */
+static cJSON *run_row(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "user", user_ref(st, 0));
+	cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 2));
+	db_add_text_or_null(o, "name", st, 3);
+	db_add_text_or_null(o, "state", st, 4);
+	cJSON_AddNumberToObject(o, "progress", sqlite3_column_double(st, 5));
+	db_add_int_or_null(o, "created_at", st, 6);
+	db_add_int_or_null(o, "started_at", st, 7);
+	db_add_int_or_null(o, "finished_at", st, 8);
+	return o;
 }
 
 int store_class_runs(int64_t class_id, cJSON **out, struct dd_err *err)
@@ -369,26 +358,6 @@ int store_class_runs(int64_t class_id, cJSON **out, struct dd_err *err)
 	if (!st)
 		return db_err_code(err);
 	sqlite3_bind_int64(st, 1, class_id);
-	cJSON *arr = cJSON_CreateArray();
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToObject(o, "user", user_ref(st, 0));
-		cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 2));
-		db_add_text_or_null(o, "name", st, 3);
-		db_add_text_or_null(o, "state", st, 4);
-		cJSON_AddNumberToObject(o, "progress", sqlite3_column_double(st, 5));
-		db_add_int_or_null(o, "created_at", st, 6);
-		db_add_int_or_null(o, "started_at", st, 7);
-		db_add_int_or_null(o, "finished_at", st, 8);
-		cJSON_AddItemToArray(arr, o);
-	}
-	db_release(st);
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(arr);
-		return db_fail(err, "listing a class's runs");
-	}
-	*out = arr;
-	return DD_OK;
+	return db_json_rows(st, run_row, "listing a class's runs", out, err);
 }
 

@@ -215,7 +215,8 @@ static sqlite3 *open_conn(struct dd_err *err)
 	return db;
 }
 
-sqlite3 *db_conn(struct dd_err *err)
+/* This thread's connection, opened on first use; NULL with err filled on failure. */
+static sqlite3 *db_conn(struct dd_err *err)
 {
 	if (!thread_db)
 		thread_db = open_conn(err);
@@ -331,6 +332,22 @@ int db_step_done(sqlite3_stmt *st, const char *what, struct dd_err *err)
 		out = db_fail(err, what);
 	db_release(st);
 	return out;
+}
+
+int db_step_one(sqlite3_stmt *st, const char *what, const char *thing, int64_t id, struct dd_err *err)
+{
+	int rc = db_step_done(st, what, err);
+	if (rc == DD_OK && db_changes() == 0)
+		rc = dd_err_set(err, DD_ENOENT, "%s %lld does not exist", thing, (long long)id);
+	return rc;
+}
+
+int db_step_insert(sqlite3_stmt *st, const char *what, int64_t *id, struct dd_err *err)
+{
+	int rc = db_step_done(st, what, err);
+	if (rc == DD_OK)
+		*id = db_last_id();
+	return rc;
 }
 
 void db_add_int_or_null(cJSON *o, const char *k, sqlite3_stmt *st, int col)
@@ -449,10 +466,3 @@ int db_collect(sqlite3_stmt *st, void **items, int *n, size_t size, void (*fill)
 	return rc == SQLITE_DONE ? DD_OK : db_fail(err, what);
 }
 
-int db_step_one(sqlite3_stmt *st, const char *what, const char *thing, int64_t id, struct dd_err *err)
-{
-	int rc = db_step_done(st, what, err);
-	if (rc == DD_OK && db_changes() == 0)
-		rc = dd_err_set(err, DD_ENOENT, "%s %lld does not exist", thing, (long long)id);
-	return rc;
-}

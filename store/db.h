@@ -18,8 +18,6 @@
 
 #include "../common/err.h"
 
-/* This thread's connection, opened on first use; NULL with err filled on failure. */
-sqlite3 *db_conn(struct dd_err *err);
 /* sql (a string literal) prepared on this thread's connection, from the cache
  * when it was prepared before; NULL with err filled on failure.  Give it back
  * with db_release. */
@@ -32,7 +30,7 @@ int db_exec(const char *sql, struct dd_err *err);
  * DD_ENOSPC for a full disk (in the sentence every writer uses), DD_EBUSY when
  * the database is locked, DD_EIO otherwise.  Returns the code. */
 int db_fail(struct dd_err *err, const char *what);
-/* The code a failed db_prep or db_conn left in err (DD_EIO without one). */
+/* The code a failed db_prep left in err (DD_EIO without one). */
 int db_err_code(const struct dd_err *err);
 /* Step a statement that returns no rows, then release it (st NULL: a failed
  * db_prep, whose code is returned). */
@@ -40,6 +38,8 @@ int db_step_done(sqlite3_stmt *st, const char *what, struct dd_err *err);
 /* db_step_done for an UPDATE or DELETE of one row of id; DD_ENOENT "<thing> ID
  * does not exist" when it changed none. */
 int db_step_one(sqlite3_stmt *st, const char *what, const char *thing, int64_t id, struct dd_err *err);
+/* db_step_done for an INSERT; *id gets the new row's id. */
+int db_step_insert(sqlite3_stmt *st, const char *what, int64_t *id, struct dd_err *err);
 /* Rows changed by this thread's last statement, and the rowid it inserted. */
 int db_changes(void);
 int64_t db_last_id(void);

@@ -161,6 +161,12 @@ static cJSON *row_json(sqlite3_stmt *st, int detail)
 	return o;
 }
 
+/* A job as a list shows it. */
+static cJSON *list_row(sqlite3_stmt *st)
+{
+	return row_json(st, 0);
+}
+
 int store_job_json(int64_t id, int detail, cJSON **out, struct dd_err *err)
 {
 	*out = NULL;
@@ -241,17 +247,7 @@ int store_job_list_for(int64_t owner_id, const char *kind, const char *state, in
 	sqlite3_bind_int(st, 3, limit);
 	sqlite3_bind_int(st, 4, offset);
 	sqlite3_bind_int64(st, 5, owner_id);
-	cJSON *arr = cJSON_CreateArray();
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		cJSON_AddItemToArray(arr, row_json(st, 0));
-	db_release(st);
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(arr);
-		return db_fail(err, "listing jobs");
-	}
-	*out = arr;
-	return DD_OK;
+	return db_json_rows(st, list_row, "listing jobs", out, err);
 }
 
 static void fill_row(sqlite3_stmt *st, void *item)
@@ -328,20 +324,31 @@ static int current_state(int64_t id, enum job_state *s, struct dd_err *err)
 	return out;
 }
 
-int store_job_move(int64_t id, enum job_state to, const char *error, int exit_code,
-		   int exit_signal, struct dd_err *err)
+/* Open the transaction that moves job id to `to`: BEGIN IMMEDIATE, then the
+ * job's state must allow the move (DD_ECONFLICT "job N is S and cannot
+ * <doing>").  On failure the transaction is rolled back. */
+static int move_begin(int64_t id, enum job_state to, const char *doing, struct dd_err *err)
 {
 	int rc = db_exec("BEGIN IMMEDIATE", err);
 	if (rc)
 		return rc;
 	enum job_state from;
-	if ((rc = current_state(id, &from, err)))
-		goto fail;
-	if (!job_state_can_move(from, to)) {
-		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s and cannot become %s", (long long)id,
-				job_state_name(from), job_state_name(to));
-		goto fail;
-	}
+	if ((rc = current_state(id, &from, err)) == DD_OK && !job_state_can_move(from, to))
+		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s and cannot %s", (long long)id, job_state_name(from),
+				doing);
+	if (rc)
+		db_exec("ROLLBACK", NULL);
+	return rc;
+}
+
+int store_job_move(int64_t id, enum job_state to, const char *error, int exit_code,
+		   int exit_signal, struct dd_err *err)
+{
+	char doing[48];
+	snprintf(doing, sizeof doing, "become %s", job_state_name(to));
+	int rc = move_begin(id, to, doing, err);
+	if (rc)
+		return rc;
 	int64_t now = fs_now_ms();
 	sqlite3_stmt *st;
 	if (job_state_final(to)) {
@@ -350,7 +357,6 @@ int store_job_move(int64_t id, enum job_state to, const char *error, int exit_co
 			  " progress=CASE WHEN ?2='done' THEN 1 ELSE progress END, eta_s=NULL WHERE id=?1",
 			  err);
 	} else {
-		/* back to the queue (a resume): clear what the last run left */
 		/* back to the queue (a resume): clear what the last run left; the extra
 		 * parameters bound below are unused here */
 		st = db_prep("UPDATE jobs SET state=?2, finished_at=NULL, error=NULL, exit_code=NULL,"
@@ -380,17 +386,9 @@ fail:
 
 int store_job_started(int64_t id, int pid, int64_t pid_start, struct dd_err *err)
 {
-	int rc = db_exec("BEGIN IMMEDIATE", err);
+	int rc = move_begin(id, JOB_RUNNING, "start", err);
 	if (rc)
 		return rc;
-	enum job_state from;
-	if ((rc = current_state(id, &from, err)))
-		goto fail;
-	if (!job_state_can_move(from, JOB_RUNNING)) {
-		rc = dd_err_set(err, DD_ECONFLICT, "job %lld is %s and cannot start", (long long)id,
-				job_state_name(from));
-		goto fail;
-	}
 	int64_t now = fs_now_ms();
 	sqlite3_stmt *st = db_prep("UPDATE jobs SET state='running', started_at=?2, pid=?3, pid_start=?4 WHERE id=?1", err);
 	if (!st) {
