@@ -586,7 +586,7 @@ struct bundle_task {
 	struct dd_err err;
 };
 
-/* The service opens the model and sends these back (infer_service.c). */
+/* The service opens the model and sends these back (app/infer/service.c). */
 static void bundle_work(void *arg)
 {
 	struct bundle_task *t = arg;
