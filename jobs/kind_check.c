@@ -11,6 +11,7 @@
 
 #include "../store/store.h"
 #include "../common/fsutil.h"
+#include "../datasets/dsinfo.h"
 
 #define UPLOAD_ID_LEN 24
 
@@ -48,10 +49,7 @@ int kind_use_dataset(const struct job_caller *who, struct job_uses *uses, int64_
 	if (st != JOB_DONE)
 		return dd_err_set(err, DD_ECONFLICT, "%s: job %lld is %s; %s", field, (long long)id, job_state_name(st),
 				  purpose);
-	char db[PATH_MAX + 16], json[PATH_MAX + 16];
-	snprintf(db, sizeof db, "%s/train_db", dir);
-	snprintf(json, sizeof json, "%s/dataset.json", dir);
-	if (access(db, R_OK) != 0 || access(json, R_OK) != 0)
+	if (!dsinfo_ready(dir))
 		return dd_err_set(err, DD_EINVAL,
 				  "%s: job %lld is not an image classification dataset (no dataset.json or train_db)",
 				  field, (long long)id);

@@ -40,12 +40,13 @@
 #include "../common/testhooks.h"
 #include "../datasets/archive.h"
 #include "../datasets/datum.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
 #include "../networks/infer.h"
 #include "job.h"
 #include "kind_check.h"
-#include "kind_train.h"
+#include "../networks/modeldir.h"
 #include "worker.h"
 
 #define MAX_ID 9007199254740991.0
@@ -320,15 +321,15 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 	int rc = kind_use_job(who, uses, model, "model", "model", &st, dir, sizeof dir, err);
 	if (rc)
 		return rc;
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	if ((rc = model_snapshots(dir, &snaps, &n, err)))
+	if ((rc = modeldir_snapshots(dir, &snaps, &n, err)))
 		return rc;
 	const char *want = cJSON_GetStringValue(get(params, "snapshot"));
 	double epoch = -1;
 	if (want)
-		model_snapshot_label_ok(want, &epoch);
-	int i = model_snapshot_find(snaps, n, epoch);
+		modeldir_label_ok(want, &epoch);
+	int i = modeldir_snapshot_find(snaps, n, epoch);
 	if (i < 0) {
 		free(snaps);
 		if (want)
@@ -347,7 +348,8 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 					   sizeof dir, err)))
 			return rc;
 		const char *split = cJSON_GetStringValue(get(src, "split"));
-		snprintf(path, sizeof path, "%s/%s_db/data.mdb", dir, split);
+		dsinfo_db_path(dir, split, path, sizeof path);
+		strncat(path, "/data.mdb", sizeof path - strlen(path) - 1);
 		if (access(path, R_OK) != 0)
 			return dd_err_set(err, DD_EINVAL, "source.split: dataset %lld has no %s split", (long long)ds, split);
 		return DD_OK;
@@ -383,18 +385,13 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	cJSON *snap = get(params, "snapshot");
 	if (cJSON_IsNumber(snap)) {
 		/* an epoch given as a number: the label it is written under */
-		char label[MODEL_LABEL_MAX];
-		snprintf(label, sizeof label, "%.4f", snap->valuedouble);
-		char *e = label + strlen(label) - 1;
-		while (*e == '0')
-			*e-- = 0;
-		if (*e == '.')
-			*e = 0;
+		char label[MODELDIR_LABEL_MAX];
+		modeldir_label_of(snap->valuedouble, label, sizeof label);
 		cJSON_ReplaceItemInObjectCaseSensitive(params, "snapshot", cJSON_CreateString(label));
 		snap = get(params, "snapshot");
 	}
 	if (snap && !cJSON_IsNull(snap) &&
-	    (!cJSON_IsString(snap) || !model_snapshot_label_ok(snap->valuestring, NULL)))
+	    (!cJSON_IsString(snap) || !modeldir_label_ok(snap->valuestring, NULL)))
 		return dd_err_set(err, DD_EINVAL, "snapshot: must be a snapshot's epoch (a number like 3 or 1.4167)");
 	cJSON *src = get(params, "source");
 	if (!cJSON_IsObject(src))
@@ -742,7 +739,7 @@ static int prepare_dataset(struct run *r, const char *jobs, const cJSON *src, st
 	snprintf(r->split, sizeof r->split, "%s", cJSON_GetStringValue(get(src, "split")));
 	char ds[PATH_MAX], path[PATH_MAX + 32];
 	snprintf(ds, sizeof ds, "%s/%lld", jobs, (long long)r->ds_id);
-	snprintf(path, sizeof path, "%s/%s_db", ds, r->split);
+	dsinfo_db_path(ds, r->split, path, sizeof path);
 	int rc = lmdbr_open(path, &r->rd, err);
 	if (rc == DD_ENOENT)
 		return dd_err_set(err, DD_ENOENT, "source.split: dataset %lld has no %s split", (long long)r->ds_id, r->split);
@@ -750,7 +747,7 @@ static int prepare_dataset(struct run *r, const char *jobs, const cJSON *src, st
 		return rc;
 	r->total = lmdbr_count(r->rd);
 	char *text = NULL;
-	snprintf(path, sizeof path, "%s/labels.txt", ds);
+	dsinfo_path(ds, DSINFO_LABELS, path, sizeof path);
 	int n = lmdbr_n_labels(r->rd);
 	if (n < r->classes)
 		n = r->classes;
@@ -854,13 +851,13 @@ static int run(struct worker *w, struct dd_err *err)
 	int64_t model = (int64_t)get(p, "model")->valuedouble;
 	snprintf(mdir, sizeof mdir, "%s/%lld", jobs, (long long)model);
 	const char *snapshot = cJSON_GetStringValue(get(p, "snapshot"));
-	char latest[MODEL_LABEL_MAX];
+	char latest[MODELDIR_LABEL_MAX];
 	if (!snapshot) {
-		struct model_snapshot *snaps = NULL;
+		struct modeldir_snapshot *snaps = NULL;
 		int ns = 0;
-		if ((rc = model_snapshots(mdir, &snaps, &ns, err)))
+		if ((rc = modeldir_snapshots(mdir, &snaps, &ns, err)))
 			return rc;
-		int i = model_snapshot_find(snaps, ns, -1);
+		int i = modeldir_snapshot_find(snaps, ns, -1);
 		if (i >= 0)
 			snprintf(latest, sizeof latest, "%s", snaps[i].label);
 		free(snaps);
@@ -868,7 +865,7 @@ static int run(struct worker *w, struct dd_err *err)
 			return dd_err_set(err, DD_ECONFLICT, "model %lld has no snapshot yet", (long long)model);
 		snapshot = latest;
 	}
-	model_snapshot_path(mdir, snapshot, "safetensors", weights, sizeof weights);
+	modeldir_snapshot_path(mdir, snapshot, MODELDIR_SNAP_WEIGHTS, weights, sizeof weights);
 	if (access(weights, R_OK) != 0)
 		return dd_err_set(err, DD_ENOENT, "snapshot: model %lld has no snapshot at epoch %s (deleted?)",
 				  (long long)model, snapshot);

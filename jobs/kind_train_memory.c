@@ -15,6 +15,7 @@
 #include "../common/fsutil.h"
 #include "../common/sanitizer.h"
 #include "../common/testhooks.h"
+#include "../datasets/dsinfo.h"
 #include "../networks/memory.h"
 #include "../networks/net.h"
 #include "../networks/solver.h"
@@ -177,8 +178,7 @@ int train_memory_check(const cJSON *params, struct dd_err *err)
 		return DD_OK;
 	char ds[PATH_MAX], path[PATH_MAX + 32];
 	sched_job_dir((int64_t)cJSON_GetNumberValue(get(params, "dataset")), ds, sizeof ds);
-	snprintf(path, sizeof path, "%s/dataset.json", ds);
-	if (access(path, R_OK) != 0)
+	if (!dsinfo_ready(ds))
 		return DD_OK; /* not a finished dataset (yet): the API and the worker say so */
 	const cJSON *net = get(params, "network");
 	const char *text = NULL;

@@ -18,7 +18,7 @@
 #include "executor.h"
 #include "job.h"
 #include "kind_check.h"
-#include "kind_train.h"
+#include "../networks/modeldir.h"
 
 /* Bytes set aside beside events.jsonl for the final status (a few lines). */
 #define WORKER_EVENTS_RESERVE (64 << 10)
@@ -231,13 +231,13 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 		return 0;
 	if (!unfinished && !(restarted && state[0] && strcmp(state, "done") && strcmp(state, "error")))
 		return 0;
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0, with_state = 0;
-	if (model_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
+	if (modeldir_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
 		char path[PATH_MAX + 64];
-		int i = model_snapshot_find(snaps, n, -1);
+		int i = modeldir_snapshot_find(snaps, n, -1);
 		if (i >= 0) {
-			model_snapshot_path(w->dir, snaps[i].label, "solverstate", path, sizeof path);
+			modeldir_snapshot_path(w->dir, snaps[i].label, MODELDIR_SNAP_STATE, path, sizeof path);
 			with_state = access(path, R_OK) == 0;
 		}
 	}

@@ -22,11 +22,13 @@
 #include "../common/json.h"
 #include "../common/version.h"
 #include "../datasets/datum.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/image.h"
 #include "backend.h"
 #include "bundle.h"
 #include "feed.h"
 #include "graph.h"
+#include "modeldir.h"
 #include "net.h"
 #include "snapshot.h"
 
@@ -118,7 +120,7 @@ static int dataset_dir(const char *dir, const cJSON *settings, char *buf, size_t
 static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32], ds[PATH_MAX];
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	int rc = read_json(path, &h->settings, err);
 	if (rc)
 		return rc;
@@ -138,15 +140,15 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	/* the resize mode: the model's copy, else the dataset's own record */
 	cJSON *pre = NULL;
 	const char *mode = NULL;
-	snprintf(path, sizeof path, "%s/preprocess.json", dir);
+	modeldir_path(dir, MODELDIR_PREPROCESS, path, sizeof path);
 	if (access(path, R_OK) != 0 && have_ds)
-		snprintf(path, sizeof path, "%s/dataset.json", ds);
+		dsinfo_path(ds, DSINFO_FILE, path, sizeof path);
 	if (access(path, R_OK) == 0) {
 		if ((rc = read_json(path, &pre, err)))
 			return rc;
 		mode = cJSON_GetStringValue(get(pre, "resize_mode"));
 		if (!mode)
-			mode = cJSON_GetStringValue(get(get(pre, "options"), "resize_mode"));
+			mode = cJSON_GetStringValue(get(dsinfo_options(pre), "resize_mode"));
 	}
 	rc = DD_OK;
 	if (!mode)

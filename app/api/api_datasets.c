@@ -22,6 +22,7 @@
 #include "../../datasets/archive.h"
 #include "../../datasets/create.h"
 #include "../../datasets/datum.h"
+#include "../../datasets/dsinfo.h"
 #include "../../datasets/example.h"
 #include "../../datasets/image.h"
 #include "../../datasets/lmdbio.h"
@@ -434,12 +435,8 @@ static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
 	if (strcmp(row.kind, "dataset") != 0)
 		return http_error(r->c, 404, "not_found", "job %lld is not a dataset", (long long)r->id);
 	sched_job_dir(r->id, dir, len);
-	char path[PATH_MAX + 16], *text = NULL;
-	snprintf(path, sizeof path, "%s/dataset.json", dir);
-	if (row.state != JOB_DONE || fs_read_file(path, 64u << 20, &text, NULL, NULL) != DD_OK)
-		return 0; /* not finished: no summary yet */
-	json_parse_str(text, "dataset.json", summary, NULL);
-	free(text);
+	if (row.state == JOB_DONE)
+		dsinfo_read(dir, summary, NULL); /* none: not finished, no summary yet */
 	return 0;
 }
 

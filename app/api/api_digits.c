@@ -37,7 +37,8 @@
 #include "../../common/fsutil.h"
 #include "../../common/json.h"
 #include "../../common/version.h"
-#include "../../jobs/kind_train.h"
+#include "../../datasets/dsinfo.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "api.h"
 #include "../http/perm.h"
@@ -129,12 +130,12 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 		cJSON_AddStringToObject(d, "mean file", "mean.binaryproto");
 	const char *mean = cJSON_GetStringValue(get(settings, "mean"));
 	cJSON_AddStringToObject(d, "mean subtraction", mean ? mean : "image");
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	model_snapshots(dir, &snaps, &n, NULL);
+	modeldir_snapshots(dir, &snaps, &n, NULL);
 	if (n > 0) {
 		char file[PATH_MAX + 64];
-		model_snapshot_path("", snaps[n - 1].label, "safetensors", file, sizeof file);
+		modeldir_snapshot_path("", snaps[n - 1].label, MODELDIR_SNAP_WEIGHTS, file, sizeof file);
 		cJSON_AddStringToObject(d, "snapshot file", file + 1); /* no leading '/' */
 	} else
 		cJSON_AddStringToObject(d, "snapshot file", "no snapshots");
@@ -231,7 +232,8 @@ int api_digits_dataset(struct req *r)
 	if (perm_sees_server_paths(r))
 		cJSON_AddStringToObject(d, "directory", dir);
 	cJSON *parse = cJSON_AddArrayToObject(d, "ParseFolderTasks"), *dbs = cJSON_AddArrayToObject(d, "CreateDbTasks");
-	cJSON *sum = read_json(dir, "dataset.json"); /* written when the dataset is done */
+	cJSON *sum = NULL;
+	dsinfo_read(dir, &sum, NULL); /* written when the dataset is done */
 	if (sum) {
 		const cJSON *opt = get(sum, "options"), *splits = get(sum, "splits");
 		static const char *const names[] = { "train", "val", "test" };

@@ -41,7 +41,7 @@
 #include "../../common/version.h"
 #include "../../datasets/archive.h"
 #include "../../jobs/events.h"
-#include "../../jobs/kind_train.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/bundle.h"
 #include "../../networks/infer.h"
@@ -269,7 +269,7 @@ static int fill_folder(const char *src, const char *dst, const cJSON *man, const
 		if (keep[i][1])
 			snprintf(to, sizeof to, "%s/%s", dst, keep[i][1]);
 		else
-			model_snapshot_path(dst, label, "safetensors", to, sizeof to);
+			modeldir_snapshot_path(dst, label, MODELDIR_SNAP_WEIGHTS, to, sizeof to);
 		if (access(from, F_OK) != 0)
 			continue;
 		if (rename(from, to) != 0)
@@ -335,7 +335,7 @@ int api_models_import(struct req *r)
 	int status = read_request(r, &f);
 	if (status)
 		return status;
-	char scratch[PATH_MAX] = "", dir[PATH_MAX] = "", label[MODEL_LABEL_MAX] = "1";
+	char scratch[PATH_MAX] = "", dir[PATH_MAX] = "", label[MODELDIR_LABEL_MAX] = "1";
 	struct dd_err err = { 0 };
 	cJSON *man = NULL;
 	int64_t id = 0;
@@ -377,7 +377,7 @@ int api_models_import(struct req *r)
 		goto bad;
 	}
 	const char *snap = cJSON_GetStringValue(get(man, "snapshot"));
-	if (snap && model_snapshot_label_ok(snap, NULL) && strlen(snap) < sizeof label)
+	if (snap && modeldir_label_ok(snap, NULL) && strlen(snap) < sizeof label)
 		snprintf(label, sizeof label, "%s", snap);
 
 	/* the job: queued (no job.json: the scheduler leaves it), its folder, done */

@@ -38,7 +38,7 @@
 #include "../../common/json.h"
 #include "../../common/log.h"
 #include "../../jobs/job.h"
-#include "../../jobs/kind_train.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/bundle.h"
 #include "../../networks/infer.h"
@@ -57,7 +57,7 @@
 struct pick {
 	char dir[PATH_MAX];
 	char weights[PATH_MAX + 64];
-	char label[MODEL_LABEL_MAX];
+	char label[MODELDIR_LABEL_MAX];
 };
 
 /* Model id's snapshot `want` (a label; NULL or "": the latest) into p.  0, or the
@@ -74,15 +74,15 @@ static int pick_snapshot(struct mg_connection *c, int64_t id, const char *want, 
 	if (strcmp(row.kind, "model") != 0)
 		return http_error(c, 404, "not_found", "job %lld is not a model", (long long)id);
 	double epoch = -1;
-	if (want && *want && !model_snapshot_label_ok(want, &epoch))
+	if (want && *want && !modeldir_label_ok(want, &epoch))
 		return http_error(c, 400, "invalid",
 				  "snapshot: \"%.32s\" is not a snapshot's epoch (a number like 3 or 1.4167)", want);
 	sched_job_dir(id, p->dir, sizeof p->dir);
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	if (model_snapshots(p->dir, &snaps, &n, &err) != DD_OK)
+	if (modeldir_snapshots(p->dir, &snaps, &n, &err) != DD_OK)
 		return http_error_dd(c, &err);
-	int i = model_snapshot_find(snaps, n, epoch);
+	int i = modeldir_snapshot_find(snaps, n, epoch);
 	if (i < 0) {
 		free(snaps);
 		if (epoch >= 0)
@@ -94,7 +94,7 @@ static int pick_snapshot(struct mg_connection *c, int64_t id, const char *want, 
 	}
 	snprintf(p->label, sizeof p->label, "%s", snaps[i].label);
 	free(snaps);
-	model_snapshot_path(p->dir, p->label, "safetensors", p->weights, sizeof p->weights);
+	modeldir_snapshot_path(p->dir, p->label, MODELDIR_SNAP_WEIGHTS, p->weights, sizeof p->weights);
 	return 0;
 }
 
