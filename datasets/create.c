@@ -996,7 +996,8 @@ out:
  * last words.  The lists and labels.txt stay: small, and they say what was seen. */
 static void drop_partial(const char *out_dir, int rc, struct dd_err *err)
 {
-	static const char *const outputs[] = { "train_db", "val_db", "test_db", "mean.binaryproto", "mean.png", NULL };
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_MEAN,
+					       DSINFO_MEAN_PNG, NULL };
 	int dropped = 0;
 	for (int i = 0; outputs[i]; i++) {
 		char p[PATH_MAX];
@@ -1104,8 +1105,8 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	/* what the dataset itself takes: its databases and files, not whatever else
 	 * the folder holds (an unpacked upload, say) */
 	uint64_t disk = 0;
-	static const char *const outputs[] = { "train_db", "val_db", "test_db", "labels.txt", "mean.binaryproto",
-					       "mean.png", "train.txt", "val.txt", "test.txt", NULL };
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_LABELS,
+					       DSINFO_MEAN, DSINFO_MEAN_PNG, "train.txt", "val.txt", "test.txt", NULL };
 	for (int i = 0; outputs[i]; i++) {
 		char p[PATH_MAX];
 		struct stat st;

@@ -12,7 +12,7 @@ void dsinfo_path(const char *dir, const char *name, char *buf, size_t len) { snp
 
 void dsinfo_db_path(const char *dir, const char *split, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s_db", dir, split);
+	snprintf(buf, len, "%s/%s" DSINFO_DB(""), dir, split);
 }
 
 int dsinfo_ready(const char *dir)

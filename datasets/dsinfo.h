@@ -21,6 +21,7 @@
 #define DSINFO_MEAN "mean.binaryproto"
 #define DSINFO_MEAN_PNG "mean.png"
 #define DSINFO_CAP (64u << 20) /* the most bytes of dataset.json read */
+#define DSINFO_DB(split) split "_db" /* a split's LMDB: DSINFO_DB("train") */
 
 /* DIR/NAME into buf (name: one of the DSINFO_* names). */
 void dsinfo_path(const char *dir, const char *name, char *buf, size_t len);

@@ -12,6 +12,7 @@
 #include "../store/store.h"
 #include "../common/fsutil.h"
 #include "../datasets/dsinfo.h"
+#include "jobdir.h"
 
 #define UPLOAD_ID_LEN 24
 
@@ -35,7 +36,7 @@ int kind_use_job(const struct job_caller *who, struct job_uses *uses, int64_t id
 	if (state)
 		*state = row.state;
 	if (dir)
-		snprintf(dir, len, "%s/jobs/%lld", who->server->data_dir, (long long)id);
+		jobdir_job(who->server->data_dir, id, dir, len);
 	return uses ? job_uses_add(uses, id, err) : DD_OK;
 }
 
@@ -92,7 +93,7 @@ int kind_upload_path(const char *data_dir, const char *id, char *path, size_t le
 		return 0;
 	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
 	for (int i = 0; exts[i]; i++) {
-		snprintf(path, len, "%s/uploads/%s%s", data_dir, id, exts[i]);
+		jobdir_upload(data_dir, id, exts[i], path, len);
 		struct stat st;
 		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
 			return 1;
@@ -100,12 +101,10 @@ int kind_upload_path(const char *data_dir, const char *id, char *path, size_t le
 	return 0;
 }
 
-void kind_upload_owner_path(const char *path, char *out, size_t len) { snprintf(out, len, "%s.owner", path); }
-
 int64_t kind_upload_owner(const char *path)
 {
 	char side[PATH_MAX + 8], buf[32] = "";
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	FILE *f = fopen(side, "r");
 	if (!f)
 		return 0;

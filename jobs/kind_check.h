@@ -46,10 +46,9 @@ int kind_server_path(const struct job_caller *who, cJSON *obj, const char *where
 int kind_upload_id_ok(const char *id);
 int kind_upload_path(const char *data_dir, const char *id, char *path, size_t len);
 /* An upload's owner is kept beside it, in <file>.owner (the user id in decimal; 0
- * the local user), from the moment it is made until it is used or swept: uploads
+ * the local user; jobs/jobdir.h names it), from the moment it is made until it is used or swept: uploads
  * count against their owner's disk quota, and only their owner (or an admin) may
  * use one.  kind_upload_owner: the owner of the upload at path, 0 when unknown. */
-void kind_upload_owner_path(const char *path, char *out, size_t len);
 int64_t kind_upload_owner(const char *path);
 /* May who use the upload at path (its owner, or an admin)? */
 int kind_upload_usable(const struct job_caller *who, const char *path);

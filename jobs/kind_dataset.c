@@ -33,6 +33,7 @@
 #include "../datasets/create.h"
 #include "../datasets/example.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "worker.h"
 
@@ -249,7 +250,7 @@ static int run(struct worker *w, struct dd_err *err)
 		char file[PATH_MAX];
 		if ((rc = worker_archive(w, src, file, sizeof file, err)))
 			return rc;
-		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
+		jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 		fs_rm_rf(unpacked, NULL);
 		const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
 		worker_log(w, "info", "unpacking %s", shown);
@@ -285,7 +286,7 @@ static int run(struct worker *w, struct dd_err *err)
 			s.folder[DS_TEST] = test[0] ? test : NULL;
 		}
 	} else if (strcmp(type, "example") == 0) {
-		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
+		jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 		fs_rm_rf(unpacked, NULL);
 		worker_log(w, "info", "writing Fashion-MNIST's 70,000 images from %s", FASHION_MNIST_DIR);
 		struct run_ctx ec = { w, fs_mono_ms() };
@@ -368,7 +369,7 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 static void ended(const char *dir)
 {
 	char unpacked[PATH_MAX];
-	snprintf(unpacked, sizeof unpacked, "%s/source", dir);
+	jobdir_file(dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 	fs_rm_rf(unpacked, NULL);
 }
 

@@ -45,6 +45,7 @@
 #include "../datasets/lmdbio.h"
 #include "../networks/infer.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "../networks/modeldir.h"
 #include "worker.h"
@@ -625,8 +626,8 @@ static void name_item(void *ctx, int64_t n, char *buf, size_t len)
 		return;
 	}
 	char idx[PATH_MAX + 16], txt[PATH_MAX + 16];
-	snprintf(idx, sizeof idx, "%s/files.idx", r->w->dir);
-	snprintf(txt, sizeof txt, "%s/files.txt", r->w->dir);
+	jobdir_file(r->w->dir, JOBDIR_EVAL_INDEX, idx, sizeof idx);
+	jobdir_file(r->w->dir, JOBDIR_EVAL_FILES, txt, sizeof txt);
 	FILE *fi = fopen(idx, "rb"), *ft = fopen(txt, "r");
 	uint8_t b[8];
 	if (fi && ft && fseeko(fi, (off_t)n * 8, SEEK_SET) == 0 && fread(b, 1, 8, fi) == 8) {
@@ -696,7 +697,7 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	if (rc)
 		return rc;
 	const char *shown = cJSON_GetStringValue(get(src, "name"));
-	snprintf(r->images, sizeof r->images, "%s/images", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_IMAGES, r->images, sizeof r->images);
 	fs_rm_rf(r->images, NULL);
 	struct archive_limits lim;
 	worker_archive_limits(w, &lim); /* the server's caps, never the params' */
@@ -706,9 +707,9 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	if (rc)
 		return rc;
 	struct lister ls = { 0 };
-	snprintf(path, sizeof path, "%s/files.txt", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_FILES, path, sizeof path);
 	ls.txt = fopen(path, "w");
-	snprintf(path, sizeof path, "%s/files.idx", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_INDEX, path, sizeof path);
 	ls.idx = fopen(path, "wb");
 	if (!ls.txt || !ls.idx)
 		rc = dd_err_sys(err, DD_EIO, errno, "cannot write the list of images");
@@ -724,7 +725,7 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "%s holds no images (.png, .jpg, .jpeg, .bmp, .ppm)",
 				  shown ? shown : "the upload");
 	r->total = ls.count;
-	snprintf(path, sizeof path, "%s/files.txt", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_FILES, path, sizeof path);
 	r->files = fopen(path, "r");
 	if (!r->files)
 		return dd_err_sys(err, DD_EIO, errno, "cannot read %s", path);
@@ -733,12 +734,12 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 }
 
 /* The dataset's labels.txt against the model's labels: index -> model class. */
-static int prepare_dataset(struct run *r, const char *jobs, const cJSON *src, struct dd_err *err)
+static int prepare_dataset(struct run *r, const cJSON *src, struct dd_err *err)
 {
 	r->ds_id = (int64_t)get(src, "dataset")->valuedouble;
 	snprintf(r->split, sizeof r->split, "%s", cJSON_GetStringValue(get(src, "split")));
 	char ds[PATH_MAX], path[PATH_MAX + 32];
-	snprintf(ds, sizeof ds, "%s/%lld", jobs, (long long)r->ds_id);
+	jobdir_sibling(r->w->dir, r->ds_id, ds, sizeof ds);
 	dsinfo_db_path(ds, r->split, path, sizeof path);
 	int rc = lmdbr_open(path, &r->rd, err);
 	if (rc == DD_ENOENT)
@@ -830,7 +831,7 @@ static int write_metrics(struct run *r, int complete, const char *snapshot, stru
 	if (!text)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/metrics.json", r->w->dir);
+	jobdir_file(r->w->dir, JOBDIR_METRICS, path, sizeof path);
 	int rc = fs_write_file_atomic(path, text, strlen(text), err);
 	free(text);
 	return rc;
@@ -841,15 +842,11 @@ static int run(struct worker *w, struct dd_err *err)
 	const cJSON *p = w->params, *src = get(p, "source");
 	struct run r = { .w = w };
 	struct slot_item *items = NULL;
-	char jobs[PATH_MAX], mdir[PATH_MAX], weights[PATH_MAX + 64], path[PATH_MAX + 32];
+	char mdir[PATH_MAX], weights[PATH_MAX + 64], path[PATH_MAX + 32];
 	int rc;
-	snprintf(jobs, sizeof jobs, "%s", w->dir);
-	char *slash = strrchr(jobs, '/');
-	if (!slash)
-		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
-	*slash = 0;
 	int64_t model = (int64_t)get(p, "model")->valuedouble;
-	snprintf(mdir, sizeof mdir, "%s/%lld", jobs, (long long)model);
+	if (jobdir_sibling(w->dir, model, mdir, sizeof mdir))
+		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
 	const char *snapshot = cJSON_GetStringValue(get(p, "snapshot"));
 	char latest[MODELDIR_LABEL_MAX];
 	if (!snapshot) {
@@ -894,12 +891,12 @@ static int run(struct worker *w, struct dd_err *err)
 	qsort_r(r.sorted, (size_t)r.classes, sizeof *r.sorted, by_label, (void *)r.labels);
 	if ((rc = eval_stats_init(&r.st, r.classes, top_n, EVAL_MAX_MISCLASSIFIED, err)))
 		goto out;
-	if ((rc = get(src, "dataset") ? prepare_dataset(&r, jobs, src, err) : prepare_upload(&r, src, err)))
+	if ((rc = get(src, "dataset") ? prepare_dataset(&r, src, err) : prepare_upload(&r, src, err)))
 		goto out;
 
-	snprintf(path, sizeof path, "%s/results.csv", w->dir);
+	jobdir_file(w->dir, JOBDIR_RESULTS_CSV, path, sizeof path);
 	r.csv = fopen(path, "w");
-	snprintf(path, sizeof path, "%s/results.jsonl", w->dir);
+	jobdir_file(w->dir, JOBDIR_RESULTS, path, sizeof path);
 	r.jsonl = fopen(path, "w");
 	if (!r.csv || !r.jsonl) {
 		rc = dd_err_sys(err, DD_EIO, errno, "cannot write the results");

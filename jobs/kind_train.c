@@ -54,6 +54,7 @@
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "kind_train_memory.h"
 #include "worker.h"
@@ -405,7 +406,7 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 		int64_t prev = (int64_t)get(net, "previous")->valuedouble;
 		if ((rc = kind_use_job(who, uses, prev, "model", "network.previous", NULL, dir, sizeof dir, err)))
 			return rc;
-		snprintf(path, sizeof path, "%s/network.prototxt", dir);
+		modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
 		if (fs_read_file(path, MAX_PROTOTXT, &prev_text, NULL, NULL) != DD_OK)
 			return dd_err_set(err, DD_ECONFLICT, "network.previous: model %lld has not written its network yet",
 					  (long long)prev);
@@ -689,7 +690,7 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 	cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.w));
 	cJSON_AddNumberToObject(settings, "classes", tin.classes);
 	st = cJSON_Print(settings);
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	rc = st ? fs_write_file_atomic(path, st, strlen(st), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
 out:
 	free(st);
@@ -802,16 +803,12 @@ static int replicas_from_job(const cJSON *job, const char *backend, struct train
 static int run(struct worker *w, struct dd_err *err)
 {
 	const cJSON *p = w->params;
-	char jobs[PATH_MAX], ds[PATH_MAX], path[PATH_MAX + 64];
+	char ds[PATH_MAX], path[PATH_MAX + 64];
 	char *prev_text = NULL;
 	int rc;
-	snprintf(jobs, sizeof jobs, "%s", w->dir);
-	char *slash = strrchr(jobs, '/');
-	if (!slash)
-		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
-	*slash = 0;
 	long long ds_id = (long long)param_num(p, "dataset", 0);
-	snprintf(ds, sizeof ds, "%s/%lld", jobs, ds_id);
+	if (jobdir_sibling(w->dir, ds_id, ds, sizeof ds))
+		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
 	if (!dsinfo_ready(ds))
 		return dd_err_set(err, DD_EINVAL,
 				  "dataset: job %lld is not a finished image classification dataset (no dataset.json or train_db)",
@@ -830,7 +827,9 @@ static int run(struct worker *w, struct dd_err *err)
 	} else {
 		long long prev = (long long)param_num(net, "previous", 0);
 		snprintf(netname, sizeof netname, "model %lld's network", prev);
-		snprintf(path, sizeof path, "%s/%lld/network.prototxt", jobs, prev);
+		char pdir[PATH_MAX];
+		jobdir_sibling(w->dir, prev, pdir, sizeof pdir);
+		modeldir_path(pdir, MODELDIR_NETWORK, path, sizeof path);
 		if ((rc = fs_read_file(path, MAX_PROTOTXT, &prev_text, NULL, err))) {
 			dd_err_prefix(err, "network.previous: model %lld", prev);
 			return rc;
@@ -920,7 +919,7 @@ static int run(struct worker *w, struct dd_err *err)
 	if (ft) {
 		char mdir[PATH_MAX];
 		long long mid = (long long)param_num(ft, "model", 0);
-		snprintf(mdir, sizeof mdir, "%s/%lld", jobs, mid);
+		jobdir_sibling(w->dir, mid, mdir, sizeof mdir);
 		struct modeldir_snapshot ep;
 		char what[64];
 		snprintf(what, sizeof what, "finetune: model %lld", mid);

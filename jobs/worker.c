@@ -17,6 +17,7 @@
 #include "../datasets/archive.h"
 #include "executor.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "../networks/modeldir.h"
 
@@ -152,7 +153,7 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 			return dd_err_set(err, DD_ENOENT, "source.upload: no upload has this id (uploads are used once)");
 	} else if (cJSON_IsNumber(of) && of->valuedouble >= 1) {
 		char dir[PATH_MAX + 32];
-		snprintf(dir, sizeof dir, "%s/jobs/%lld", data, (long long)of->valuedouble);
+		jobdir_job(data, (int64_t)of->valuedouble, dir, sizeof dir);
 		if (!archive_kept_find(dir, file, len))
 			return dd_err_set(err, DD_ENOENT, "the archive the original job was made from is gone; upload it again");
 		return DD_OK;
@@ -175,7 +176,7 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 	if (rename(path, kept) != 0)
 		return dd_err_sys(err, DD_EIO, errno, "cannot keep the upload");
 	char side[PATH_MAX + 8];
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	unlink(side); /* the job's folder counts against its owner now */
 	snprintf(file, len, "%s", kept);
 	return DD_OK;
@@ -203,7 +204,7 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 {
 	char state[16] = "";
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, w->dir);
+	jobdir_file(w->dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	events_tail_poll(&t, last_status, state, NULL);
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 	int restarted = restarts && atoi(restarts) > 0;
@@ -261,7 +262,7 @@ static int stopped_by_cluster(const char *dir)
 	if (!getenv("SLURM_JOB_ID"))
 		return 0;
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/" EXEC_ABORT_MARKER, dir);
+	jobdir_file(dir, JOBDIR_ABORT, path, sizeof path);
 	return access(path, F_OK) != 0;
 }
 
@@ -287,7 +288,7 @@ int worker_main(const char *dir)
 	/* room for the final status, should the job fill the disk (best effort: on a
 	 * disk full already, the first event fails and says so) */
 	events_writer_reserve(&w.ev, WORKER_EVENTS_RESERVE, NULL);
-	snprintf(path, sizeof path, "%s/job.json", dir);
+	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 	if (fs_read_file(path, 1 << 20, &text, NULL, &err) != DD_OK) {
 		worker_status(&w, "error", err.msg);
 		goto out;

@@ -252,7 +252,7 @@ static int check_bundle(struct infer *h, const char *dir, const char *wpath, str
 
 	/* labels.txt: one line a class */
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	modeldir_path(dir, MODELDIR_LABELS, path, sizeof path);
 	char *text = NULL;
 	size_t len = 0;
 	if (access(path, F_OK) == 0) {
@@ -276,7 +276,7 @@ static int check_bundle(struct infer *h, const char *dir, const char *wpath, str
 static int read_labels(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	modeldir_path(dir, MODELDIR_LABELS, path, sizeof path);
 	size_t len = 0;
 	h->label_buf = NULL;
 	if (access(path, R_OK) == 0) {
@@ -328,7 +328,7 @@ static int open_at(const char *dir, const char *weights, int batch, struct infer
 	snprintf(wpath, sizeof wpath, "%s", weights ? weights : "");
 	if (!weights)
 		snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
-	snprintf(path, sizeof path, "%s/network.prototxt", dir);
+	modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
 	if ((rc = fs_read_file(path, MAX_TEXT, &h->text, NULL, err)))
 		goto fail;
 	if ((rc = net_parse(h->text, strlen(h->text), &h->def, err))) {

@@ -27,6 +27,7 @@
 #include "../../datasets/image.h"
 #include "../../datasets/lmdbio.h"
 #include "../../jobs/kind_check.h"
+#include "../../jobs/jobdir.h"
 #include "../../jobs/sched.h"
 #include "api.h"
 #include "../http/perm.h"
@@ -37,7 +38,7 @@
 
 /* ---- uploads ---- */
 
-static void upload_dir(char *buf, size_t len) { snprintf(buf, len, "%s/uploads", server_data_dir()); }
+static void upload_dir(char *buf, size_t len) { jobdir_uploads(server_data_dir(), buf, len); }
 
 static const char *archive_ext(const char *name)
 {
@@ -62,7 +63,7 @@ static int new_upload_path(const char *name, char *path, size_t len, char *id, s
 	if (rc)
 		return rc;
 	const char *ext = archive_ext(name);
-	snprintf(path, len, "%s/%s%s", dir, id, strcasecmp(ext, ".tgz") == 0 ? ".tar.gz" : ext);
+	jobdir_upload(server_data_dir(), id, strcasecmp(ext, ".tgz") == 0 ? ".tar.gz" : ext, path, len);
 	return DD_OK;
 }
 
@@ -77,7 +78,7 @@ static int upload_begin(const struct req *r, const char *name, char *path, size_
 	if (rc || (rc = new_upload_path(name, path, len, id, err)))
 		return rc;
 	char side[PATH_MAX + 8], num[32];
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	int n = snprintf(num, sizeof num, "%lld\n", (long long)pc.c.user_id);
 	return fs_write_file_atomic(side, num, (size_t)n, err);
 }
@@ -85,7 +86,7 @@ static int upload_begin(const struct req *r, const char *name, char *path, size_
 void api_upload_drop(const char *path)
 {
 	char side[PATH_MAX + 8];
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	unlink(path);
 	unlink(side);
 }
@@ -535,7 +536,7 @@ static struct cached *reader(int64_t id, int split, const char *dir, struct dd_e
 		lmdbr_close(hit->rd);
 		hit->rd = NULL;
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof path, "%s/%s_db", dir, ds_split_name((enum ds_split)split));
+		dsinfo_db_path(dir, ds_split_name((enum ds_split)split), path, sizeof path);
 		if (lmdbr_open(path, &hit->rd, err) != DD_OK) {
 			hit->rd = NULL;
 			pthread_mutex_unlock(&hit->use);

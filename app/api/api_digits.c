@@ -38,6 +38,7 @@
 #include "../../common/json.h"
 #include "../../common/version.h"
 #include "../../datasets/dsinfo.h"
+#include "../../jobs/jobdir.h"
 #include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "api.h"
@@ -100,7 +101,7 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 	int64_t id = (int64_t)get(job, "id")->valuedouble;
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
-	cJSON *settings = read_json(dir, "settings.json"), *pre = read_json(dir, "preprocess.json");
+	cJSON *settings = read_json(dir, MODELDIR_SETTINGS), *pre = read_json(dir, MODELDIR_PREPROCESS);
 	const cJSON *ds = get(settings, "dataset");
 	if (cJSON_IsNumber(ds))
 		cJSON_AddNumberToObject(d, "dataset_id", ds->valuedouble);
@@ -125,7 +126,7 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 		cJSON_AddStringToObject(d, "image resize mode", mode);
 	cJSON_AddStringToObject(d, "labels file", "labels.txt");
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/mean.binaryproto", dir);
+	modeldir_path(dir, MODELDIR_MEAN, path, sizeof path);
 	if (access(path, R_OK) == 0)
 		cJSON_AddStringToObject(d, "mean file", "mean.binaryproto");
 	const char *mean = cJSON_GetStringValue(get(settings, "mean"));
@@ -191,7 +192,7 @@ int api_digits_index(struct req *r)
 	struct dd_err err = { 0 };
 	cJSON *body = cJSON_CreateObject();
 	char jobs[PATH_MAX];
-	snprintf(jobs, sizeof jobs, "%s/jobs", server_data_dir());
+	jobdir_jobs(server_data_dir(), jobs, sizeof jobs);
 	cJSON_AddStringToObject(body, "version", DD_VERSION);
 	if (perm_sees_server_paths(r))
 		cJSON_AddStringToObject(body, "jobs_dir", jobs);

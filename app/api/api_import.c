@@ -41,6 +41,7 @@
 #include "../../common/version.h"
 #include "../../datasets/archive.h"
 #include "../../jobs/events.h"
+#include "../../jobs/jobdir.h"
 #include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/bundle.h"
@@ -65,7 +66,7 @@ static int scratch_path(const char *prefix, const char *ext, char *path, size_t 
 	char dir[PATH_MAX], hex[17];
 	for (size_t i = 0; i < sizeof rnd; i++)
 		sprintf(hex + 2 * i, "%02x", rnd[i]);
-	snprintf(dir, sizeof dir, "%s/uploads", server_data_dir());
+	jobdir_uploads(server_data_dir(), dir, sizeof dir);
 	int rc = fs_mkdir_p(dir, err);
 	if (rc)
 		return rc;
@@ -404,7 +405,7 @@ int api_models_import(struct req *r)
 	sched_job_dir(id, dir, sizeof dir);
 	char evpath[PATH_MAX + 32];
 	struct stat evst;
-	snprintf(evpath, sizeof evpath, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, evpath, sizeof evpath);
 	if ((rc = fill_folder(scratch, dir, man, label, &err)) || (rc = store_job_started(id, 0, 0, &err)) ||
 	    (rc = store_job_tail_save(id, stat(evpath, &evst) == 0 ? (int64_t)evst.st_size : 0, 1, &err)) ||
 	    (rc = store_job_progress(id, 1.0, 0, &err)) || (rc = store_job_move(id, JOB_DONE, NULL, 0, -1, &err)) ||

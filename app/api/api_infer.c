@@ -634,7 +634,7 @@ int api_model_bundle(struct req *r)
 	if (mean[0])
 		snprintf(mean_png, sizeof mean_png, "%.*s.png", (int)(strlen(mean) - strlen(".binaryproto")), mean);
 	char labels[PATH_MAX + 16];
-	snprintf(labels, sizeof labels, "%s/labels.txt", p.dir);
+	modeldir_path(p.dir, MODELDIR_LABELS, labels, sizeof labels);
 	/* the size and sha256 of every other file into the manifest (networks/bundle.h),
 	 * hashed here, before the status is sent, so a file that cannot be read is
 	 * still a clean error */

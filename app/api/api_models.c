@@ -24,6 +24,7 @@
 #include "../../common/json.h"
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
+#include "../../jobs/jobdir.h"
 #include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/net.h"
@@ -252,7 +253,7 @@ static void add_model_fields(cJSON *job, int detail)
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	sched_job_dir(id, dir, sizeof dir);
 	cJSON *params = NULL, *settings = NULL;
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	char *text = NULL;
 	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK)
 		json_parse_str(text, path, &settings, NULL);
@@ -263,7 +264,7 @@ static void add_model_fields(cJSON *job, int detail)
 	}
 	if (!settings) {
 		/* not started yet: the params are the settings so far (job.json has them) */
-		snprintf(path, sizeof path, "%s/job.json", dir);
+		jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 		text = NULL;
 		if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK) {
 			cJSON *j = NULL;
@@ -339,7 +340,7 @@ static void add_model_fields(cJSON *job, int detail)
 
 	struct scan s = { 0 };
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	events_tail_poll(&t, scan_event, &s, NULL);
 	cJSON *last = cJSON_AddObjectToObject(job, "last");
 	cJSON_AddItemToObject(last, "train", s.train ? s.train : cJSON_CreateNull());
@@ -740,7 +741,7 @@ int api_model_snapshots_prune(struct req *r)
 	} else {
 		struct vals vs = { 0 };
 		struct events_tail t = { .offset = 0, .seq = 0 };
-		snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+		jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 		events_tail_poll(&t, val_event, &vs, NULL);
 		int by_acc, b = vs.oom ? -1 : val_best(&vs, &by_acc);
 		if (b < 0) {
