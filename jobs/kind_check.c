@@ -119,6 +119,32 @@ int kind_upload_usable(const struct job_caller *who, const char *path)
 	return who->admin || kind_upload_owner(path) == who->user_id;
 }
 
+const char *kind_unknown_field(const cJSON *o, const char *const *allowed)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, o)
+	{
+		int known = 0;
+		for (int i = 0; allowed[i] && !known; i++)
+			known = strcmp(it->string, allowed[i]) == 0;
+		if (!known)
+			return it->string;
+	}
+	return NULL;
+}
+
+int kind_clone_archive(cJSON *src, int64_t orig_id, const char *orig_dir, const char *gone, struct dd_err *err)
+{
+	char p[PATH_MAX];
+	if (!archive_kept_find(orig_dir, p, sizeof p))
+		return dd_err_set(err, DD_ECONFLICT, "%s", gone);
+	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
+	for (int i = 0; drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
+	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
+	return DD_OK;
+}
+
 void kind_archive_limits(long long max_files, long long max_bytes, struct archive_limits *l)
 {
 	archive_limits_default(l);

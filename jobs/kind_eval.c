@@ -298,16 +298,8 @@ static int int_field(cJSON *params, const char *key, int lo, int hi, struct dd_e
 
 static int only(const cJSON *o, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, o)
-	{
-		int known = 0;
-		for (int i = 0; allowed[i]; i++)
-			known |= strcmp(it->string, allowed[i]) == 0;
-		if (!known)
-			return dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, it->string);
-	}
-	return DD_OK;
+	const char *name = kind_unknown_field(o, allowed);
+	return name ? dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, name) : DD_OK;
 }
 
 /* What needs other jobs, with the caller: the model is one who may use and has
@@ -1000,14 +992,8 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 	cJSON *src = get(params, "source");
 	if (!cJSON_IsObject(src) || get(src, "dataset"))
 		return DD_OK;
-	char p[PATH_MAX];
-	if (!archive_kept_find(orig_dir, p, sizeof p))
-		return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
-	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
-	for (int i = 0; drop[i]; i++)
-		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
-	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
-	return DD_OK;
+	return kind_clone_archive(src, orig_id, orig_dir, "the archive this evaluation classified is gone; upload it again",
+				  err);
 }
 
 const struct job_kind eval_job_kind = {

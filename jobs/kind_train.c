@@ -101,16 +101,8 @@ static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCas
 
 static int only_fields(const cJSON *obj, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, obj)
-	{
-		int known = 0;
-		for (int i = 0; allowed[i] && !known; i++)
-			known = strcmp(it->string, allowed[i]) == 0;
-		if (!known)
-			return dd_err_set(err, DD_EINVAL, "%s%.64s: unknown field", where, it->string);
-	}
-	return DD_OK;
+	const char *name = kind_unknown_field(obj, allowed);
+	return name ? dd_err_set(err, DD_EINVAL, "%s%.64s: unknown field", where, name) : DD_OK;
 }
 
 enum { NUM_REAL = 0, NUM_INT = 1, NUM_ABOVE = 2 /* lo itself is not allowed */ };
@@ -701,7 +693,7 @@ out:
 /* ---- the worker ---- */
 
 struct run_ctx {
-	struct worker *w;
+	struct worker *w; /* first: worker_hook_log and worker_hook_stop read it */
 	int64_t t0;
 	double epoch0, epochs; /* where this run started, and the total */
 };
@@ -710,18 +702,6 @@ static void on_metric(void *vctx, const struct train_metric *m)
 {
 	struct run_ctx *c = vctx;
 	model_report_metric(c->w, c->t0, c->epoch0, c->epochs, m);
-}
-
-static void on_log(void *vctx, const char *level, const char *msg)
-{
-	struct run_ctx *c = vctx;
-	worker_log(c->w, level, "%s", msg);
-}
-
-static int on_stop(void *vctx)
-{
-	struct run_ctx *c = vctx;
-	return worker_should_stop(c->w);
 }
 
 static int param_int(const cJSON *o, const char *k, int dflt)
@@ -944,7 +924,7 @@ static int run(struct worker *w, struct dd_err *err)
 		worker_log(w, "info", "%s", mem_msg);
 	}
 
-	struct train_hooks h = { &c, on_metric, on_log, on_stop };
+	struct train_hooks h = { &c, on_metric, worker_hook_log, worker_hook_stop };
 	if ((rc = train_run(&o, &h, err))) {
 		if (rc == DD_ENOMEM || strcasestr(err->msg, "out of memory")) /* oneDNN's too */
 			train_memory_oom_message(w->dir, err);

@@ -38,6 +38,10 @@ int worker_should_stop(const struct worker *w)
 	return stop_requested;
 }
 
+void worker_hook_log(void *ctx, const char *level, const char *msg) { worker_log(*(struct worker **)ctx, level, "%s", msg); }
+
+int worker_hook_stop(void *ctx) { return worker_should_stop(*(struct worker **)ctx); }
+
 static void append(struct worker *w, cJSON *ev)
 {
 	if (!ev)

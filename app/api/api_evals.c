@@ -146,12 +146,9 @@ int api_eval_get(struct req *r)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	int rc = eval_dir(r, dir, sizeof dir);
-	if (rc)
-		return rc;
-	struct dd_err err = { 0 };
 	cJSON *job = NULL;
-	if (store_job_json(r->id, 1, &job, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
+	if (rc || (rc = api_job_json(r, &job)))
+		return rc;
 	struct last_partial p = { 0 };
 	struct events_tail t = { .offset = 0, .seq = 0 };
 	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);

@@ -110,16 +110,8 @@ static int form_get(const char *key, const char *value, size_t len, void *ud)
 {
 	struct form *f = ud;
 	if (!strcmp(key, "name"))
-		snprintf(f->name + strlen(f->name), sizeof f->name - strlen(f->name), "%.*s", (int)len, value);
+		http_form_append(f->name, sizeof f->name, value, len);
 	return MG_FORM_FIELD_HANDLE_GET;
-}
-
-static int form_store(const char *path, long long size, void *ud)
-{
-	(void)path;
-	(void)size;
-	(void)ud;
-	return MG_FORM_FIELD_HANDLE_NEXT;
 }
 
 /* The archive into f: a multipart form, or JSON naming an upload.  0 or the
@@ -131,7 +123,7 @@ static int read_request(struct req *r, struct form *f)
 		if (r->ri->content_length > server_max_upload())
 			return http_error(r->c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
 					  r->ri->content_length, server_max_upload());
-		struct mg_form_data_handler h = { form_found, form_get, form_store, f };
+		struct mg_form_data_handler h = { form_found, form_get, http_form_stored, f };
 		int n = mg_handle_form_request(r->c, &h);
 		if (f->bad || n < 0 || !f->archive[0]) {
 			if (f->archive[0])

@@ -180,14 +180,6 @@ static int up_get(const char *key, const char *value, size_t len, void *ud)
 	return MG_FORM_FIELD_HANDLE_GET;
 }
 
-static int up_store(const char *path, long long size, void *ud)
-{
-	(void)path;
-	(void)size;
-	(void)ud;
-	return MG_FORM_FIELD_HANDLE_NEXT;
-}
-
 /* Read the image: a multipart form's file field, or the raw body.  0, or the status
  * of the error sent; u->data is the caller's to free. */
 static int read_image(struct mg_connection *c, struct upload *u)
@@ -198,7 +190,7 @@ static int read_image(struct mg_connection *c, struct upload *u)
 				  ri->content_length, IMAGE_UPLOAD_CAP);
 	const char *ct = mg_get_header(c, "Content-Type");
 	if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
-		struct mg_form_data_handler h = { up_found, up_get, up_store, u };
+		struct mg_form_data_handler h = { up_found, up_get, http_form_stored, u };
 		int n = mg_handle_form_request(c, &h);
 		if (u->too_big)
 			return http_error(c, 413, "too_large", "%s is over the %u-byte limit", u->file_field,

@@ -355,16 +355,11 @@ static void add_model_fields(cJSON *job, int detail)
 
 int api_models_list(struct req *r)
 {
-	struct dd_err err = { 0 };
 	cJSON *jobs = NULL;
 	int total = 0;
-	long long limit, offset;
-	int rc;
-	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
-	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
+	int rc = api_jobs_page(r, "model", &jobs, &total);
+	if (rc)
 		return rc;
-	if (store_job_list_for(perm_list_owner(r), "model", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
 	cJSON *j;
 	cJSON_ArrayForEach(j, jobs)
 	{
@@ -391,12 +386,9 @@ int api_model_get(struct req *r)
 {
 	struct job_row row;
 	int rc = model_row(r, &row);
-	if (rc)
-		return rc;
-	struct dd_err err = { 0 };
 	cJSON *job = NULL;
-	if (store_job_json(r->id, 1, &job, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
+	if (rc || (rc = api_job_json(r, &job)))
+		return rc;
 	add_model_fields(job, 1);
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddItemToObject(body, "model", job);
