@@ -2,6 +2,7 @@
  * and the fixed names of a job's folder, built in one place. */
 #include "jobdir.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +13,16 @@ void jobdir_jobs(const char *data_dir, char *buf, size_t len) { snprintf(buf, le
 void jobdir_job(const char *data_dir, int64_t id, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/jobs/%lld", data_dir, (long long)id);
+}
+
+int jobdir_is_job(const char *data_dir, const char *path)
+{
+	char jobs[PATH_MAX];
+	jobdir_jobs(data_dir, jobs, sizeof jobs);
+	size_t n = strlen(jobs);
+	if (strncmp(path, jobs, n) != 0 || path[n] != '/' || !path[n + 1])
+		return 0;
+	return strspn(path + n + 1, "0123456789") == strlen(path + n + 1);
 }
 
 int jobdir_sibling(const char *dir, int64_t id, char *buf, size_t len)

@@ -38,6 +38,10 @@ void jobdir_jobs(const char *data_dir, char *buf, size_t len);
 /* DATA/jobs/<id> into buf. */
 void jobdir_job(const char *data_dir, int64_t id, char *buf, size_t len);
 
+/* Is path (resolved) a job's folder, DATA/jobs/<digits>?  The twin of
+ * jobdir_job.  1 or 0. */
+int jobdir_is_job(const char *data_dir, const char *path);
+
 /* The folder of job id beside the job folder dir (DATA/jobs/<id>, found from
  * DATA/jobs/<other>): what a worker, which knows only its own folder, uses to
  * reach the jobs it depends on.  0, or -1 when dir has no parent folder. */

@@ -17,6 +17,7 @@
 #include "../common/testhooks.h"
 #include "../datasets/dsinfo.h"
 #include "../networks/memory.h"
+#include "../networks/modeldir.h"
 #include "../networks/net.h"
 #include "../networks/solver.h"
 #include "../networks/train.h"
@@ -189,7 +190,7 @@ int train_memory_check(const cJSON *params, struct dd_err *err)
 		text = get(net, "prototxt")->valuestring;
 	else if (cJSON_IsNumber(get(net, "previous"))) {
 		sched_job_dir((int64_t)get(net, "previous")->valuedouble, path, sizeof path);
-		strncat(path, "/network.prototxt", sizeof path - strlen(path) - 1);
+		strncat(path, "/" MODELDIR_NETWORK, sizeof path - strlen(path) - 1);
 		if (fs_read_file(path, 4u << 20, &prev, NULL, NULL) == DD_OK)
 			text = prev;
 	}

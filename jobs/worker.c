@@ -15,6 +15,7 @@
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../datasets/archive.h"
+#include "../datasets/dsinfo.h"
 #include "executor.h"
 #include "job.h"
 #include "jobdir.h"
@@ -218,7 +219,7 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 	if (strcmp(kind->name, "dataset") == 0 && unfinished) {
 		/* a dataset build has no snapshot: it starts over, without the
 		 * half-written databases of the run that was stopped */
-		static const char *const dbs[] = { "train_db", "val_db", "test_db", NULL };
+		static const char *const dbs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), NULL };
 		char path[PATH_MAX + 16];
 		for (int i = 0; dbs[i]; i++) {
 			snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);

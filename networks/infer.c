@@ -159,9 +159,9 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	if (rc)
 		return rc;
 
-	snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", dir);
+	modeldir_path(dir, MODELDIR_MEAN, h->mean_path, sizeof h->mean_path);
 	if (access(h->mean_path, R_OK) != 0 && have_ds)
-		snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", ds);
+		dsinfo_path(ds, DSINFO_MEAN, h->mean_path, sizeof h->mean_path);
 	return DD_OK;
 }
 
@@ -170,7 +170,7 @@ static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32];
 	cJSON *j = NULL;
-	snprintf(path, sizeof path, "%s/info.json", dir);
+	snprintf(path, sizeof path, "%s/" BUNDLE_MANIFEST, dir);
 	int rc = read_json(path, &j, err);
 	if (rc)
 		return rc;
@@ -317,7 +317,7 @@ static int open_at(const char *dir, const char *weights, int batch, struct infer
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	char path[PATH_MAX + 32], wpath[PATH_MAX + 32];
 	int rc;
-	snprintf(path, sizeof path, "%s/info.json", dir);
+	snprintf(path, sizeof path, "%s/" BUNDLE_MANIFEST, dir);
 	int bundle = access(path, R_OK) == 0;
 	if ((rc = bundle ? read_bundle(h, dir, err) : read_job(h, dir, err)))
 		goto fail;

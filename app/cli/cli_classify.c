@@ -25,8 +25,9 @@
 #include "../../common/fsutil.h"
 #include "../../common/json.h"
 #include "../../datasets/archive.h"
-#include "../../networks/modeldir.h"
+#include "../../networks/bundle.h"
 #include "../../networks/infer.h"
+#include "../../networks/modeldir.h"
 #include "cli.h"
 
 const char cli_classify_usage[] =
@@ -294,7 +295,7 @@ int cli_classify(int argc, char **argv)
 		snprintf(dir, sizeof dir, "%s", model);
 
 	char info[PATH_MAX + 16];
-	snprintf(info, sizeof info, "%s/info.json", dir);
+	snprintf(info, sizeof info, "%s/" BUNDLE_MANIFEST, dir);
 	const char *w = NULL;
 	if (access(info, R_OK) == 0) {
 		if (snapshot)
