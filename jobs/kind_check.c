@@ -119,20 +119,6 @@ int kind_upload_usable(const struct job_caller *who, const char *path)
 	return who->admin || kind_upload_owner(path) == who->user_id;
 }
 
-const char *kind_unknown_field(const cJSON *o, const char *const *allowed)
-{
-	const cJSON *it;
-	cJSON_ArrayForEach(it, o)
-	{
-		int known = 0;
-		for (int i = 0; allowed[i] && !known; i++)
-			known = strcmp(it->string, allowed[i]) == 0;
-		if (!known)
-			return it->string;
-	}
-	return NULL;
-}
-
 int kind_clone_archive(cJSON *src, int64_t orig_id, const char *orig_dir, const char *gone, struct dd_err *err)
 {
 	char p[PATH_MAX];

@@ -57,11 +57,6 @@ int kind_upload_usable(const struct job_caller *who, const char *path);
  * --archive-max-files and --archive-max-mib (0: the default). */
 void kind_archive_limits(long long max_files, long long max_bytes, struct archive_limits *l);
 
-/* The name of the first field of o that is not in allowed (NULL-terminated),
- * borrowed from o; NULL when every field is known.  Each kind words its own
- * "unknown field" error with it. */
-const char *kind_unknown_field(const cJSON *o, const char *const *allowed);
-
 /* A clone of a job made from an upload unpacks the original's kept archive (an
  * upload is used once): src (the clone's params.source) loses file, upload,
  * limits and archive_of, and gains archive_of: orig_id, which the kind's validate

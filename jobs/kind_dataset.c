@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../datasets/create.h"
 #include "../datasets/example.h"
@@ -51,7 +52,7 @@ static const char *const example_fields[] = { "type", "name", NULL };
 
 static int only(const cJSON *o, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const char *name = kind_unknown_field(o, allowed);
+	const char *name = json_unknown_field(o, allowed);
 	if (!name)
 		return DD_OK;
 	if (!strcmp(name, "file"))

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/testhooks.h"
 #include "../datasets/archive.h"
 #include "../datasets/datum.h"
@@ -298,7 +299,7 @@ static int int_field(cJSON *params, const char *key, int lo, int hi, struct dd_e
 
 static int only(const cJSON *o, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const char *name = kind_unknown_field(o, allowed);
+	const char *name = json_unknown_field(o, allowed);
 	return name ? dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, name) : DD_OK;
 }
 

@@ -101,7 +101,7 @@ static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCas
 
 static int only_fields(const cJSON *obj, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const char *name = kind_unknown_field(obj, allowed);
+	const char *name = json_unknown_field(obj, allowed);
 	return name ? dd_err_set(err, DD_EINVAL, "%s%.64s: unknown field", where, name) : DD_OK;
 }
 

@@ -251,14 +251,6 @@ void http_form_append(char *dst, size_t cap, const char *value, size_t len)
 int http_only_fields(struct mg_connection *c, const cJSON *obj, const char *const *allowed,
 		     const char *where)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, obj)
-	{
-		int ok = 0;
-		for (int i = 0; allowed[i] && !ok; i++)
-			ok = strcmp(it->string, allowed[i]) == 0;
-		if (!ok)
-			return http_error(c, 400, "invalid", "%s%s: unknown field", where, it->string);
-	}
-	return 0;
+	const char *name = json_unknown_field(obj, allowed);
+	return name ? http_error(c, 400, "invalid", "%s%s: unknown field", where, name) : 0;
 }
