@@ -68,7 +68,7 @@ endif
 # test hooks (common/testhooks.h); nothing else differs between the two programs.
 TWICE_SRCS := jobs/job.c common/testhooks.c
 LIB_SRCS := $(filter-out $(TWICE_SRCS),$(wildcard common/*.c)) $(wildcard store/*.c) \
-            jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c $(wildcard jobs/kind_*.c) \
+            jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/jobdir.c jobs/sched.c jobs/worker.c $(wildcard jobs/kind_*.c) \
             $(filter-out app/http/tls_shim.c,$(wildcard app/http/*.c)) $(wildcard app/api/*.c) \
             $(wildcard app/accounts/*.c) $(wildcard app/infer/*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)

@@ -26,6 +26,7 @@
 
 #include "../common/fsutil.h"
 #include "datum.h"
+#include "dsinfo.h"
 #include "lmdbio.h"
 
 #define FILE_CAP (256u << 20) /* no image file is read past 256 MiB */
@@ -818,7 +819,7 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 		goto out_free;
 	}
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s/%s_db", b->out, split_names[split]);
+	dsinfo_db_path(b->out, split_names[split], dir, sizeof dir);
 	fs_rm_rf(dir, NULL);
 	if ((rc = lmdbw_open(dir, 1000, &p->w, err)))
 		goto out_free;
@@ -927,7 +928,7 @@ static int write_labels_and_lists(struct build *b, struct dd_err *err)
 		len += (size_t)sprintf(t + len, "%s\n", b->labels[l]);
 	}
 	t[len] = 0;
-	rc = write_text(b->out, "labels.txt", t, err);
+	rc = write_text(b->out, DSINFO_LABELS, t, err);
 	for (int s = 0; s < DS_SPLITS && rc == DD_OK; s++) {
 		len = 0;
 		t[0] = 0;
@@ -973,14 +974,14 @@ static int write_mean(struct build *b, const double *mean, struct dd_err *err)
 	char path[PATH_MAX];
 	if ((rc = blob_encode(&bl, &buf, &len, err)))
 		goto out;
-	snprintf(path, sizeof path, "%s/mean.binaryproto", b->out);
+	dsinfo_path(b->out, DSINFO_MEAN, path, sizeof path);
 	if ((rc = fs_write_file_atomic(path, buf, len, err)))
 		goto out;
 	free(buf);
 	buf = NULL;
 	if ((rc = image_encode_png(&img, 6, &buf, &len, err)))
 		goto out;
-	snprintf(path, sizeof path, "%s/mean.png", b->out);
+	dsinfo_path(b->out, DSINFO_MEAN_PNG, path, sizeof path);
 	rc = fs_write_file_atomic(path, buf, len, err);
 out:
 	free(buf);
@@ -995,7 +996,8 @@ out:
  * last words.  The lists and labels.txt stay: small, and they say what was seen. */
 static void drop_partial(const char *out_dir, int rc, struct dd_err *err)
 {
-	static const char *const outputs[] = { "train_db", "val_db", "test_db", "mean.binaryproto", "mean.png", NULL };
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_MEAN,
+					       DSINFO_MEAN_PNG, NULL };
 	int dropped = 0;
 	for (int i = 0; outputs[i]; i++) {
 		char p[PATH_MAX];
@@ -1030,7 +1032,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	if ((rc = fs_mkdir_p(out_dir, err)))
 		goto out;
 	char marker[PATH_MAX];
-	snprintf(marker, sizeof marker, "%s/dataset.json", out_dir);
+	dsinfo_path(out_dir, DSINFO_FILE, marker, sizeof marker);
 	unlink(marker); /* whatever was there, it is not this dataset */
 
 	say(&b, "info", "listing images");
@@ -1058,7 +1060,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	}
 	for (int s = 0; s < DS_SPLITS; s++) {
 		char dir[PATH_MAX];
-		snprintf(dir, sizeof dir, "%s/%s_db", out_dir, split_names[s]);
+		dsinfo_db_path(out_dir, split_names[s], dir, sizeof dir);
 		fs_rm_rf(dir, NULL);
 		if (!b.split[s].n)
 			continue;
@@ -1103,8 +1105,8 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	/* what the dataset itself takes: its databases and files, not whatever else
 	 * the folder holds (an unpacked upload, say) */
 	uint64_t disk = 0;
-	static const char *const outputs[] = { "train_db", "val_db", "test_db", "labels.txt", "mean.binaryproto",
-					       "mean.png", "train.txt", "val.txt", "test.txt", NULL };
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_LABELS,
+					       DSINFO_MEAN, DSINFO_MEAN_PNG, "train.txt", "val.txt", "test.txt", NULL };
 	for (int i = 0; outputs[i]; i++) {
 		char p[PATH_MAX];
 		struct stat st;

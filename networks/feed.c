@@ -11,6 +11,7 @@
 #include "../common/fsutil.h"
 #include "backend.h"
 #include "../datasets/datum.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
 
@@ -311,7 +312,7 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 		f->oh = f->ow = o->crop;
 	}
 	if (o->mean_value || o->mean != FEED_MEAN_NONE) {
-		snprintf(path, sizeof path, "%s/mean.binaryproto", dataset_dir);
+		dsinfo_path(dataset_dir, DSINFO_MEAN, path, sizeof path);
 		if ((rc = feed_mean_load(path, o->mean, o->mean_value, o->nmean_value, f->c, f->h, f->w, &f->mean,
 					 err)))
 			goto fail;

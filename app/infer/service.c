@@ -40,6 +40,7 @@
 #include "../../common/log.h"
 #include "../../common/testhooks.h"
 #include "../../datasets/image.h"
+#include "../../jobs/jobdir.h"
 #include "../../networks/infer.h"
 
 #define MAX_CONNS 256               /* connections the service serves at once */
@@ -347,10 +348,9 @@ static int model_paths(const cJSON *req, const char **dir, const char **weights,
 	*weights = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(req, "weights"));
 	if (!*dir || !*weights)
 		return dd_err_set(err, DD_EINVAL, "the request names no model folder and weights");
-	size_t dl = strlen(*dir), wl = strlen(*weights), rl = strlen(SV.data);
+	size_t dl = strlen(*dir), wl = strlen(*weights);
 	char real[PATH_MAX];
-	if (!fs_path_under(*dir, SV.data, real) || strncmp(real + rl, "/jobs/", 6) != 0 || !real[rl + 6] ||
-	    strspn(real + rl + 6, "0123456789") != strlen(real + rl + 6))
+	if (!fs_path_under(*dir, SV.data, real) || !jobdir_is_job(SV.data, real))
 		return dd_err_set(err, DD_EPERM, "%s is not a model folder below the data folder", *dir);
 	if (wl <= dl + 1 || strncmp(*weights, *dir, dl) != 0 || (*weights)[dl] != '/' ||
 	    strchr(*weights + dl + 1, '/') || wl < 12 || strcmp(*weights + wl - 12, ".safetensors") != 0)
