@@ -563,26 +563,12 @@ static int read_field(struct pc *c, const struct ptx_msg *m, int i, const struct
 	int rc = DD_OK, v = 0;
 	float x = 0;
 	switch (fd->kind) {
-	case F_INT:
-		if ((rc = get_int(c, f, (int64_t)fd->min, (int64_t)fd->max, &v)))
-			return rc;
-		return keep(c, f, fd, v, p);
-	case F_FLOAT:
-		if ((rc = get_float(c, f, fd->min, fd->max, &x)))
-			return rc;
-		return keep(c, f, fd, x, p);
-	case F_BOOL:
-		if ((rc = get_bool(c, f, &v)))
-			return rc;
-		return keep(c, f, fd, v, p);
-	case F_ENUM:
-		if ((rc = get_enum(c, f, fd->names, fd->nnames, &v)))
-			return rc;
-		return keep(c, f, fd, v, p);
-	case F_NAMED:
-		if ((rc = get_named(c, f, fd, &v)))
-			return rc;
-		return keep(c, f, fd, v, p);
+	/* the scalars: read, then what keep() checks and stores */
+	case F_INT: rc = get_int(c, f, (int64_t)fd->min, (int64_t)fd->max, &v); break;
+	case F_FLOAT: return (rc = get_float(c, f, fd->min, fd->max, &x)) ? rc : keep(c, f, fd, x, p);
+	case F_BOOL: rc = get_bool(c, f, &v); break;
+	case F_ENUM: rc = get_enum(c, f, fd->names, fd->nnames, &v); break;
+	case F_NAMED: rc = get_named(c, f, fd, &v); break;
 	case F_STRING: {
 		const char *s;
 		if ((rc = get_string(c, f, &s)))
@@ -610,7 +596,7 @@ static int read_field(struct pc *c, const struct ptx_msg *m, int i, const struct
 			return axes_hw(c, m, i, &ax[fd->slot], (int)fd->min, (int)fd->max);
 		return axes_add(c, f, &ax[fd->slot], (int)fd->min, (int)fd->max, fd->repeated);
 	}
-	return rc;
+	return rc ? rc : keep(c, f, fd, v, p); /* the int kinds */
 }
 
 /* The one loop: every field of m by its descriptor in d, into p (whose defaults are
