@@ -1157,7 +1157,8 @@ static int need_axes(struct ic *x, struct net_node *nd, const struct net_shape *
 	"dataset of larger images"
 
 /* Each type's shape rule: the output shapes and parameter blobs of node nd from its
- * bottoms' shapes (s: bottom 0's).  DD_OK, or an error that names the layer. */
+ * bottoms' shapes (s: bottom 0's, whose axes infer() has checked against the row).
+ * DD_OK, or an error that names the layer. */
 
 static const struct net_shape *bottom_shape(const struct ic *x, const struct net_node *nd, int i)
 {
@@ -1194,8 +1195,6 @@ static int infer_conv(struct ic *x, struct net_node *nd)
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
 	int rc;
-	if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
-		return rc;
 	if (s->dim[1] % p->group)
 		return lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
 				   "divisor of %lld (1 always works)",
@@ -1229,9 +1228,6 @@ static int infer_pool(struct ic *x, struct net_node *nd)
 	struct net_pool_param *p = &nd->l.pool;
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
-	int rc;
-	if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
-		return rc;
 	if (p->global) {
 		p->kh = (int)s->dim[2];
 		p->kw = (int)s->dim[3];
@@ -1261,8 +1257,6 @@ static int infer_ip(struct ic *x, struct net_node *nd)
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
 	int rc;
-	if ((rc = need_axes(x, nd, s, 2, 4, "an input with a batch axis and at least one more")))
-		return rc;
 	if (l->ip.num_output == 0) {
 		if (x->g->in.classes <= 0)
 			return lerr(x, nd, "num_output is not set, which DIGITS fills with the dataset's class "
@@ -1280,17 +1274,11 @@ static int infer_ip(struct ic *x, struct net_node *nd)
 	return l->ip.bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
 }
 
-/* The top is the bottom's shape: ReLU, Sigmoid, TanH, Power, Dropout. */
+/* The top is the bottom's shape: ReLU, Sigmoid, TanH, Power, Dropout, LRN, Softmax. */
 static int infer_same(struct ic *x, struct net_node *nd)
 {
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	return set_top(x, nd, 0, s->ndim, s->dim);
-}
-
-static int infer_lrn(struct ic *x, struct net_node *nd)
-{
-	int rc = need_axes(x, nd, bottom_shape(x, nd, 0), 4, 4, "a 4-axis input (N, C, H, W)");
-	return rc ? rc : infer_same(x, nd);
 }
 
 static int infer_bn(struct ic *x, struct net_node *nd)
@@ -1298,8 +1286,6 @@ static int infer_bn(struct ic *x, struct net_node *nd)
 	struct net_layer *l = &nd->l;
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int rc;
-	if ((rc = need_axes(x, nd, s, 2, 4, "an input with a channel axis")))
-		return rc;
 	int64_t c = s->dim[1], one = 1;
 	if (l->bn.use_global_stats < 0) /* Caffe's default: batch statistics in training only */
 		l->bn.use_global_stats = x->g->stage != NET_STAGE_TRAIN;
@@ -1313,8 +1299,6 @@ static int infer_scale(struct ic *x, struct net_node *nd)
 {
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int rc;
-	if ((rc = need_axes(x, nd, s, 2, 4, "an input with a channel axis")))
-		return rc;
 	int64_t c = s->dim[1];
 	if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "scale", 1, &c, 0)))
 		return rc;
@@ -1352,8 +1336,6 @@ static int infer_concat(struct ic *x, struct net_node *nd)
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
 	int rc;
-	if ((rc = need_axes(x, nd, s, 2, 4, "inputs with a channel axis")))
-		return rc;
 	int64_t c = 0;
 	for (int i = 0; i < nd->l.nbottom; i++) {
 		if ((rc = same_shapes(x, nd, i, 1, "Concat needs equal shapes but for the channels")))
@@ -1369,18 +1351,9 @@ static int infer_flatten(struct ic *x, struct net_node *nd)
 {
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
-	int rc;
-	if ((rc = need_axes(x, nd, s, 1, 4, "an input with a batch axis")))
-		return rc;
 	o[0] = s->dim[0];
 	o[1] = x->g->blob[nd->bottom[0]].count / s->dim[0];
 	return set_top(x, nd, 0, 2, o);
-}
-
-static int infer_softmax(struct ic *x, struct net_node *nd)
-{
-	int rc = need_axes(x, nd, bottom_shape(x, nd, 0), 2, 4, "an input with a class axis");
-	return rc ? rc : infer_same(x, nd);
 }
 
 /* SoftmaxWithLoss and Accuracy: scores (N, classes, ...) and one label per image and position. */
@@ -1388,9 +1361,6 @@ static int check_labels(struct ic *x, struct net_node *nd)
 {
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	char a[80], b[80], sa[80], sb[80];
-	int rc;
-	if ((rc = need_axes(x, nd, s, 2, 4, "scores with a class axis (N, classes, ...)")))
-		return rc;
 	const struct net_blob *lb = &x->g->blob[nd->bottom[1]];
 	int64_t inner = x->g->blob[nd->bottom[0]].count / (s->dim[0] * s->dim[1]);
 	if (lb->count != s->dim[0] * inner) {
@@ -1438,6 +1408,8 @@ struct layer_type {
 	int loss;                        /* its top may carry a loss_weight (1 unless given) */
 	/* optional: a rule between its params and its bottoms or tops, once all are read */
 	int (*check)(struct pc *c, const struct ptx_field *lf, const struct net_layer *l);
+	int axes_min, axes_max;          /* how many axes bottom 0 must have ... */
+	const char *axes_what;           /* ... said as "needs ...; bottom 'x' is 2x3"; NULL: any */
 	int (*infer)(struct ic *x, struct net_node *nd); /* its shape rule */
 };
 
@@ -1460,6 +1432,10 @@ static int input_layer_check(struct pc *c, const struct ptx_field *lf, const str
 #define ONE_TO_ONE IO(1, 1, 1, 1)
 #define MANY (1 << 16)
 #define FILLERS(w, b) .filler = { offsetof(struct net_layer, w), offsetof(struct net_layer, b) }
+#define AXES(lo, hi, what) .axes_min = lo, .axes_max = hi, .axes_what = what
+#define NCHW AXES(4, 4, "a 4-axis input (N, C, H, W)")
+#define CHANNELS AXES(2, 4, "an input with a channel axis")
+#define SCORES AXES(2, 4, "scores with a class axis (N, classes, ...)")
 
 static const struct layer_type layer_types[] = {
 	[NET_DATA] = { .info = { .name = "Data", IO(0, 0, 1, 2) }, .msg = { &data_msg, &transform_msg },
@@ -1470,13 +1446,14 @@ static const struct layer_type layer_types[] = {
 					FILLERS(conv.weight_filler, conv.bias_filler) },
 			      .msg = { &conv_msg },
 			      .required = "convolution_param { num_output: ... kernel_size: ... } is required",
-			      .infer = infer_conv },
+			      NCHW, .infer = infer_conv },
 	[NET_POOLING] = { .info = { .name = "Pooling", ONE_TO_ONE }, .msg = { &pool_msg },
 			  .required = "pooling_param { kernel_size: ... } (or global_pooling: true) is required",
-			  .infer = infer_pool },
+			  NCHW, .infer = infer_pool },
 	[NET_INNER_PRODUCT] = { .info = { .name = "InnerProduct", ONE_TO_ONE, .reads_bottom = 1,
 					  FILLERS(ip.weight_filler, ip.bias_filler) },
-				.msg = { &ip_msg }, .infer = infer_ip },
+				.msg = { &ip_msg }, AXES(2, 4, "an input with a batch axis and at least one more"),
+				.infer = infer_ip },
 	[NET_RELU] = { .info = { .name = "ReLU", ONE_TO_ONE, .elementwise = 1, .reads_bottom = 1,
 				 .reads_top = NET_READS_IN_PLACE },
 		       .msg = { &relu_msg }, .infer = infer_same },
@@ -1489,22 +1466,23 @@ static const struct layer_type layer_types[] = {
 	[NET_DROPOUT] = { .info = { .name = "Dropout", ONE_TO_ONE, .elementwise = 1 }, .msg = { &dropout_msg },
 			  .infer = infer_same },
 	[NET_LRN] = { .info = { .name = "LRN", ONE_TO_ONE, .reads_bottom = 1, .reads_top = NET_READS_YES },
-		      .msg = { &lrn_msg }, .infer = infer_lrn },
+		      .msg = { &lrn_msg }, NCHW, .infer = infer_same },
 	[NET_BATCH_NORM] = { .info = { .name = "BatchNorm", ONE_TO_ONE, .elementwise = 1, .reads_top = NET_READS_YES },
-			     .msg = { &bn_msg }, .infer = infer_bn },
+			     .msg = { &bn_msg }, CHANNELS, .infer = infer_bn },
 	[NET_SCALE] = { .info = { .name = "Scale", ONE_TO_ONE, .elementwise = 1, .reads_bottom = 1,
 				  FILLERS(scale.filler, scale.bias_filler) },
-			.msg = { &scale_msg }, .infer = infer_scale },
+			.msg = { &scale_msg }, CHANNELS, .infer = infer_scale },
 	[NET_ELTWISE] = { .info = { .name = "Eltwise", IO(2, MANY, 1, 1) }, .msg = { &eltwise_msg },
 			  .check = eltwise_layer_check, .infer = infer_eltwise },
 	[NET_CONCAT] = { .info = { .name = "Concat", IO(1, MANY, 1, 1) }, .msg = { &concat_msg }, /* axis 1 */
-			 .infer = infer_concat },
-	[NET_FLATTEN] = { .info = { .name = "Flatten", ONE_TO_ONE }, .infer = infer_flatten },
+			 AXES(2, 4, "inputs with a channel axis"), .infer = infer_concat },
+	[NET_FLATTEN] = { .info = { .name = "Flatten", ONE_TO_ONE }, AXES(1, 4, "an input with a batch axis"),
+			  .infer = infer_flatten },
 	[NET_SOFTMAX] = { .info = { .name = "Softmax", ONE_TO_ONE, .reads_top = NET_READS_YES },
-			  .msg = { &softmax_msg }, .infer = infer_softmax },
+			  .msg = { &softmax_msg }, AXES(2, 4, "an input with a class axis"), .infer = infer_same },
 	[NET_SOFTMAX_LOSS] = { .info = { .name = "SoftmaxWithLoss", IO(2, 2, 1, 1) },
-			       .msg = { &softmax_msg, &loss_msg }, .loss = 1, .infer = infer_loss },
-	[NET_ACCURACY] = { .info = { .name = "Accuracy", IO(2, 2, 1, 1) }, .msg = { &accuracy_msg },
+			       .msg = { &softmax_msg, &loss_msg }, .loss = 1, SCORES, .infer = infer_loss },
+	[NET_ACCURACY] = { .info = { .name = "Accuracy", IO(2, 2, 1, 1) }, .msg = { &accuracy_msg }, SCORES,
 			   .infer = infer_accuracy },
 };
 _Static_assert(sizeof layer_types / sizeof layer_types[0] == NET_LAYER_TYPE_COUNT,
@@ -1514,6 +1492,10 @@ _Static_assert(sizeof layer_types / sizeof layer_types[0] == NET_LAYER_TYPE_COUN
 #undef ONE_TO_ONE
 #undef MANY
 #undef FILLERS
+#undef AXES
+#undef NCHW
+#undef CHANNELS
+#undef SCORES
 
 const struct net_layer_type_info *net_layer_type_info(enum net_layer_type type)
 {
@@ -1554,7 +1536,13 @@ static int infer(struct ic *x, struct net_node *nd)
 {
 	if ((unsigned)nd->l.type >= NET_LAYER_TYPE_COUNT)
 		return dd_err_set(x->err, DD_EINTERNAL, "layer type %d has no shape rule", (int)nd->l.type);
-	return layer_types[nd->l.type].infer(x, nd);
+	const struct layer_type *t = &layer_types[nd->l.type];
+	if (t->axes_what) {
+		int rc = need_axes(x, nd, &x->g->blob[nd->bottom[0]].shape, t->axes_min, t->axes_max, t->axes_what);
+		if (rc)
+			return rc;
+	}
+	return t->infer(x, nd);
 }
 
 
