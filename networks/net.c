@@ -1,6 +1,10 @@
 /* net.c — Caffe's NetParameter (the subset deepdesk trains) from a prototxt tree,
  * and its instantiation for one of DIGITS' stages with shape inference.
  *
+ * What is particular to a layer type (its parameter messages' descriptors and
+ * checks, its shape rule, its bottom and top counts) is its row in layers.c; this
+ * file is the machinery the rows drive, and net_impl.h what the two share.
+ *
  * Design note.  Parsing (net_parse) checks everything that can be checked without a
  * dataset: the schema (each message's fields, their kinds and ranges, fields given
  * twice), each layer's own consistency (kernel given, pad below kernel, bottoms and
@@ -30,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prototxt.h"
+#include "net_impl.h"
 
 /* ---- names -------------------------------------------------------------------- */
 
@@ -87,15 +91,7 @@ int net_err_pos(const struct dd_err *err, int *line, int *col)
 
 /* ---- parse context and field readers ------------------------------------------- */
 
-struct pc {
-	struct dd_err *err;
-	struct ptx_doc *doc;
-	char prefix[128];  /* "layer 'conv1': " or "" at the top level */
-	const char *where; /* the message being read: "convolution_param", "" for a layer */
-};
-
-static int perr(struct pc *c, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int perr(struct pc *c, int line, int col, const char *fmt, ...)
+int net_perr(struct pc *c, int line, int col, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
@@ -139,7 +135,7 @@ static int bad_value(struct pc *c, const struct ptx_field *f, const char *expect
 	char p[128], g[80];
 	path(c, f, p, sizeof p);
 	got(f, g, sizeof g);
-	return perr(c, f->vline, f->vcol, "%s: expected %s, got %s", p, expected, g);
+	return net_perr(c, f->vline, f->vcol, "%s: expected %s, got %s", p, expected, g);
 }
 
 static int unknown_field(struct pc *c, const struct ptx_field *f)
@@ -147,8 +143,8 @@ static int unknown_field(struct pc *c, const struct ptx_field *f)
 	char n[80];
 	sanitize(n, sizeof n, f->name, 60);
 	if (c->where && c->where[0])
-		return perr(c, f->line, f->col, "unknown field '%s' in %s", n, c->where);
-	return perr(c, f->line, f->col, "unknown field '%s'", n);
+		return net_perr(c, f->line, f->col, "unknown field '%s' in %s", n, c->where);
+	return net_perr(c, f->line, f->col, "unknown field '%s'", n);
 }
 
 /* A non-repeated field may appear once (as protobuf's own parser insists). */
@@ -159,7 +155,7 @@ static int once(struct pc *c, const struct ptx_msg *m, int i)
 		if (strcmp(m->field[j].name, f->name) == 0) {
 			char p[128];
 			path(c, f, p, sizeof p);
-			return perr(c, f->line, f->col, "%s is given twice (first at %d:%d)", p,
+			return net_perr(c, f->line, f->col, "%s is given twice (first at %d:%d)", p,
 				    m->field[j].line, m->field[j].col);
 		}
 	return DD_OK;
@@ -265,7 +261,7 @@ static int get_string(struct pc *c, const struct ptx_field *f, const char **out)
 	if (strlen(f->text) != f->len) {
 		char p[128];
 		path(c, f, p, sizeof p);
-		return perr(c, f->vline, f->vcol, "%s: a NUL byte is not allowed in it", p);
+		return net_perr(c, f->vline, f->vcol, "%s: a NUL byte is not allowed in it", p);
 	}
 	*out = f->text;
 	return DD_OK;
@@ -304,21 +300,13 @@ static int strings_of(struct pc *c, const struct ptx_msg *m, const char *name, c
 	return DD_OK;
 }
 
-static int count_of(const struct ptx_msg *m, const char *name)
+int net_count_of(const struct ptx_msg *m, const char *name)
 {
 	int k = 0;
 	for (int i = 0; i < m->nfield; i++)
 		k += strcmp(m->field[i].name, name) == 0;
 	return k;
 }
-
-/* Caffe's per-axis values: `rep` (repeated: one value for both axes or h then w)
- * or `name_h`/`name_w`; the two ways exclude each other. */
-struct axes {
-	int v[2], n;       /* from the repeated field */
-	int h, w, has_h, has_w;
-	const struct ptx_field *first; /* for messages */
-};
 
 static int axes_add(struct pc *c, const struct ptx_field *f, struct axes *a, int lo, int hi, int repeated)
 {
@@ -327,31 +315,10 @@ static int axes_add(struct pc *c, const struct ptx_field *f, struct axes *a, int
 	if (a->n == 2 || (!repeated && a->n == 1)) {
 		char p[128];
 		path(c, f, p, sizeof p);
-		return perr(c, f->line, f->col, repeated ? "%s: at most two values (height, width)"
+		return net_perr(c, f->line, f->col, repeated ? "%s: at most two values (height, width)"
 							 : "%s is given twice", p);
 	}
 	return get_int(c, f, lo, hi, &a->v[a->n++]);
-}
-
-/* Resolve to (h, w); def when nothing was given.  Returns 1 if anything was.
- * rep is the repeated field's name ("kernel_size"), base the _h/_w fields' ("kernel"). */
-static int axes_get(struct pc *c, const char *rep, const char *base, const struct axes *a, int def, int *h, int *w,
-		    int *rc)
-{
-	*rc = DD_OK;
-	if (a->n && (a->has_h || a->has_w)) {
-		*rc = perr(c, a->first->line, a->first->col, "%s: give %s or %s_h and %s_w, not both", c->where,
-			   rep, base, base);
-		return 0;
-	}
-	if (a->n) {
-		*h = a->v[0];
-		*w = a->n == 2 ? a->v[1] : a->v[0];
-		return 1;
-	}
-	*h = a->has_h ? a->h : def;
-	*w = a->has_w ? a->w : def;
-	return a->has_h || a->has_w;
 }
 
 /* The _h/_w form of an axes field: "kernel_h" -> stored in a->h. */
@@ -378,76 +345,14 @@ static int is_name(const char *s, const char *base, const char *suffix)
 	return strncmp(s, base, n) == 0 && strcmp(s + n, suffix) == 0;
 }
 
-#define MAX_KERNEL 65535
 
 /* ---- messages: descriptors, and the one loop that reads them ----------------------- */
-
-/* Every *_param message (and the filler, rule, param and shape messages inside a
- * layer) is a table of field descriptors read by parse_msg: the descriptor says the
- * field's kind, where it goes in the message's struct, its bounds and its default;
- * a message's check function holds the rules between its fields.  The error texts
- * are the readers' (get_int, get_float, ...), so every message words them alike. */
-
-enum fkind {
-	F_INT,     /* int at off, within [min, max] */
-	F_FLOAT,   /* float at off, within [min, max] */
-	F_BOOL,    /* int 0 or 1 at off */
-	F_ENUM,    /* int at off: the index in names[] (Caffe's numbering, NULL: unsupported) */
-	F_NAMED,   /* a string in quotes that must be one of names[]: its index at off */
-	F_STRING,  /* const char * at off */
-	F_REFUSED, /* never accepted: `only` is the message */
-	F_FLOATS,  /* repeated float: const float * at off, the int count at cnt */
-	F_STRINGS, /* repeated string: const char *const * at off, count at cnt; read after the rest */
-	F_DIMS,    /* repeated integer: int64_t[NET_MAX_DIMS] at off, the int count at cnt */
-	F_MSG,     /* a sub-message `sub` into the struct at off */
-	F_MSGS,    /* repeated sub-message: an array of sub->size bytes each at off, count at cnt */
-	F_AXES,    /* Caffe's per-axis ints: `name` (or base_h and base_w) into ax[slot];
-		    * off and cnt are where the h and w values go, def their default */
-};
-
-#define NOWHERE SIZE_MAX /* off of a field that is read and checked but not kept */
-
-/* F_ENUM and F_NAMED values land in enum members through an int */
-_Static_assert(sizeof(enum net_filler_type) == sizeof(int) && sizeof(enum net_variance_norm) == sizeof(int) &&
-		       sizeof(enum net_pool_method) == sizeof(int) && sizeof(enum net_eltwise_op) == sizeof(int),
-	       "an enum member is as wide as an int");
 
 struct pc;
 struct pmsg;
 
-struct field {
-	const char *name;
-	enum fkind kind;
-	size_t off;               /* into the message's struct, or NOWHERE */
-	double min, max;          /* INT, FLOAT, FLOATS, DIMS, AXES */
-	double def;               /* INT, FLOAT, BOOL, ENUM, NAMED, AXES: before it is read */
-	const char *const *names; /* ENUM, NAMED */
-	int nnames;
-	const char *noun;         /* NAMED: 'filler "x" is not supported' */
-	size_t has;               /* 0, or an int set to 1 when the field is given */
-	size_t cnt;               /* FLOATS, STRINGS, DIMS, MSGS: the int count; AXES: w */
-	int want;                 /* INT, BOOL with only: the one value accepted */
-	const char *only;         /* INT, BOOL: the message when the value is not want; REFUSED */
-	int (*valid)(double v);   /* INT, FLOAT: a rule beyond the bounds, or NULL ... */
-	const char *expect;       /* ... and what bad_value says the value should be */
-	const struct pmsg *sub;   /* MSG, MSGS */
-	const char *base;         /* AXES: "kernel" for kernel_h and kernel_w; NULL: none */
-	int slot, repeated;       /* AXES: ax[slot]; repeated: name holds up to two values */
-};
-
 #define NAXES 4
 #define MAX_FIELDS 16
-
-struct pmsg {
-	const char *name;         /* "convolution_param" */
-	size_t size;              /* of its struct (for F_MSGS) */
-	const struct field *field;
-	int nfield;
-	/* optional: the rules between fields, once all are read (ax: the F_AXES values) */
-	int (*check)(struct pc *c, const struct ptx_msg *m, void *p, const struct axes *ax);
-	/* optional: defaults the fields' own do not give */
-	void (*init)(void *p);
-};
 
 #define AT(p, off) ((char *)(p) + (off))
 
@@ -519,7 +424,7 @@ static int keep(struct pc *c, const struct ptx_field *f, const struct field *fd,
 	if (fd->valid && !fd->valid(v))
 		return bad_value(c, f, fd->expect);
 	if (fd->only && v != fd->want)
-		return perr(c, f->vline, f->vcol, "%s", fd->only);
+		return net_perr(c, f->vline, f->vcol, "%s", fd->only);
 	if (fd->off != NOWHERE) {
 		if (fd->kind == F_FLOAT)
 			*(float *)AT(p, fd->off) = (float)v;
@@ -552,7 +457,7 @@ static int get_named(struct pc *c, const struct ptx_field *f, const struct field
 		snprintf(all + len, sizeof all - len, "%s%s", k == 0 ? "" : k == fd->nnames - 1 ? " or " : ", ",
 			 fd->names[k]);
 	}
-	return perr(c, f->vline, f->vcol, "%s: %s \"%s\" is not supported (%s)", p, fd->noun, n, all);
+	return net_perr(c, f->vline, f->vcol, "%s: %s \"%s\" is not supported (%s)", p, fd->noun, n, all);
 }
 
 /* Field i of m, whose descriptor is fd. */
@@ -577,13 +482,13 @@ static int read_field(struct pc *c, const struct ptx_msg *m, int i, const struct
 			memcpy(AT(p, fd->off), &s, sizeof s);
 		return DD_OK;
 	}
-	case F_REFUSED: return perr(c, f->line, f->col, "%s", fd->only);
+	case F_REFUSED: return net_perr(c, f->line, f->col, "%s", fd->only);
 	case F_FLOATS: return get_float(c, f, fd->min, fd->max, (float *)arr + (*n)++);
 	case F_STRINGS: return DD_OK; /* after the other fields */
 	case F_DIMS: {
 		int *nd = (int *)AT(p, fd->cnt);
 		if (*nd == NET_MAX_DIMS)
-			return perr(c, f->line, f->col, "%s: at most %d dims (N, C, H, W)", c->where, NET_MAX_DIMS);
+			return net_perr(c, f->line, f->col, "%s: at most %d dims (N, C, H, W)", c->where, NET_MAX_DIMS);
 		if ((rc = get_int(c, f, (int64_t)fd->min, (int64_t)fd->max, &v)))
 			return rc;
 		((int64_t *)AT(p, fd->off))[(*nd)++] = v;
@@ -611,7 +516,7 @@ static int parse_msg(struct pc *c, const struct ptx_msg *m, const struct pmsg *d
 	for (int k = 0; k < d->nfield; k++) {
 		const struct field *fd = &d->field[k];
 		size_t size = fd->kind == F_FLOATS ? sizeof(float) : fd->kind == F_MSGS ? fd->sub->size : 0;
-		int cnt = size ? count_of(m, fd->name) : 0;
+		int cnt = size ? net_count_of(m, fd->name) : 0;
 		if (cnt && !(arr[k] = ptx_alloc(c->doc, (size_t)cnt * size)))
 			return nomem(c);
 		for (int e = 0; fd->kind == F_MSGS && e < cnt; e++)
@@ -649,349 +554,9 @@ static int parse_msg(struct pc *c, const struct ptx_msg *m, const struct pmsg *d
 }
 
 
-/* Field descriptors, by kind.  T is the message's struct, M the member. */
-#define D_INT(n, T, M, lo, hi, d) { .name = n, .kind = F_INT, .off = offsetof(T, M), .min = lo, .max = hi, .def = d }
-#define D_FLOAT(n, T, M, lo, hi, d) { .name = n, .kind = F_FLOAT, .off = offsetof(T, M), .min = lo, .max = hi, .def = d }
-#define D_ANY_FLOAT(n, T, M, d) D_FLOAT(n, T, M, -FLT_MAX, FLT_MAX, d)
-#define D_BOOL(n, T, M, d) { .name = n, .kind = F_BOOL, .off = offsetof(T, M), .def = d }
-#define D_ENUM(n, T, M, list, d) \
-	{ .name = n, .kind = F_ENUM, .off = offsetof(T, M), .names = list, .nnames = sizeof list / sizeof *list, .def = d }
-#define D_FILLER(n, T, M) { .name = n, .kind = F_MSG, .off = offsetof(T, M), .sub = &filler_msg }
-#define D_AXES(n, b, s, rep, lo, T, H, W, d)                                                                 \
-	{ .name = n, .kind = F_AXES, .base = b, .slot = s, .repeated = rep, .min = lo, .max = MAX_KERNEL,          \
-	  .off = offsetof(T, H), .cnt = offsetof(T, W), .def = d }
-/* read and checked, not kept */
-#define D_IGNORED_ENUM(n, list) { .name = n, .kind = F_ENUM, .off = NOWHERE, .names = list, .nnames = sizeof list / sizeof *list }
-#define D_ENGINE D_IGNORED_ENUM("engine", engines) /* a backend hint: the backend decides */
-#define D_IGNORED_BOOL(n) { .name = n, .kind = F_BOOL, .off = NOWHERE }
-/* an int Caffe allows to vary that deepdesk takes only as 1 */
-#define D_ONLY_1(n, msg) { .name = n, .kind = F_INT, .off = NOWHERE, .min = INT32_MIN, .max = INT32_MAX, .want = 1, .only = msg }
-#define FIELDS(a) .field = a, .nfield = sizeof a / sizeof *a
-
-static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
-
-/* FillerParameter; defaults constant 0, uniform [0, 1], gaussian (0, 1), FAN_IN. */
-static const char *const filler_types[] = { "constant", "uniform", "gaussian", "xavier", "msra" };
-static const char *const variance_norms[] = { "FAN_IN", "FAN_OUT", "AVERAGE" };
-
-static int filler_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
-{
-	const struct net_filler *f = param;
-	(void)ax;
-	if (f->type == NET_FILLER_UNIFORM && f->min > f->max)
-		return perr(c, m->line, m->col, "%s: uniform min %g is above max %g", c->where, f->min, f->max);
-	return DD_OK;
-}
-
-static const struct field filler_fields[] = {
-	{ .name = "type", .kind = F_NAMED, .off = offsetof(struct net_filler, type), .names = filler_types,
-	  .nnames = sizeof filler_types / sizeof *filler_types, .noun = "filler", .def = NET_FILLER_CONSTANT },
-	D_ANY_FLOAT("value", struct net_filler, value, 0),
-	D_ANY_FLOAT("min", struct net_filler, min, 0),
-	D_ANY_FLOAT("max", struct net_filler, max, 1),
-	D_ANY_FLOAT("mean", struct net_filler, mean, 0),
-	D_FLOAT("std", struct net_filler, std, 0, FLT_MAX, 1),
-	D_ENUM("variance_norm", struct net_filler, variance_norm, variance_norms, NET_FAN_IN),
-};
-static const struct pmsg filler_msg = { "filler", sizeof(struct net_filler), FIELDS(filler_fields), .check = filler_check };
-
-/* NetStateRule (include, exclude) */
-static const char *const phases[] = { "TRAIN", "TEST" };
-static const struct field rule_fields[] = {
-	D_ENUM("phase", struct net_rule, phase, phases, -1),
-	D_INT("min_level", struct net_rule, min_level, INT32_MIN, INT32_MAX, INT32_MIN),
-	D_INT("max_level", struct net_rule, max_level, INT32_MIN, INT32_MAX, INT32_MAX),
-	{ .name = "stage", .kind = F_STRINGS, .off = offsetof(struct net_rule, stage), .cnt = offsetof(struct net_rule, nstage) },
-	{ .name = "not_stage", .kind = F_STRINGS, .off = offsetof(struct net_rule, not_stage),
-	  .cnt = offsetof(struct net_rule, nnot_stage) },
-};
-static const struct pmsg rule_msg = { "rule", sizeof(struct net_rule), FIELDS(rule_fields) };
-
-/* ParamSpec (a layer's param { lr_mult decay_mult }) */
-static const struct field param_spec_fields[] = {
-	D_ANY_FLOAT("lr_mult", struct net_param_spec, lr_mult, 1),
-	D_ANY_FLOAT("decay_mult", struct net_param_spec, decay_mult, 1),
-	{ .name = "name", .kind = F_REFUSED, .only = "param.name: sharing parameters between layers is not supported" },
-	{ .name = "share_mode", .kind = F_REFUSED,
-	  .only = "param.share_mode: sharing parameters between layers is not supported" },
-};
-static const struct pmsg param_spec_msg = { "param", sizeof(struct net_param_spec), FIELDS(param_spec_fields) };
-
-/* BlobShape: shape { dim: 1 dim: 3 ... }, 1 to 4 dims, each at least 1. */
-static int shape_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
-{
-	const struct net_shape *s = param;
-	(void)ax;
-	return s->ndim ? DD_OK : perr(c, m->line, m->col, "%s: no dim given", c->where);
-}
-static const struct field shape_fields[] = {
-	{ .name = "dim", .kind = F_DIMS, .off = offsetof(struct net_shape, dim), .cnt = offsetof(struct net_shape, ndim),
-	  .min = 1, .max = 1 << 24 },
-};
-static const struct pmsg shape_msg = { "shape", sizeof(struct net_shape), FIELDS(shape_fields), .check = shape_check };
-
-/* data_param and transform_param: both into struct net_data_param */
-static const char *const db_backends[] = { "LEVELDB", "LMDB" };
-static const struct field data_fields[] = {
-	D_INT("batch_size", struct net_data_param, batch_size, 1, 1 << 20, 0),
-	{ .name = "source", .kind = F_STRING, .off = NOWHERE }, /* DIGITS sets it to the dataset's */
-	D_IGNORED_ENUM("backend", db_backends),
-};
-static const struct pmsg data_msg = { "data_param", sizeof(struct net_data_param), FIELDS(data_fields) };
-
-static int transform_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
-{
-	const struct net_data_param *p = param;
-	(void)ax;
-	if (p->nmean_value && p->mean_file)
-		return perr(c, m->line, m->col, "transform_param: give mean_file or mean_value, not both");
-	return DD_OK;
-}
-static const struct field transform_fields[] = {
-	{ .name = "mean_value", .kind = F_FLOATS, .off = offsetof(struct net_data_param, mean_value),
-	  .cnt = offsetof(struct net_data_param, nmean_value), .min = -FLT_MAX, .max = FLT_MAX },
-	D_ANY_FLOAT("scale", struct net_data_param, scale, 1),
-	D_BOOL("mirror", struct net_data_param, mirror, 0),
-	D_INT("crop_size", struct net_data_param, crop_size, 0, MAX_KERNEL, 0),
-	{ .name = "mean_file", .kind = F_STRING, .off = offsetof(struct net_data_param, mean_file) },
-};
-static const struct pmsg transform_msg = { "transform_param", sizeof(struct net_data_param), FIELDS(transform_fields),
-					   .check = transform_check };
-
-static const struct field input_fields[] = {
-	{ .name = "shape", .kind = F_MSGS, .off = offsetof(struct net_input_param, shape),
-	  .cnt = offsetof(struct net_input_param, nshape), .sub = &shape_msg },
-};
-static const struct pmsg input_msg = { "input_param", sizeof(struct net_input_param), FIELDS(input_fields) };
-
-/* convolution_param; the axes: ax[0] kernel, [1] stride, [2] pad, [3] dilation */
-static int conv_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
-{
-	struct net_conv_param *p = param;
-	const struct axes *k = &ax[0];
-	int rc;
-	if (!count_of(m, "num_output"))
-		return perr(c, m->line, m->col, "convolution_param: num_output is required");
-	if (!axes_get(c, "kernel_size", "kernel", k, 0, &p->kh, &p->kw, &rc)) {
-		if (rc)
-			return rc;
-		return perr(c, m->line, m->col, "convolution_param: give kernel_size, or kernel_h and kernel_w");
-	}
-	if ((k->has_h != k->has_w) && !k->n)
-		return perr(c, m->line, m->col, "convolution_param: kernel_h and kernel_w go together");
-	axes_get(c, "stride", "stride", &ax[1], 1, &p->sh, &p->sw, &rc);
-	if (rc)
-		return rc;
-	axes_get(c, "pad", "pad", &ax[2], 0, &p->ph, &p->pw, &rc);
-	if (rc)
-		return rc;
-	axes_get(c, "dilation", "dilation", &ax[3], 1, &p->dh, &p->dw, &rc);
-	if (rc)
-		return rc;
-	if (p->num_output % p->group)
-		return perr(c, m->line, m->col, "convolution_param: num_output %d is not a multiple of group %d",
-			    p->num_output, p->group);
-	return DD_OK;
-}
-#define CP struct net_conv_param
-static const struct field conv_fields[] = {
-	D_AXES("kernel_size", "kernel", 0, 1, 1, CP, kh, kw, 0),
-	D_AXES("stride", "stride", 1, 1, 1, CP, sh, sw, 1),
-	D_AXES("pad", "pad", 2, 1, 0, CP, ph, pw, 0),
-	D_AXES("dilation", NULL, 3, 1, 1, CP, dh, dw, 1),
-	D_INT("num_output", CP, num_output, 1, 1 << 24, 0),
-	D_BOOL("bias_term", CP, bias_term, 1),
-	D_INT("group", CP, group, 1, 1 << 24, 1),
-	D_FILLER("weight_filler", CP, weight_filler),
-	D_FILLER("bias_filler", CP, bias_filler),
-	D_ENGINE,
-	D_ONLY_1("axis", "convolution_param.axis: only axis 1 (channels) is supported"),
-	D_IGNORED_BOOL("force_nd_im2col"),
-};
-#undef CP
-static const struct pmsg conv_msg = { "convolution_param", sizeof(struct net_conv_param), FIELDS(conv_fields),
-				      .check = conv_check };
-
-/* pooling_param; the axes as convolution_param's, each given once */
-static int pool_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
-{
-	struct net_pool_param *p = param;
-	int rc;
-	int has_k = axes_get(c, "kernel_size", "kernel", &ax[0], 0, &p->kh, &p->kw, &rc);
-	if (rc)
-		return rc;
-	int has_s = axes_get(c, "stride", "stride", &ax[1], 1, &p->sh, &p->sw, &rc);
-	if (rc)
-		return rc;
-	int has_p = axes_get(c, "pad", "pad", &ax[2], 0, &p->ph, &p->pw, &rc);
-	if (rc)
-		return rc;
-	if (p->global) {
-		if (has_k)
-			return perr(c, m->line, m->col,
-				    "pooling_param: with global_pooling the kernel is the whole input; remove kernel_size");
-		if ((has_p && (p->ph || p->pw)) || (has_s && (p->sh != 1 || p->sw != 1)))
-			return perr(c, m->line, m->col, "pooling_param: global_pooling takes no pad and stride 1");
-		return DD_OK;
-	}
-	if (!has_k)
-		return perr(c, m->line, m->col,
-			    "pooling_param: give kernel_size, or kernel_h and kernel_w, or global_pooling: true");
-	if (ax[0].has_h != ax[0].has_w)
-		return perr(c, m->line, m->col, "pooling_param: kernel_h and kernel_w go together");
-	if (p->ph >= p->kh || p->pw >= p->kw)
-		return perr(c, m->line, m->col, "pooling_param: pad %dx%d must be smaller than the kernel %dx%d",
-			    p->ph, p->pw, p->kh, p->kw);
-	return DD_OK;
-}
-static const char *const pool_methods[] = { "MAX", "AVE", NULL /* STOCHASTIC */ };
-#define PP struct net_pool_param
-static const struct field pool_fields[] = {
-	D_AXES("kernel_size", "kernel", 0, 0, 1, PP, kh, kw, 0),
-	D_AXES("stride", "stride", 1, 0, 1, PP, sh, sw, 1),
-	D_AXES("pad", "pad", 2, 0, 0, PP, ph, pw, 0),
-	D_ENUM("pool", PP, pool, pool_methods, NET_POOL_MAX),
-	D_BOOL("global_pooling", PP, global, 0),
-	D_ENGINE,
-};
-#undef PP
-static const struct pmsg pool_msg = { "pooling_param", sizeof(struct net_pool_param), FIELDS(pool_fields),
-				      .check = pool_check };
-
-static const struct field ip_fields[] = {
-	D_INT("num_output", struct net_ip_param, num_output, 1, 1 << 24, 0), /* 0: DIGITS' class count */
-	D_BOOL("bias_term", struct net_ip_param, bias_term, 1),
-	D_FILLER("weight_filler", struct net_ip_param, weight_filler),
-	D_FILLER("bias_filler", struct net_ip_param, bias_filler),
-	D_ONLY_1("axis", "inner_product_param.axis: only axis 1 is supported (all of C*H*W is the input)"),
-	{ .name = "transpose", .kind = F_BOOL, .off = NOWHERE, .want = 0,
-	  .only = "inner_product_param.transpose is not supported" },
-};
-static const struct pmsg ip_msg = { "inner_product_param", sizeof(struct net_ip_param), FIELDS(ip_fields) };
-
-static const struct field relu_fields[] = {
-	D_ENGINE,
-	D_ANY_FLOAT("negative_slope", struct net_relu_param, negative_slope, 0),
-};
-static const struct pmsg relu_msg = { "relu_param", sizeof(struct net_relu_param), FIELDS(relu_fields) };
-
-static const struct field engine_only_fields[] = { D_ENGINE };
-static const struct pmsg sigmoid_msg = { "sigmoid_param", 0, FIELDS(engine_only_fields) };
-static const struct pmsg tanh_msg = { "tanh_param", 0, FIELDS(engine_only_fields) };
-
-/* Softmax's and SoftmaxWithLoss' softmax_param: the axis goes where both keep it */
-_Static_assert(offsetof(struct net_softmax_param, axis) == offsetof(struct net_loss_param, axis),
-	       "softmax_param's axis lands in net_softmax_param and net_loss_param alike");
-static const struct field softmax_fields[] = {
-	D_ENGINE,
-	{ .name = "axis", .kind = F_INT, .off = offsetof(struct net_softmax_param, axis), .min = INT32_MIN,
-	  .max = INT32_MAX, .def = 1, .want = 1, .only = "softmax_param.axis: only axis 1 (channels) is supported" },
-};
-static const struct pmsg softmax_msg = { "softmax_param", sizeof(struct net_softmax_param), FIELDS(softmax_fields) };
-
-static const struct field power_fields[] = {
-	D_ANY_FLOAT("power", struct net_power_param, power, 1),
-	D_ANY_FLOAT("scale", struct net_power_param, scale, 1),
-	D_ANY_FLOAT("shift", struct net_power_param, shift, 0),
-};
-static const struct pmsg power_msg = { "power_param", sizeof(struct net_power_param), FIELDS(power_fields) };
-
-static int below_one(double v) { return v < 1; }
-static const struct field dropout_fields[] = {
-	{ .name = "dropout_ratio", .kind = F_FLOAT, .off = offsetof(struct net_dropout_param, ratio), .min = 0,
-	  .max = 1, .def = 0.5, .valid = below_one, .expect = "a ratio from 0 to below 1" },
-};
-static const struct pmsg dropout_msg = { "dropout_param", sizeof(struct net_dropout_param), FIELDS(dropout_fields) };
-
-static int odd(double v) { return (int)v % 2 != 0; }
-static const char *const lrn_regions[] = { "ACROSS_CHANNELS", NULL /* WITHIN_CHANNEL */ };
-static const struct field lrn_fields[] = {
-	{ .name = "local_size", .kind = F_INT, .off = offsetof(struct net_lrn_param, local_size), .min = 1,
-	  .max = 1023, .def = 5, .valid = odd, .expect = "an odd local_size" },
-	D_ANY_FLOAT("alpha", struct net_lrn_param, alpha, 1),
-	D_ANY_FLOAT("beta", struct net_lrn_param, beta, 0.75),
-	D_FLOAT("k", struct net_lrn_param, k, 1e-30, FLT_MAX, 1),
-	D_IGNORED_ENUM("norm_region", lrn_regions),
-	D_ENGINE,
-};
-static const struct pmsg lrn_msg = { "lrn_param", sizeof(struct net_lrn_param), FIELDS(lrn_fields) };
-
-static const struct field bn_fields[] = {
-	D_BOOL("use_global_stats", struct net_bn_param, use_global_stats, -1), /* -1: by phase */
-	D_FLOAT("moving_average_fraction", struct net_bn_param, moving_average_fraction, 0, 1, 0.999),
-	D_FLOAT("eps", struct net_bn_param, eps, 1e-30, FLT_MAX, 1e-5),
-};
-static const struct pmsg bn_msg = { "batch_norm_param", sizeof(struct net_bn_param), FIELDS(bn_fields) };
-
-static void scale_init(void *param)
-{
-	((struct net_scale_param *)param)->filler.value = 1; /* Caffe's: the scale starts at 1 */
-}
-static const struct field scale_fields[] = {
-	D_BOOL("bias_term", struct net_scale_param, bias_term, 0),
-	D_FILLER("filler", struct net_scale_param, filler),
-	D_FILLER("bias_filler", struct net_scale_param, bias_filler),
-	D_ONLY_1("axis", "scale_param.axis: only 1 is supported (one factor per channel)"),
-	D_ONLY_1("num_axes", "scale_param.num_axes: only 1 is supported (one factor per channel)"),
-};
-static const struct pmsg scale_msg = { "scale_param", sizeof(struct net_scale_param), FIELDS(scale_fields),
-				       .init = scale_init };
-
-static int eltwise_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
-{
-	const struct net_eltwise_param *p = param;
-	(void)ax;
-	if (p->ncoeff && p->op != NET_ELTWISE_SUM)
-		return perr(c, m->line, m->col, "eltwise_param: coeff applies only to operation SUM");
-	return DD_OK;
-}
-static const char *const eltwise_ops[] = { "PROD", "SUM", "MAX" };
-static const struct field eltwise_fields[] = {
-	{ .name = "coeff", .kind = F_FLOATS, .off = offsetof(struct net_eltwise_param, coeff),
-	  .cnt = offsetof(struct net_eltwise_param, ncoeff), .min = -FLT_MAX, .max = FLT_MAX },
-	D_ENUM("operation", struct net_eltwise_param, op, eltwise_ops, NET_ELTWISE_SUM),
-	D_IGNORED_BOOL("stable_prod_grad"),
-};
-static const struct pmsg eltwise_msg = { "eltwise_param", sizeof(struct net_eltwise_param), FIELDS(eltwise_fields),
-					 .check = eltwise_check };
-
-static const struct field concat_fields[] = {
-	D_ONLY_1("axis", "concat_param.axis: only 1 (channels) is supported"),
-	D_ONLY_1("concat_dim", "concat_param.concat_dim: only 1 (channels) is supported"),
-};
-static const struct pmsg concat_msg = { "concat_param", 0, FIELDS(concat_fields) };
-
-static const char *const loss_norms[] = { NULL /* FULL */, "VALID", NULL /* BATCH_SIZE */, NULL /* NONE */ };
-static const struct field loss_fields[] = {
-	{ .name = "ignore_label", .kind = F_INT, .off = offsetof(struct net_loss_param, ignore_label),
-	  .min = INT32_MIN, .max = INT32_MAX, .has = offsetof(struct net_loss_param, has_ignore_label) },
-	D_IGNORED_ENUM("normalization", loss_norms),
-	{ .name = "normalize", .kind = F_BOOL, .off = NOWHERE, .want = 1,
-	  .only = "loss_param.normalize: false is not supported (the loss is always normalised by the number of labels)" },
-};
-static const struct pmsg loss_msg = { "loss_param", sizeof(struct net_loss_param), FIELDS(loss_fields) };
-
-static const struct field accuracy_fields[] = {
-	D_INT("top_k", struct net_accuracy_param, top_k, 1, 1 << 24, 1),
-	{ .name = "ignore_label", .kind = F_INT, .off = offsetof(struct net_accuracy_param, ignore_label),
-	  .min = INT32_MIN, .max = INT32_MAX, .has = offsetof(struct net_accuracy_param, has_ignore_label) },
-	D_ONLY_1("axis", "accuracy_param.axis: only axis 1 is supported"),
-};
-static const struct pmsg accuracy_msg = { "accuracy_param", sizeof(struct net_accuracy_param), FIELDS(accuracy_fields) };
-
-
-/* ---- shape inference: the helpers each type's rule uses ------------------------------ */
+/* ---- instantiation: lookups, rules, errors, and the helpers the shape rules use ---- */
 
 #define MAX_COUNT INT32_MAX /* elements in one blob: the kernels index with int */
-
-struct ic {
-	const struct net *def;
-	struct net_graph *g;
-	struct dd_err *err;
-	int *hash; /* blob name -> blob index; -1 empty */
-	unsigned hmask;
-	int *lhash; /* layer name -> node index */
-};
 
 static unsigned hash_str(const char *s)
 {
@@ -1061,8 +626,7 @@ static int layer_in_state(const struct net_layer *l, int phase, const char *stag
 	return in;
 }
 
-static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
+int net_lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
 {
 	char msg[380], label[100];
 	va_list ap;
@@ -1075,7 +639,7 @@ static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
 	return dd_err_set(x->err, DD_EINVAL, "layer %s (added by deepdesk): %s", label, msg);
 }
 
-static void shape_str(const struct net_shape *s, char *buf, size_t n)
+void net_shape_str(const struct net_shape *s, char *buf, size_t n)
 {
 	if (s->ndim == 0) {
 		snprintf(buf, n, "scalar");
@@ -1096,14 +660,14 @@ static int64_t shape_count(const struct net_shape *s)
 	return c;
 }
 
-static const char *bname(const struct ic *x, int b, char *buf, size_t n)
+const char *net_blob_name(const struct ic *x, int b, char *buf, size_t n)
 {
 	sanitize(buf, n, x->g->blob[b].name, 60);
 	return buf;
 }
 
 /* Give top i of node k its shape. */
-static int set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int64_t *dim)
+int net_set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int64_t *dim)
 {
 	struct net_blob *b = &x->g->blob[nd->top[i]];
 	b->shape.ndim = ndim;
@@ -1112,14 +676,14 @@ static int set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int
 	b->count = shape_count(&b->shape);
 	if (b->count < 0) {
 		char s[80], sh[80];
-		shape_str(&b->shape, sh, sizeof sh);
-		return lerr(x, nd, "top '%s' would be %s: more than %d values in one blob", bname(x, nd->top[i], s, sizeof s),
+		net_shape_str(&b->shape, sh, sizeof sh);
+		return net_lerr(x, nd, "top '%s' would be %s: more than %d values in one blob", net_blob_name(x, nd->top[i], s, sizeof s),
 			    sh, MAX_COUNT);
 	}
 	return DD_OK;
 }
 
-static int add_param(struct ic *x, struct net_node *nd, const char *role, int ndim, const int64_t *dim,
+int net_add_param(struct ic *x, struct net_node *nd, const char *role, int ndim, const int64_t *dim,
 		     int stat)
 {
 	struct net_param_blob *p = &nd->param[nd->nparam];
@@ -1130,8 +694,8 @@ static int add_param(struct ic *x, struct net_node *nd, const char *role, int nd
 	p->count = shape_count(&p->shape);
 	if (p->count < 0) {
 		char sh[80];
-		shape_str(&p->shape, sh, sizeof sh);
-		return lerr(x, nd, "its %s would be %s: more than %d values", role, sh, MAX_COUNT);
+		net_shape_str(&p->shape, sh, sizeof sh);
+		return net_lerr(x, nd, "its %s would be %s: more than %d values", role, sh, MAX_COUNT);
 	}
 	p->lr_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].lr_mult : 1;
 	p->decay_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].decay_mult : 1;
@@ -1147,365 +711,11 @@ static int need_axes(struct ic *x, struct net_node *nd, const struct net_shape *
 	if (s->ndim >= lo && s->ndim <= hi)
 		return DD_OK;
 	char sh[80], bn[80];
-	shape_str(s, sh, sizeof sh);
-	return lerr(x, nd, "needs %s; bottom '%s' is %s", what, bname(x, nd->bottom[0], bn, sizeof bn), sh);
+	net_shape_str(s, sh, sizeof sh);
+	return net_lerr(x, nd, "needs %s; bottom '%s' is %s", what, net_blob_name(x, nd->bottom[0], bn, sizeof bn), sh);
 }
 
-/* The fix for a kernel that no longer fits: the images, or the layers above, are too small. */
-#define SHRINK_FIX                                                                                  \
-	"use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a " \
-	"dataset of larger images"
-
-/* Each type's shape rule: the output shapes and parameter blobs of node nd from its
- * bottoms' shapes (s: bottom 0's, whose axes infer() has checked against the row).
- * DD_OK, or an error that names the layer. */
-
-static const struct net_shape *bottom_shape(const struct ic *x, const struct net_node *nd, int i)
-{
-	return &x->g->blob[nd->bottom[i]].shape;
-}
-
-/* only the one deepdesk adds for deploy */
-static int infer_input(struct ic *x, struct net_node *nd)
-{
-	return set_top(x, nd, 0, nd->l.input.shape[0].ndim, nd->l.input.shape[0].dim);
-}
-
-static int infer_data(struct ic *x, struct net_node *nd)
-{
-	const struct net_layer *l = &nd->l;
-	int rc;
-	/* Caffe's rule: one mean_value for every channel, or one per channel */
-	if (l->data.nmean_value > 1 && l->data.nmean_value != x->g->in.c)
-		return lerr(x, nd,
-			    "transform_param has %d mean_value entries but the images have %d channel%s: give "
-			    "one mean_value for all channels, or exactly %d",
-			    l->data.nmean_value, x->g->in.c, x->g->in.c == 1 ? "" : "s", x->g->in.c);
-	int64_t d[4] = { l->data.batch_size, x->g->in.c, x->g->in.h, x->g->in.w };
-	if (x->g->in.crop)
-		d[2] = d[3] = x->g->in.crop;
-	if ((rc = set_top(x, nd, 0, 4, d)))
-		return rc;
-	return l->ntop > 1 ? set_top(x, nd, 1, 1, d) : DD_OK;
-}
-
-static int infer_conv(struct ic *x, struct net_node *nd)
-{
-	const struct net_conv_param *p = &nd->l.conv;
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
-	int rc;
-	if (s->dim[1] % p->group)
-		return lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
-				   "divisor of %lld (1 always works)",
-			    (long long)s->dim[1], p->group, (long long)s->dim[1]);
-	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
-	int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
-	if (ekh > hp || ekw > wp) {
-		char kern[64];
-		if (p->dh > 1 || p->dw > 1)
-			snprintf(kern, sizeof kern, "kernel %dx%d dilated by %d, %d (%lldx%lld)", p->kh, p->kw, p->dh,
-				 p->dw, (long long)ekh, (long long)ekw);
-		else
-			snprintf(kern, sizeof kern, "kernel %dx%d", p->kh, p->kw);
-		return lerr(x, nd, "%s is larger than its input %lldx%lld (padded by %d, %d): %s", kern,
-			    (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
-	}
-	o[0] = s->dim[0];
-	o[1] = p->num_output;
-	o[2] = (hp - ekh) / p->sh + 1;
-	o[3] = (wp - ekw) / p->sw + 1;
-	if ((rc = set_top(x, nd, 0, 4, o)))
-		return rc;
-	int64_t w[4] = { p->num_output, s->dim[1] / p->group, p->kh, p->kw };
-	if ((rc = add_param(x, nd, "weights", 4, w, 0)))
-		return rc;
-	return p->bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
-}
-
-static int infer_pool(struct ic *x, struct net_node *nd)
-{
-	struct net_pool_param *p = &nd->l.pool;
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
-	if (p->global) {
-		p->kh = (int)s->dim[2];
-		p->kw = (int)s->dim[3];
-	}
-	int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
-	if (p->kh > hp || p->kw > wp)
-		return lerr(x, nd, "kernel %dx%d is larger than its input %lldx%lld (padded by %d, %d): %s", p->kh,
-			    p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
-	/* Caffe rounds up, then drops a last window that would start in the padding */
-	int64_t ho = (hp - p->kh + p->sh - 1) / p->sh + 1, wo = (wp - p->kw + p->sw - 1) / p->sw + 1;
-	if (p->ph || p->pw) {
-		if ((ho - 1) * p->sh >= s->dim[2] + p->ph)
-			ho--;
-		if ((wo - 1) * p->sw >= s->dim[3] + p->pw)
-			wo--;
-	}
-	o[0] = s->dim[0];
-	o[1] = s->dim[1];
-	o[2] = ho;
-	o[3] = wo;
-	return set_top(x, nd, 0, 4, o);
-}
-
-static int infer_ip(struct ic *x, struct net_node *nd)
-{
-	struct net_layer *l = &nd->l;
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
-	int rc;
-	if (l->ip.num_output == 0) {
-		if (x->g->in.classes <= 0)
-			return lerr(x, nd, "num_output is not set, which DIGITS fills with the dataset's class "
-					   "count, and no class count was given");
-		l->ip.num_output = x->g->in.classes;
-	}
-	int64_t k = x->g->blob[nd->bottom[0]].count / s->dim[0];
-	o[0] = s->dim[0];
-	o[1] = l->ip.num_output;
-	if ((rc = set_top(x, nd, 0, 2, o)))
-		return rc;
-	int64_t w[2] = { l->ip.num_output, k };
-	if ((rc = add_param(x, nd, "weights", 2, w, 0)))
-		return rc;
-	return l->ip.bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
-}
-
-/* The top is the bottom's shape: ReLU, Sigmoid, TanH, Power, Dropout, LRN, Softmax. */
-static int infer_same(struct ic *x, struct net_node *nd)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	return set_top(x, nd, 0, s->ndim, s->dim);
-}
-
-static int infer_bn(struct ic *x, struct net_node *nd)
-{
-	struct net_layer *l = &nd->l;
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int rc;
-	int64_t c = s->dim[1], one = 1;
-	if (l->bn.use_global_stats < 0) /* Caffe's default: batch statistics in training only */
-		l->bn.use_global_stats = x->g->stage != NET_STAGE_TRAIN;
-	if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "mean", 1, &c, 1)) ||
-	    (rc = add_param(x, nd, "variance", 1, &c, 1)))
-		return rc;
-	return add_param(x, nd, "factor", 1, &one, 1);
-}
-
-static int infer_scale(struct ic *x, struct net_node *nd)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int rc;
-	int64_t c = s->dim[1];
-	if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "scale", 1, &c, 0)))
-		return rc;
-	return nd->l.scale.bias_term ? add_param(x, nd, "bias", 1, &c, 0) : DD_OK;
-}
-
-/* Bottom i's shape equals bottom 0's (but for axis `except`, -1: none)?  Else the
- * error, ending in `why`. */
-static int same_shapes(struct ic *x, struct net_node *nd, int i, int except, const char *why)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0), *t = bottom_shape(x, nd, i);
-	int same = t->ndim == s->ndim;
-	for (int d = 0; same && d < s->ndim; d++)
-		same = d == except || t->dim[d] == s->dim[d];
-	if (same)
-		return DD_OK;
-	char a[80], b[80], sa[80], sb[80];
-	shape_str(s, sa, sizeof sa);
-	shape_str(t, sb, sizeof sb);
-	return lerr(x, nd, "bottom '%s' is %s but bottom '%s' is %s: %s", bname(x, nd->bottom[0], a, sizeof a), sa,
-		    bname(x, nd->bottom[i], b, sizeof b), sb, why);
-}
-
-static int infer_eltwise(struct ic *x, struct net_node *nd)
-{
-	int rc;
-	for (int i = 1; i < nd->l.nbottom; i++)
-		if ((rc = same_shapes(x, nd, i, -1, "Eltwise needs equal shapes")))
-			return rc;
-	return infer_same(x, nd);
-}
-
-static int infer_concat(struct ic *x, struct net_node *nd)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
-	int rc;
-	int64_t c = 0;
-	for (int i = 0; i < nd->l.nbottom; i++) {
-		if ((rc = same_shapes(x, nd, i, 1, "Concat needs equal shapes but for the channels")))
-			return rc;
-		c += bottom_shape(x, nd, i)->dim[1];
-	}
-	memcpy(o, s->dim, sizeof o);
-	o[1] = c;
-	return set_top(x, nd, 0, s->ndim, o);
-}
-
-static int infer_flatten(struct ic *x, struct net_node *nd)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
-	o[0] = s->dim[0];
-	o[1] = x->g->blob[nd->bottom[0]].count / s->dim[0];
-	return set_top(x, nd, 0, 2, o);
-}
-
-/* SoftmaxWithLoss and Accuracy: scores (N, classes, ...) and one label per image and position. */
-static int check_labels(struct ic *x, struct net_node *nd)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	char a[80], b[80], sa[80], sb[80];
-	const struct net_blob *lb = &x->g->blob[nd->bottom[1]];
-	int64_t inner = x->g->blob[nd->bottom[0]].count / (s->dim[0] * s->dim[1]);
-	if (lb->count != s->dim[0] * inner) {
-		shape_str(s, sa, sizeof sa);
-		shape_str(&lb->shape, sb, sizeof sb);
-		return lerr(x, nd, "bottom '%s' holds %lld labels (%s) but the scores '%s' (%s) need %lld, "
-				   "one per image%s",
-			    bname(x, nd->bottom[1], b, sizeof b), (long long)lb->count, sb,
-			    bname(x, nd->bottom[0], a, sizeof a), sa, (long long)(s->dim[0] * inner),
-			    inner > 1 ? " and position" : "");
-	}
-	return DD_OK;
-}
-
-/* a scalar */
-static int infer_loss(struct ic *x, struct net_node *nd)
-{
-	int rc = check_labels(x, nd);
-	return rc ? rc : set_top(x, nd, 0, 0, NULL);
-}
-
-static int infer_accuracy(struct ic *x, struct net_node *nd)
-{
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	char a[80];
-	int rc;
-	if ((rc = check_labels(x, nd)))
-		return rc;
-	if (nd->l.accuracy.top_k > s->dim[1])
-		return lerr(x, nd, "top_k %d is more than the %lld classes of '%s'", nd->l.accuracy.top_k,
-			    (long long)s->dim[1], bname(x, nd->bottom[0], a, sizeof a));
-	return set_top(x, nd, 0, 0, NULL);
-}
-
-
-/* ---- layer types: one row each ------------------------------------------------------ */
-
-/* Everything deepdesk knows of a layer type, but its kernels (ref.c and each backend)
- * and its descriptor in a backend (graph.c).  Adding a type is a row here, its
- * enum value in net.h, its kernels and its tests. */
-struct layer_type {
-	struct net_layer_type_info info; /* what the rest of the engine asks (net.h) */
-	const struct pmsg *msg[2];       /* the *_param messages it reads; NULL: fewer */
-	const char *required;            /* NULL, or the error when msg[0] is not given */
-	int loss;                        /* its top may carry a loss_weight (1 unless given) */
-	/* optional: a rule between its params and its bottoms or tops, once all are read */
-	int (*check)(struct pc *c, const struct ptx_field *lf, const struct net_layer *l);
-	int axes_min, axes_max;          /* how many axes bottom 0 must have ... */
-	const char *axes_what;           /* ... said as "needs ...; bottom 'x' is 2x3"; NULL: any */
-	int (*infer)(struct ic *x, struct net_node *nd); /* its shape rule */
-};
-
-static int eltwise_layer_check(struct pc *c, const struct ptx_field *lf, const struct net_layer *l)
-{
-	if (l->eltwise.ncoeff && l->eltwise.ncoeff != l->nbottom)
-		return perr(c, lf->line, lf->col, "eltwise_param has %d coeff values for %d bottoms", l->eltwise.ncoeff,
-			    l->nbottom);
-	return DD_OK;
-}
-
-static int input_layer_check(struct pc *c, const struct ptx_field *lf, const struct net_layer *l)
-{
-	if (l->input.nshape != 1 && l->input.nshape != l->ntop)
-		return perr(c, lf->line, lf->col, "input_param needs one shape, or one per top (%d)", l->ntop);
-	return DD_OK;
-}
-
-#define IO(b0, b1, t0, t1) .bottom_min = b0, .bottom_max = b1, .top_min = t0, .top_max = t1
-#define ONE_TO_ONE IO(1, 1, 1, 1)
-#define MANY (1 << 16)
-#define FILLERS(w, b) .filler = { offsetof(struct net_layer, w), offsetof(struct net_layer, b) }
-#define AXES(lo, hi, what) .axes_min = lo, .axes_max = hi, .axes_what = what
-#define NCHW AXES(4, 4, "a 4-axis input (N, C, H, W)")
-#define CHANNELS AXES(2, 4, "an input with a channel axis")
-#define SCORES AXES(2, 4, "scores with a class axis (N, classes, ...)")
-
-static const struct layer_type layer_types[] = {
-	[NET_DATA] = { .info = { .name = "Data", IO(0, 0, 1, 2) }, .msg = { &data_msg, &transform_msg },
-		       .infer = infer_data },
-	[NET_INPUT] = { .info = { .name = "Input", IO(0, 0, 1, MANY) }, .msg = { &input_msg },
-			.check = input_layer_check, .infer = infer_input },
-	[NET_CONVOLUTION] = { .info = { .name = "Convolution", ONE_TO_ONE, .reads_bottom = 1,
-					FILLERS(conv.weight_filler, conv.bias_filler) },
-			      .msg = { &conv_msg },
-			      .required = "convolution_param { num_output: ... kernel_size: ... } is required",
-			      NCHW, .infer = infer_conv },
-	[NET_POOLING] = { .info = { .name = "Pooling", ONE_TO_ONE }, .msg = { &pool_msg },
-			  .required = "pooling_param { kernel_size: ... } (or global_pooling: true) is required",
-			  NCHW, .infer = infer_pool },
-	[NET_INNER_PRODUCT] = { .info = { .name = "InnerProduct", ONE_TO_ONE, .reads_bottom = 1,
-					  FILLERS(ip.weight_filler, ip.bias_filler) },
-				.msg = { &ip_msg }, AXES(2, 4, "an input with a batch axis and at least one more"),
-				.infer = infer_ip },
-	[NET_RELU] = { .info = { .name = "ReLU", ONE_TO_ONE, .elementwise = 1, .reads_bottom = 1,
-				 .reads_top = NET_READS_IN_PLACE },
-		       .msg = { &relu_msg }, .infer = infer_same },
-	[NET_SIGMOID] = { .info = { .name = "Sigmoid", ONE_TO_ONE, .elementwise = 1, .reads_top = NET_READS_YES },
-			  .msg = { &sigmoid_msg }, .infer = infer_same },
-	[NET_TANH] = { .info = { .name = "TanH", ONE_TO_ONE, .elementwise = 1, .reads_top = NET_READS_YES },
-		       .msg = { &tanh_msg }, .infer = infer_same },
-	[NET_POWER] = { .info = { .name = "Power", ONE_TO_ONE, .elementwise = 1, .reads_bottom = 1 },
-			.msg = { &power_msg }, .infer = infer_same },
-	[NET_DROPOUT] = { .info = { .name = "Dropout", ONE_TO_ONE, .elementwise = 1 }, .msg = { &dropout_msg },
-			  .infer = infer_same },
-	[NET_LRN] = { .info = { .name = "LRN", ONE_TO_ONE, .reads_bottom = 1, .reads_top = NET_READS_YES },
-		      .msg = { &lrn_msg }, NCHW, .infer = infer_same },
-	[NET_BATCH_NORM] = { .info = { .name = "BatchNorm", ONE_TO_ONE, .elementwise = 1, .reads_top = NET_READS_YES },
-			     .msg = { &bn_msg }, CHANNELS, .infer = infer_bn },
-	[NET_SCALE] = { .info = { .name = "Scale", ONE_TO_ONE, .elementwise = 1, .reads_bottom = 1,
-				  FILLERS(scale.filler, scale.bias_filler) },
-			.msg = { &scale_msg }, CHANNELS, .infer = infer_scale },
-	[NET_ELTWISE] = { .info = { .name = "Eltwise", IO(2, MANY, 1, 1) }, .msg = { &eltwise_msg },
-			  .check = eltwise_layer_check, .infer = infer_eltwise },
-	[NET_CONCAT] = { .info = { .name = "Concat", IO(1, MANY, 1, 1) }, .msg = { &concat_msg }, /* axis 1 */
-			 AXES(2, 4, "inputs with a channel axis"), .infer = infer_concat },
-	[NET_FLATTEN] = { .info = { .name = "Flatten", ONE_TO_ONE }, AXES(1, 4, "an input with a batch axis"),
-			  .infer = infer_flatten },
-	[NET_SOFTMAX] = { .info = { .name = "Softmax", ONE_TO_ONE, .reads_top = NET_READS_YES },
-			  .msg = { &softmax_msg }, AXES(2, 4, "an input with a class axis"), .infer = infer_same },
-	[NET_SOFTMAX_LOSS] = { .info = { .name = "SoftmaxWithLoss", IO(2, 2, 1, 1) },
-			       .msg = { &softmax_msg, &loss_msg }, .loss = 1, SCORES, .infer = infer_loss },
-	[NET_ACCURACY] = { .info = { .name = "Accuracy", IO(2, 2, 1, 1) }, .msg = { &accuracy_msg }, SCORES,
-			   .infer = infer_accuracy },
-};
-_Static_assert(sizeof layer_types / sizeof layer_types[0] == NET_LAYER_TYPE_COUNT,
-	       "every enum net_layer_type value needs its row in layer_types[]");
-
-#undef IO
-#undef ONE_TO_ONE
-#undef MANY
-#undef FILLERS
-#undef AXES
-#undef NCHW
-#undef CHANNELS
-#undef SCORES
-
-const struct net_layer_type_info *net_layer_type_info(enum net_layer_type type)
-{
-	return (unsigned)type < NET_LAYER_TYPE_COUNT ? &layer_types[type].info : NULL;
-}
-
-const char *net_layer_type_name(enum net_layer_type type)
-{
-	return (unsigned)type < NET_LAYER_TYPE_COUNT ? layer_types[type].info.name : "?";
-}
+/* ---- layer types: what the rows (layers.c) are asked ------------------------------- */
 
 /* The params of a layer: the union, whose members all start here. */
 static void *params_of(struct net_layer *l)
@@ -1515,7 +725,7 @@ static void *params_of(struct net_layer *l)
 
 static void layer_defaults(struct net_layer *l)
 {
-	const struct layer_type *t = &layer_types[l->type];
+	const struct layer_type *t = &net_layer_types[l->type];
 	for (int k = 0; k < 2; k++)
 		if (t->msg[k])
 			msg_defaults(t->msg[k], params_of(l));
@@ -1526,8 +736,8 @@ static const struct pmsg *msg_named(const char *name)
 {
 	for (int t = 0; t < NET_LAYER_TYPE_COUNT; t++)
 		for (int k = 0; k < 2; k++)
-			if (layer_types[t].msg[k] && !strcmp(layer_types[t].msg[k]->name, name))
-				return layer_types[t].msg[k];
+			if (net_layer_types[t].msg[k] && !strcmp(net_layer_types[t].msg[k]->name, name))
+				return net_layer_types[t].msg[k];
 	return NULL;
 }
 
@@ -1536,7 +746,7 @@ static int infer(struct ic *x, struct net_node *nd)
 {
 	if ((unsigned)nd->l.type >= NET_LAYER_TYPE_COUNT)
 		return dd_err_set(x->err, DD_EINTERNAL, "layer type %d has no shape rule", (int)nd->l.type);
-	const struct layer_type *t = &layer_types[nd->l.type];
+	const struct layer_type *t = &net_layer_types[nd->l.type];
 	if (t->axes_what) {
 		int rc = need_axes(x, nd, &x->g->blob[nd->bottom[0]].shape, t->axes_min, t->axes_max, t->axes_what);
 		if (rc)
@@ -1584,9 +794,9 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 		}
 	}
 	if (!type)
-		return perr(c, lf->line, lf->col, "no type given (type: \"Convolution\", ...)");
+		return net_perr(c, lf->line, lf->col, "no type given (type: \"Convolution\", ...)");
 	if (type->kind == PTX_IDENT)
-		return perr(c, type->vline, type->vcol,
+		return net_perr(c, type->vline, type->vcol,
 			    "type %s is Caffe's old (V1) spelling; write the type as a string, e.g. type: \"Convolution\"",
 			    type->text);
 	const char *tn;
@@ -1594,27 +804,27 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 		return rc;
 	int t = -1;
 	for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++)
-		if (!strcmp(tn, layer_types[k].info.name))
+		if (!strcmp(tn, net_layer_types[k].info.name))
 			t = k;
 	if (t < 0) {
 		char s[64], all[400] = "";
 		sanitize(s, sizeof s, tn, 40);
 		for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++) {
 			size_t n = strlen(all);
-			snprintf(all + n, sizeof all - n, "%s%s", k ? ", " : "", layer_types[k].info.name);
+			snprintf(all + n, sizeof all - n, "%s%s", k ? ", " : "", net_layer_types[k].info.name);
 		}
-		return perr(c, type->vline, type->vcol, "unknown type \"%s\" (deepdesk knows %s)", s, all);
+		return net_perr(c, type->vline, type->vcol, "unknown type \"%s\" (deepdesk knows %s)", s, all);
 	}
 	l->type = (enum net_layer_type)t;
-	const struct layer_type *lt = &layer_types[t];
+	const struct layer_type *lt = &net_layer_types[t];
 	layer_defaults(l);
 
 	/* the repeated fields, counted and then filled */
 	if ((rc = strings_of(c, m, "bottom", &l->bottom, &l->nbottom)) ||
 	    (rc = strings_of(c, m, "top", &l->top, &l->ntop)))
 		return rc;
-	int ninc = count_of(m, "include"), nexc = count_of(m, "exclude"), nparam = count_of(m, "param");
-	int nlw = count_of(m, "loss_weight");
+	int ninc = net_count_of(m, "include"), nexc = net_count_of(m, "exclude"), nparam = net_count_of(m, "param");
+	int nlw = net_count_of(m, "loss_weight");
 	struct net_rule *inc = ninc ? ptx_alloc(c->doc, (size_t)ninc * sizeof *inc) : NULL;
 	struct net_rule *exc = nexc ? ptx_alloc(c->doc, (size_t)nexc * sizeof *exc) : NULL;
 	struct net_param_spec *ps = nparam ? ptx_alloc(c->doc, (size_t)nparam * sizeof *ps) : NULL;
@@ -1634,11 +844,11 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 			continue;
 		} else if (!strcmp(n, "include") || !strcmp(n, "exclude")) {
 			struct net_rule *r = n[0] == 'i' ? &inc[l->ninclude++] : &exc[l->nexclude++];
-			msg_defaults(&rule_msg, r);
-			rc = read_sub(c, f, &rule_msg, r);
+			msg_defaults(&net_rule_msg, r);
+			rc = read_sub(c, f, &net_rule_msg, r);
 		} else if (!strcmp(n, "param")) {
-			msg_defaults(&param_spec_msg, &ps[l->nparam]);
-			rc = read_sub(c, f, &param_spec_msg, &ps[l->nparam++]);
+			msg_defaults(&net_param_spec_msg, &ps[l->nparam]);
+			rc = read_sub(c, f, &net_param_spec_msg, &ps[l->nparam++]);
 		} else if (!strcmp(n, "loss_weight")) {
 			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &lw[l->nloss_weight++]);
 		} else {
@@ -1646,7 +856,7 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 			if (!d)
 				return unknown_field(c, f);
 			if (d != lt->msg[0] && d != lt->msg[1])
-				return perr(c, f->line, f->col, "%s does not apply to %s %s layer", n, article(tn), tn);
+				return net_perr(c, f->line, f->col, "%s does not apply to %s %s layer", n, article(tn), tn);
 			if ((rc = once(c, m, i)))
 				return rc;
 			rc = read_sub(c, f, d, params_of(l));
@@ -1656,40 +866,40 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 	}
 	/* the types whose params have no usable defaults (their messages' checks run
 	 * only when the message is there) */
-	if (lt->required && !count_of(m, lt->msg[0]->name))
-		return perr(c, lf->line, lf->col, "%s", lt->required);
+	if (lt->required && !net_count_of(m, lt->msg[0]->name))
+		return net_perr(c, lf->line, lf->col, "%s", lt->required);
 
 	/* what Caffe checks of every layer */
 	int blo = lt->info.bottom_min, bhi = lt->info.bottom_max, tlo = lt->info.top_min, thi = lt->info.top_max;
 	if (l->nbottom < blo || l->nbottom > bhi) {
 		if (blo == bhi)
-			return perr(c, lf->line, lf->col, "%s %s layer takes %d bottom%s, not %d", article(tn), tn, blo,
+			return net_perr(c, lf->line, lf->col, "%s %s layer takes %d bottom%s, not %d", article(tn), tn, blo,
 				    blo == 1 ? "" : "s", l->nbottom);
-		return perr(c, lf->line, lf->col, "%s %s layer takes at least %d bottoms, not %d", article(tn), tn, blo,
+		return net_perr(c, lf->line, lf->col, "%s %s layer takes at least %d bottoms, not %d", article(tn), tn, blo,
 			    l->nbottom);
 	}
 	if (l->ntop < tlo || l->ntop > thi) {
 		if (tlo == thi)
-			return perr(c, lf->line, lf->col, "%s %s layer makes %d top, not %d", article(tn), tn, tlo, l->ntop);
+			return net_perr(c, lf->line, lf->col, "%s %s layer makes %d top, not %d", article(tn), tn, tlo, l->ntop);
 		if (thi > 16)
-			return perr(c, lf->line, lf->col, "%s %s layer makes at least %d top", article(tn), tn, tlo);
-		return perr(c, lf->line, lf->col, "%s %s layer makes %d to %d tops, not %d", article(tn), tn, tlo, thi, l->ntop);
+			return net_perr(c, lf->line, lf->col, "%s %s layer makes at least %d top", article(tn), tn, tlo);
+		return net_perr(c, lf->line, lf->col, "%s %s layer makes %d to %d tops, not %d", article(tn), tn, tlo, thi, l->ntop);
 	}
 	for (int i = 0; i < l->nbottom; i++)
 		if (!l->bottom[i][0])
-			return perr(c, lf->line, lf->col, "bottom %d has an empty name", i + 1);
+			return net_perr(c, lf->line, lf->col, "bottom %d has an empty name", i + 1);
 	for (int i = 0; i < l->ntop; i++)
 		if (!l->top[i][0])
-			return perr(c, lf->line, lf->col, "top %d has an empty name", i + 1);
+			return net_perr(c, lf->line, lf->col, "top %d has an empty name", i + 1);
 	if (l->ninclude && l->nexclude)
-		return perr(c, lf->line, lf->col, "give include rules or exclude rules, not both (as Caffe requires)");
+		return net_perr(c, lf->line, lf->col, "give include rules or exclude rules, not both (as Caffe requires)");
 	if (l->nloss_weight && l->nloss_weight != l->ntop)
-		return perr(c, lf->line, lf->col, "%d loss_weight values for %d tops: give one per top or none",
+		return net_perr(c, lf->line, lf->col, "%d loss_weight values for %d tops: give one per top or none",
 			    l->nloss_weight, l->ntop);
 	if (!lt->loss)
 		for (int i = 0; i < l->nloss_weight; i++)
 			if (l->loss_weight[i] != 0)
-				return perr(c, lf->line, lf->col, "loss_weight applies only to SoftmaxWithLoss layers");
+				return net_perr(c, lf->line, lf->col, "loss_weight applies only to SoftmaxWithLoss layers");
 	if (lt->check && (rc = lt->check(c, lf, l)))
 		return rc;
 	for (int i = 0; i < l->ntop; i++) {
@@ -1697,7 +907,7 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 		if (b && !lt->info.elementwise) {
 			char s[80];
 			sanitize(s, sizeof s, l->top[i], 60);
-			return perr(c, lf->line, lf->col,
+			return net_perr(c, lf->line, lf->col,
 				    "%s %s layer cannot work in place (top '%s' is also its bottom)", article(tn), tn, s);
 		}
 	}
@@ -1706,7 +916,7 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 
 static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 {
-	int rc, nl = count_of(root, "layer"), k = 0;
+	int rc, nl = net_count_of(root, "layer"), k = 0;
 	if (nl > NET_MAX_LAYERS)
 		return dd_err_set(c->err, DD_ETOOBIG, "%d layers: the limit is %d", nl, NET_MAX_LAYERS);
 	struct net_layer *layers = nl ? ptx_alloc(c->doc, (size_t)nl * sizeof *layers) : NULL;
@@ -1714,7 +924,7 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 		return nomem(c);
 	net->name = "";
 	net->layer = layers;
-	int ndims = count_of(root, "input_dim"), nshape = count_of(root, "input_shape");
+	int ndims = net_count_of(root, "input_dim"), nshape = net_count_of(root, "input_shape");
 	const struct ptx_field *first_input = NULL, *first_dim = NULL;
 	for (int i = root->nfield - 1; i >= 0; i--) {
 		if (!strcmp(root->field[i].name, "input"))
@@ -1723,7 +933,7 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 			first_dim = &root->field[i];
 	}
 	if (ndims && nshape)
-		return perr(c, first_dim->line, first_dim->col, "give input_shape or input_dim, not both");
+		return net_perr(c, first_dim->line, first_dim->col, "give input_shape or input_dim, not both");
 	struct net_shape *shapes = NULL;
 	if (ndims || nshape) {
 		int n = ndims ? (ndims + 3) / 4 : nshape;
@@ -1747,7 +957,7 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 		} else if (!strcmp(f->name, "input")) {
 			continue; /* below */
 		} else if (!strcmp(f->name, "input_shape")) {
-			if ((rc = read_sub(c, f, &shape_msg, &shapes[net->ninput_shape++])))
+			if ((rc = read_sub(c, f, &net_shape_msg, &shapes[net->ninput_shape++])))
 				return rc;
 		} else if (!strcmp(f->name, "input_dim")) {
 			int v;
@@ -1762,13 +972,13 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 			if ((rc = get_bool(c, f, &v)))
 				return rc;
 		} else if (!strcmp(f->name, "layers")) {
-			return perr(c, f->line, f->col,
+			return net_perr(c, f->line, f->col,
 				    "'layers' is Caffe's old (V1) format: write 'layer' blocks with string types "
 				    "(Caffe's upgrade_net_proto_text converts a file)");
 		} else {
 			char n[80];
 			sanitize(n, sizeof n, f->name, 60);
-			return perr(c, f->line, f->col,
+			return net_perr(c, f->line, f->col,
 				    "unknown field '%s' at the top level (expected name, layer, input, input_shape or input_dim)",
 				    n);
 		}
@@ -1779,11 +989,11 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 		return rc;
 	net->input_shape = shapes;
 	if (ndims % 4)
-		return perr(c, first_dim->line, first_dim->col,
+		return net_perr(c, first_dim->line, first_dim->col,
 			    "input_dim needs four values (N, C, H, W) per input, got %d", ndims);
 	if (net->ninput_shape != net->ninput) {
 		const struct ptx_field *f = first_input ? first_input : first_dim;
-		return perr(c, f->line, f->col, "%d input shape%s for %d input%s: give each input its shape",
+		return net_perr(c, f->line, f->col, "%d input shape%s for %d input%s: give each input its shape",
 			    net->ninput_shape, net->ninput_shape == 1 ? "" : "s", net->ninput, net->ninput == 1 ? "" : "s");
 	}
 	return DD_OK;
@@ -1898,11 +1108,11 @@ static int missing_bottom(struct ic *x, int k, const char *name)
 	if (j >= 0) {
 		net_layer_label(&g->node[j].l, g->node[j].index, other, sizeof other);
 		if (depends_on(g, k, j))
-			return lerr(x, nd,
+			return net_lerr(x, nd,
 				    "bottom '%s' is made by layer %s (line %d), which itself depends on this layer: "
 				    "the layers form a cycle",
 				    s, other, g->node[j].l.line);
-		return lerr(x, nd,
+		return net_lerr(x, nd,
 			    "bottom '%s' is made by layer %s (line %d), which comes later: layers run in the order "
 			    "written, so move it above",
 			    s, other, g->node[j].l.line);
@@ -1914,23 +1124,23 @@ static int missing_bottom(struct ic *x, int k, const char *name)
 				continue;
 			net_layer_label(l, i, other, sizeof other);
 			if (l->type == NET_INPUT)
-				return lerr(x, nd,
+				return net_lerr(x, nd,
 					    "bottom '%s' comes from Input layer %s, which deepdesk replaces (as DIGITS "
 					    "does) by the dataset's images in \"data\" (and labels in \"label\")",
 					    s, other);
 			if (g->stage == NET_STAGE_DEPLOY && l->type == NET_DATA)
-				return lerr(x, nd,
+				return net_lerr(x, nd,
 					    "bottom '%s' comes from data layer %s, which the deploy stage does not have "
 					    "(it reads images only)%s",
 					    s, other,
 					    l->ntop > 1 && !strcmp(name, l->top[1])
 						    ? ": exclude this layer from deploy with exclude { stage: \"deploy\" }"
 						    : "");
-			return lerr(x, nd, "bottom '%s' is made by layer %s (line %d), which is not in the %s stage", s,
+			return net_lerr(x, nd, "bottom '%s' is made by layer %s (line %d), which is not in the %s stage", s,
 				    other, l->line, net_stage_name(g->stage));
 		}
 	}
-	return lerr(x, nd, "bottom '%s' is not made by any layer", s);
+	return net_lerr(x, nd, "bottom '%s' is not made by any layer", s);
 }
 
 static int check_input(const struct net_input *in, struct dd_err *err)
@@ -2112,10 +1322,10 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 			int other = layer_name_seen(&x, k);
 			if (other >= 0) {
 				if (g->node[other].index < 0)
-					rc = lerr(&x, nd, "the name is already used by the data layer deepdesk adds for "
+					rc = net_lerr(&x, nd, "the name is already used by the data layer deepdesk adds for "
 							  "this stage; rename it");
 				else
-					rc = lerr(&x, nd, "the name is already used by the layer at line %d",
+					rc = net_lerr(&x, nd, "the name is already used by the layer at line %d",
 						  g->node[other].l.line);
 				goto fail;
 			}
@@ -2147,10 +1357,10 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 				char s[80], other[100];
 				const struct net_node *p = &g->node[g->blob[b].producer];
 				net_layer_label(&p->l, p->index, other, sizeof other);
-				rc = lerr(&x, nd,
+				rc = net_lerr(&x, nd,
 					  "top '%s' is already made by layer %s: each blob is made once (only an "
 					  "element-wise layer may rewrite its bottom, in place)",
-					  bname(&x, b, s, sizeof s), other);
+					  net_blob_name(&x, b, s, sizeof s), other);
 				goto fail;
 			}
 			b = g->nblob++;
@@ -2162,13 +1372,13 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 		if ((rc = infer(&x, nd)))
 			goto fail;
 		if (l->nparam > nd->nparam) {
-			rc = lerr(&x, nd, "%d param { } blocks for %d parameter blob%s", l->nparam, nd->nparam,
+			rc = net_lerr(&x, nd, "%d param { } blocks for %d parameter blob%s", l->nparam, nd->nparam,
 				  nd->nparam == 1 ? "" : "s");
 			goto fail;
 		}
-		nd->loss_weight = l->nloss_weight ? l->loss_weight[0] : layer_types[l->type].loss;
+		nd->loss_weight = l->nloss_weight ? l->loss_weight[0] : net_layer_types[l->type].loss;
 		has_softmax |= l->type == NET_SOFTMAX;
-		has_loss |= layer_types[l->type].loss;
+		has_loss |= net_layer_types[l->type].loss;
 		g->params += nd->nparams;
 		for (int p = 0; p < nd->nparam; p++)
 			if (nd->param[p].learned)
@@ -2185,7 +1395,7 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 			    nd->l.type != NET_INPUT && nd->l.type != NET_SOFTMAX) {
 				net_layer_label(&nd->l, nd->index, lbl, sizeof lbl);
 				snprintf(after, sizeof after, " after layer %s (bottom: \"%s\"%s)", lbl,
-					 bname(&x, nd->top[0], top, sizeof top),
+					 net_blob_name(&x, nd->top[0], top, sizeof top),
 					 stage == NET_STAGE_TRAIN ? " bottom: \"label\"" : "");
 				break;
 			}
@@ -2260,7 +1470,7 @@ int net_graph_print(const struct net_graph *g, FILE *f)
 		for (int t = 0; t < nd->l.ntop; t++) {
 			n = (int)strlen(g->blob[nd->top[t]].name);
 			wb = n > wb ? n : wb;
-			shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
+			net_shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
 			n = (int)strlen(sh);
 			ws = n > ws ? n : ws;
 		}
@@ -2287,7 +1497,7 @@ int net_graph_print(const struct net_graph *g, FILE *f)
 			sh[0] = 0;
 			if (t < nd->l.ntop) {
 				sanitize(b, sizeof b, g->blob[nd->top[t]].name, 60);
-				shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
+				net_shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
 			}
 			if (t == 0)
 				fprintf(f, "%-*s  %-*s  %-*s  %-*s  %12s\n", wn, s, wt, net_layer_type_name(nd->l.type), wb,

@@ -644,7 +644,7 @@ static int parse_value(struct parser *ps, struct ptx_field *f, int depth)
 /* One field called nm (its name token at `name`) and its value, appended at depth. */
 static int parse_one(struct parser *ps, int depth, const struct token *name, const char *nm)
 {
-	int idx, rc = push_field(ps, depth, name, &idx);
+	int idx = 0, rc = push_field(ps, depth, name, &idx);
 	struct ptx_field tmp;
 	if (rc != DD_OK)
 		return rc;
