@@ -25,7 +25,7 @@ static int axes_get(struct pc *c, const char *rep, const char *base, const struc
 	*rc = DD_OK;
 	if (a->n && (a->has_h || a->has_w)) {
 		*rc = net_perr(c, a->first->line, a->first->col, "%s: give %s or %s_h and %s_w, not both", c->where,
-			   rep, base, base);
+			       rep, base, base);
 		return 0;
 	}
 	if (a->n) {
@@ -179,7 +179,7 @@ static int conv_check(struct pc *c, const struct ptx_msg *m, void *param, const 
 		return rc;
 	if (p->num_output % p->group)
 		return net_perr(c, m->line, m->col, "convolution_param: num_output %d is not a multiple of group %d",
-			    p->num_output, p->group);
+				p->num_output, p->group);
 	return DD_OK;
 }
 #define CP struct net_conv_param
@@ -218,19 +218,19 @@ static int pool_check(struct pc *c, const struct ptx_msg *m, void *param, const 
 	if (p->global) {
 		if (has_k)
 			return net_perr(c, m->line, m->col,
-				    "pooling_param: with global_pooling the kernel is the whole input; remove kernel_size");
+					"pooling_param: with global_pooling the kernel is the whole input; remove kernel_size");
 		if ((has_p && (p->ph || p->pw)) || (has_s && (p->sh != 1 || p->sw != 1)))
 			return net_perr(c, m->line, m->col, "pooling_param: global_pooling takes no pad and stride 1");
 		return DD_OK;
 	}
 	if (!has_k)
 		return net_perr(c, m->line, m->col,
-			    "pooling_param: give kernel_size, or kernel_h and kernel_w, or global_pooling: true");
+				"pooling_param: give kernel_size, or kernel_h and kernel_w, or global_pooling: true");
 	if (ax[0].has_h != ax[0].has_w)
 		return net_perr(c, m->line, m->col, "pooling_param: kernel_h and kernel_w go together");
 	if (p->ph >= p->kh || p->pw >= p->kw)
 		return net_perr(c, m->line, m->col, "pooling_param: pad %dx%d must be smaller than the kernel %dx%d",
-			    p->ph, p->pw, p->kh, p->kw);
+				p->ph, p->pw, p->kh, p->kw);
 	return DD_OK;
 }
 static const char *const pool_methods[] = { "MAX", "AVE", NULL /* STOCHASTIC */ };
@@ -398,9 +398,9 @@ static int infer_data(struct ic *x, struct net_node *nd)
 	/* Caffe's rule: one mean_value for every channel, or one per channel */
 	if (l->data.nmean_value > 1 && l->data.nmean_value != x->g->in.c)
 		return net_lerr(x, nd,
-			    "transform_param has %d mean_value entries but the images have %d channel%s: give "
-			    "one mean_value for all channels, or exactly %d",
-			    l->data.nmean_value, x->g->in.c, x->g->in.c == 1 ? "" : "s", x->g->in.c);
+				"transform_param has %d mean_value entries but the images have %d channel%s: give "
+				"one mean_value for all channels, or exactly %d",
+				l->data.nmean_value, x->g->in.c, x->g->in.c == 1 ? "" : "s", x->g->in.c);
 	int64_t d[4] = { l->data.batch_size, x->g->in.c, x->g->in.h, x->g->in.w };
 	if (x->g->in.crop)
 		d[2] = d[3] = x->g->in.crop;
@@ -429,7 +429,7 @@ static int infer_conv(struct ic *x, struct net_node *nd)
 		else
 			snprintf(kern, sizeof kern, "kernel %dx%d", p->kh, p->kw);
 		return net_lerr(x, nd, "%s is larger than its input %lldx%lld (padded by %d, %d): %s", kern,
-			    (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
+				(long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
 	}
 	o[0] = s->dim[0];
 	o[1] = p->num_output;
@@ -455,7 +455,7 @@ static int infer_pool(struct ic *x, struct net_node *nd)
 	int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
 	if (p->kh > hp || p->kw > wp)
 		return net_lerr(x, nd, "kernel %dx%d is larger than its input %lldx%lld (padded by %d, %d): %s", p->kh,
-			    p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
+				p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
 	/* Caffe rounds up, then drops a last window that would start in the padding */
 	int64_t ho = (hp - p->kh + p->sh - 1) / p->sh + 1, wo = (wp - p->kw + p->sw - 1) / p->sw + 1;
 	if (p->ph || p->pw) {
@@ -539,7 +539,7 @@ static int same_shapes(struct ic *x, struct net_node *nd, int i, int except, con
 	net_shape_str(s, sa, sizeof sa);
 	net_shape_str(t, sb, sizeof sb);
 	return net_lerr(x, nd, "bottom '%s' is %s but bottom '%s' is %s: %s", net_blob_name(x, nd->bottom[0], a, sizeof a), sa,
-		    net_blob_name(x, nd->bottom[i], b, sizeof b), sb, why);
+			net_blob_name(x, nd->bottom[i], b, sizeof b), sb, why);
 }
 
 static int infer_eltwise(struct ic *x, struct net_node *nd)
@@ -611,7 +611,7 @@ static int infer_accuracy(struct ic *x, struct net_node *nd)
 		return rc;
 	if (nd->l.accuracy.top_k > s->dim[1])
 		return net_lerr(x, nd, "top_k %d is more than the %lld classes of '%s'", nd->l.accuracy.top_k,
-			    (long long)s->dim[1], net_blob_name(x, nd->bottom[0], a, sizeof a));
+				(long long)s->dim[1], net_blob_name(x, nd->bottom[0], a, sizeof a));
 	return net_set_top(x, nd, 0, 0, NULL);
 }
 
@@ -622,7 +622,7 @@ static int eltwise_layer_check(struct pc *c, const struct ptx_field *lf, const s
 {
 	if (l->eltwise.ncoeff && l->eltwise.ncoeff != l->nbottom)
 		return net_perr(c, lf->line, lf->col, "eltwise_param has %d coeff values for %d bottoms", l->eltwise.ncoeff,
-			    l->nbottom);
+				l->nbottom);
 	return DD_OK;
 }
 

@@ -156,7 +156,7 @@ static int once(struct pc *c, const struct ptx_msg *m, int i)
 			char p[128];
 			path(c, f, p, sizeof p);
 			return net_perr(c, f->line, f->col, "%s is given twice (first at %d:%d)", p,
-				    m->field[j].line, m->field[j].col);
+					m->field[j].line, m->field[j].col);
 		}
 	return DD_OK;
 }
@@ -678,7 +678,7 @@ int net_set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int64_
 		char s[80], sh[80];
 		net_shape_str(&b->shape, sh, sizeof sh);
 		return net_lerr(x, nd, "top '%s' would be %s: more than %d values in one blob", net_blob_name(x, nd->top[i], s, sizeof s),
-			    sh, MAX_COUNT);
+				sh, MAX_COUNT);
 	}
 	return DD_OK;
 }
@@ -797,8 +797,8 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 		return net_perr(c, lf->line, lf->col, "no type given (type: \"Convolution\", ...)");
 	if (type->kind == PTX_IDENT)
 		return net_perr(c, type->vline, type->vcol,
-			    "type %s is Caffe's old (V1) spelling; write the type as a string, e.g. type: \"Convolution\"",
-			    type->text);
+				"type %s is Caffe's old (V1) spelling; write the type as a string, e.g. type: \"Convolution\"",
+				type->text);
 	const char *tn;
 	if ((rc = get_string(c, type, &tn)))
 		return rc;
@@ -874,9 +874,9 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 	if (l->nbottom < blo || l->nbottom > bhi) {
 		if (blo == bhi)
 			return net_perr(c, lf->line, lf->col, "%s %s layer takes %d bottom%s, not %d", article(tn), tn, blo,
-				    blo == 1 ? "" : "s", l->nbottom);
+					blo == 1 ? "" : "s", l->nbottom);
 		return net_perr(c, lf->line, lf->col, "%s %s layer takes at least %d bottoms, not %d", article(tn), tn, blo,
-			    l->nbottom);
+				l->nbottom);
 	}
 	if (l->ntop < tlo || l->ntop > thi) {
 		if (tlo == thi)
@@ -895,7 +895,7 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 		return net_perr(c, lf->line, lf->col, "give include rules or exclude rules, not both (as Caffe requires)");
 	if (l->nloss_weight && l->nloss_weight != l->ntop)
 		return net_perr(c, lf->line, lf->col, "%d loss_weight values for %d tops: give one per top or none",
-			    l->nloss_weight, l->ntop);
+				l->nloss_weight, l->ntop);
 	if (!lt->loss)
 		for (int i = 0; i < l->nloss_weight; i++)
 			if (l->loss_weight[i] != 0)
@@ -908,7 +908,7 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 			char s[80];
 			sanitize(s, sizeof s, l->top[i], 60);
 			return net_perr(c, lf->line, lf->col,
-				    "%s %s layer cannot work in place (top '%s' is also its bottom)", article(tn), tn, s);
+					"%s %s layer cannot work in place (top '%s' is also its bottom)", article(tn), tn, s);
 		}
 	}
 	return DD_OK;
@@ -973,14 +973,14 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 				return rc;
 		} else if (!strcmp(f->name, "layers")) {
 			return net_perr(c, f->line, f->col,
-				    "'layers' is Caffe's old (V1) format: write 'layer' blocks with string types "
-				    "(Caffe's upgrade_net_proto_text converts a file)");
+					"'layers' is Caffe's old (V1) format: write 'layer' blocks with string types "
+					"(Caffe's upgrade_net_proto_text converts a file)");
 		} else {
 			char n[80];
 			sanitize(n, sizeof n, f->name, 60);
 			return net_perr(c, f->line, f->col,
-				    "unknown field '%s' at the top level (expected name, layer, input, input_shape or input_dim)",
-				    n);
+					"unknown field '%s' at the top level (expected name, layer, input, input_shape or input_dim)",
+					n);
 		}
 	}
 	net->nlayer = k;
@@ -990,11 +990,11 @@ static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
 	net->input_shape = shapes;
 	if (ndims % 4)
 		return net_perr(c, first_dim->line, first_dim->col,
-			    "input_dim needs four values (N, C, H, W) per input, got %d", ndims);
+				"input_dim needs four values (N, C, H, W) per input, got %d", ndims);
 	if (net->ninput_shape != net->ninput) {
 		const struct ptx_field *f = first_input ? first_input : first_dim;
 		return net_perr(c, f->line, f->col, "%d input shape%s for %d input%s: give each input its shape",
-			    net->ninput_shape, net->ninput_shape == 1 ? "" : "s", net->ninput, net->ninput == 1 ? "" : "s");
+				net->ninput_shape, net->ninput_shape == 1 ? "" : "s", net->ninput, net->ninput == 1 ? "" : "s");
 	}
 	return DD_OK;
 }
@@ -1109,13 +1109,13 @@ static int missing_bottom(struct ic *x, int k, const char *name)
 		net_layer_label(&g->node[j].l, g->node[j].index, other, sizeof other);
 		if (depends_on(g, k, j))
 			return net_lerr(x, nd,
-				    "bottom '%s' is made by layer %s (line %d), which itself depends on this layer: "
-				    "the layers form a cycle",
-				    s, other, g->node[j].l.line);
+					"bottom '%s' is made by layer %s (line %d), which itself depends on this layer: "
+					"the layers form a cycle",
+					s, other, g->node[j].l.line);
 		return net_lerr(x, nd,
-			    "bottom '%s' is made by layer %s (line %d), which comes later: layers run in the order "
-			    "written, so move it above",
-			    s, other, g->node[j].l.line);
+				"bottom '%s' is made by layer %s (line %d), which comes later: layers run in the order "
+				"written, so move it above",
+				s, other, g->node[j].l.line);
 	}
 	for (int i = 0; i < x->def->nlayer; i++) {
 		const struct net_layer *l = &x->def->layer[i];
@@ -1125,19 +1125,19 @@ static int missing_bottom(struct ic *x, int k, const char *name)
 			net_layer_label(l, i, other, sizeof other);
 			if (l->type == NET_INPUT)
 				return net_lerr(x, nd,
-					    "bottom '%s' comes from Input layer %s, which deepdesk replaces (as DIGITS "
-					    "does) by the dataset's images in \"data\" (and labels in \"label\")",
+						"bottom '%s' comes from Input layer %s, which deepdesk replaces (as DIGITS "
+						"does) by the dataset's images in \"data\" (and labels in \"label\")",
 					    s, other);
 			if (g->stage == NET_STAGE_DEPLOY && l->type == NET_DATA)
 				return net_lerr(x, nd,
-					    "bottom '%s' comes from data layer %s, which the deploy stage does not have "
-					    "(it reads images only)%s",
-					    s, other,
-					    l->ntop > 1 && !strcmp(name, l->top[1])
+						"bottom '%s' comes from data layer %s, which the deploy stage does not have "
+						"(it reads images only)%s",
+						s, other,
+						l->ntop > 1 && !strcmp(name, l->top[1])
 						    ? ": exclude this layer from deploy with exclude { stage: \"deploy\" }"
 						    : "");
 			return net_lerr(x, nd, "bottom '%s' is made by layer %s (line %d), which is not in the %s stage", s,
-				    other, l->line, net_stage_name(g->stage));
+					other, l->line, net_stage_name(g->stage));
 		}
 	}
 	return net_lerr(x, nd, "bottom '%s' is not made by any layer", s);
@@ -1326,7 +1326,7 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 							  "this stage; rename it");
 				else
 					rc = net_lerr(&x, nd, "the name is already used by the layer at line %d",
-						  g->node[other].l.line);
+						      g->node[other].l.line);
 				goto fail;
 			}
 		}
@@ -1358,8 +1358,8 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 				const struct net_node *p = &g->node[g->blob[b].producer];
 				net_layer_label(&p->l, p->index, other, sizeof other);
 				rc = net_lerr(&x, nd,
-					  "top '%s' is already made by layer %s: each blob is made once (only an "
-					  "element-wise layer may rewrite its bottom, in place)",
+					      "top '%s' is already made by layer %s: each blob is made once (only an "
+					      "element-wise layer may rewrite its bottom, in place)",
 					  net_blob_name(&x, b, s, sizeof s), other);
 				goto fail;
 			}
@@ -1373,7 +1373,7 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 			goto fail;
 		if (l->nparam > nd->nparam) {
 			rc = net_lerr(&x, nd, "%d param { } blocks for %d parameter blob%s", l->nparam, nd->nparam,
-				  nd->nparam == 1 ? "" : "s");
+				      nd->nparam == 1 ? "" : "s");
 			goto fail;
 		}
 		nd->loss_weight = l->nloss_weight ? l->loss_weight[0] : net_layer_types[l->type].loss;
