@@ -91,7 +91,7 @@ all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_S
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
 cuda: $(CUDA_PLUGIN)
 
-$(CUDA_PLUGIN): $(wildcard networks/cuda/*.cu) networks/backend_impl.h networks/backend.h networks/net.h networks/ref.h common/err.h
+$(CUDA_PLUGIN): $(wildcard networks/cuda/*.cu) networks/backend_impl.h networks/backend.h networks/net.h networks/ref.h common/err.h common/rng.h
 	@mkdir -p $(dir $@)
 	@test -n "$(NVCC)" || { echo "make cuda: no nvcc under $(CUDA_HOME) (set CUDA_HOME)"; exit 1; }
 	@echo "  NVCC    $@"

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/rng.h"
 #include "datum.h"
 #include "dsinfo.h"
 #include "lmdbio.h"
@@ -185,14 +186,6 @@ void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int
 	*test = c;
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 struct item {
 	char *path; /* absolute, or relative to the list base */
 	int label;
@@ -230,7 +223,7 @@ static void shuffle(struct item *v, int64_t n, uint64_t seed)
 {
 	uint64_t s = seed;
 	for (int64_t i = n - 1; i > 0; i--) {
-		int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(i + 1));
+		int64_t j = rng_below(&s, i + 1);
 		struct item t = v[i];
 		v[i] = v[j];
 		v[j] = t;
@@ -455,7 +448,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 				*p = ' ';
 		b->labels[b->nlabels] = name;
 		uint64_t s = o->seed ^ (0x5eedull * (uint64_t)(c + 1));
-		shuffle(imgs.v, imgs.n, splitmix64(&s));
+		shuffle(imgs.v, imgs.n, rng_next(&s));
 		int a, v, t;
 		ds_split_counts((int)imgs.n, val_pct, test_pct, &a, &v, &t);
 		for (int64_t i = 0; i < imgs.n; i++) {
@@ -1043,7 +1036,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	/* records go into each database in a shuffled order, as DIGITS' --shuffle did */
 	uint64_t seed = opt->seed ^ 0xd1b54a32d192ed03ull;
 	for (int s = 0; s < DS_SPLITS; s++) {
-		shuffle(b.split[s].v, b.split[s].n, splitmix64(&seed));
+		shuffle(b.split[s].v, b.split[s].n, rng_next(&seed));
 		b.total += b.split[s].n;
 	}
 	say(&b, "info", "%d classes; %lld train, %lld val, %lld test images", b.nlabels,

@@ -58,6 +58,8 @@
 #include <zlib.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
+
+#include "../common/rng.h"
 #endif
 
 /* ------------------------------------------------------------------------------
@@ -1230,27 +1232,18 @@ static int py2_round(double x)
 	return (int)round(x);
 }
 
-/* splitmix64: tiny, fast, and good enough for noise. */
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* n bytes uniform in 0..254 (np.random.randint(0, 255)), two per 64-bit draw by
  * multiply-shift (bias below 1e-7). */
 static void noise_fill(uint8_t *p, size_t n, uint64_t *state)
 {
 	size_t i = 0;
 	for (; i + 2 <= n; i += 2) {
-		uint64_t r = splitmix64(state);
+		uint64_t r = rng_next(state);
 		p[i] = (uint8_t)(((r & 0xffffffffu) * 255) >> 32);
 		p[i + 1] = (uint8_t)(((r >> 32) * 255) >> 32);
 	}
 	if (i < n)
-		p[i] = (uint8_t)(((splitmix64(state) & 0xffffffffu) * 255) >> 32);
+		p[i] = (uint8_t)(((rng_next(state) & 0xffffffffu) * 255) >> 32);
 }
 
 int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,

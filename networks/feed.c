@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "../common/rng.h"
 #include "backend.h"
 #include "../datasets/datum.h"
 #include "../datasets/dsinfo.h"
@@ -57,20 +58,6 @@ struct feed {
 	uint64_t gen;       /* bumped by a seek: a batch begun before it is dropped */
 	int quit;
 };
-
-static uint64_t rng_next(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static int64_t rng_below(uint64_t *s, int64_t n)
-{
-	return n <= 1 ? 0 : (int64_t)(rng_next(s) % (uint64_t)n);
-}
 
 /* A value that depends only on (a, b, c): the feed's randomness is counter-based,
  * so a position alone fixes what comes next (a resumed training sees the same

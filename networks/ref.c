@@ -22,6 +22,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "../common/rng.h"
+
 /* ---- convolution ------------------------------------------------------------ */
 
 void conv_out_size(struct conv_desc *d)
@@ -422,15 +424,6 @@ void power_backward(float *din, const float *dout, const float *in, int64_t coun
 
 /* ---- dropout -------------------------------------------------------------------- */
 
-/* splitmix64: one 64-bit state, good enough for masks, cheap to seed. */
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Training: keep each value with probability 1 - ratio (u ∈ [0,1) drawn per value,
  * kept when u ≥ ratio) and scale the kept ones by 1/(1 - ratio), so the expectation
  * is unchanged and the test phase is the identity (Caffe's inverted dropout).  Test
@@ -449,7 +442,7 @@ void dropout_forward(float *out, uint8_t *mask, const float *in, int64_t count, 
 	}
 	float scale = 1.0f / (1.0f - ratio);
 	for (int64_t i = 0; i < count; i++) {
-		double u = (double)(splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0); /* 2^-53 */
+		double u = rng_unit(rng_next(rng)); /* rng: splitmix64 (common/rng.h) */
 		mask[i] = u >= ratio;
 		out[i] = mask[i] ? in[i] * scale : 0.0f;
 	}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../common/fsutil.h"
+#include "../../common/rng.h"
 #include "../../networks/graph.h"
 #include "../../networks/memory.h"
 #include "../../networks/net.h"
@@ -311,14 +312,6 @@ static long peak_rss_kib(void)
 	return kib;
 }
 
-static uint64_t time_rng(uint64_t *s) /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Fill "data" with seeded mean-subtracted pixels (uniform in [-128, 128)) and
  * "label", when the stage has one, with classes in [0, classes). */
 static void fill_inputs(struct graph *gr, int classes, uint64_t seed)
@@ -330,13 +323,13 @@ static void fill_inputs(struct graph *gr, int classes, uint64_t seed)
 	for (int d = 0; d < sh.ndim; d++)
 		n *= sh.dim[d];
 	for (int64_t i = 0; v && i < n; i++)
-		v[i] = (float)((double)(time_rng(&s) >> 11) * (256.0 / 9007199254740992.0) - 128.0);
+		v[i] = (float)(rng_unit(rng_next(&s)) * 256.0 - 128.0);
 	v = graph_blob(gr, "label", &sh);
 	n = 1;
 	for (int d = 0; d < sh.ndim; d++)
 		n *= sh.dim[d];
 	for (int64_t i = 0; v && i < n; i++)
-		v[i] = (float)(time_rng(&s) % (uint64_t)(classes > 0 ? classes : 1));
+		v[i] = (float)(rng_next(&s) % (uint64_t)(classes > 0 ? classes : 1));
 }
 
 struct layer_time {

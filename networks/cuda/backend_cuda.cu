@@ -80,6 +80,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include "../../common/rng.h"
+
 extern "C" {
 #include "../backend_impl.h"
 }
@@ -371,21 +373,14 @@ __global__ void k_power_bwd(float *dx, const float *dy, const float *x, int64_t 
 	}
 }
 
-/* Dropout on the graph's splitmix64 stream: element i takes the (i+1)-th value
- * after state s0, which is what the reference's sequential draws give. */
-__device__ uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
+/* Dropout on the graph's splitmix64 stream (common/rng.h): element i takes the
+ * (i+1)-th value after state s0, which is what the reference's sequential draws give. */
 __global__ void k_dropout_fwd(float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
 			      uint64_t s0)
 {
 	FOR_EACH(i, n)
 	{
-		uint64_t z = mix64(s0 + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
-		double u = (double)(z >> 11) * (1.0 / 9007199254740992.0);
+		double u = rng_unit(rng_at(s0, (uint64_t)(i + 1)));
 		uint8_t keep = u >= ratio;
 		mask[i] = keep;
 		y[i] = keep ? x[i] * scale : 0.0f;
@@ -1262,7 +1257,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	case NET_DROPOUT:
 		if (training) {
 			uint64_t s0 = *bl->rng;
-			*bl->rng += (uint64_t)n * 0x9E3779B97F4A7C15ull; /* n draws, as the reference makes */
+			*bl->rng += (uint64_t)n * RNG_GAMMA; /* n draws, as the reference makes */
 			k_dropout_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->mask, x, n, l->dropout.ratio,
 									 1.0f / (1.0f - l->dropout.ratio), s0);
 			LAUNCHED("dropout");
