@@ -665,4 +665,3 @@ const struct graph_param *graph_param(const struct graph *gr, int i)
 }
 float *graph_params(struct graph *gr) { return gr->params; }
 float *graph_grads(struct graph *gr) { return gr->grads; }
-const struct net_graph *graph_net(const struct graph *gr) { return gr->g; }

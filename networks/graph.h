@@ -103,7 +103,5 @@ int graph_bytes_plan(const struct net_graph *g, struct graph_bytes *b);
 /* What gr's arenas really hold (the + 1 and alignment slack left out): equal to
  * graph_bytes_plan of its net_graph, which tests/unit/test_memory.c checks. */
 void graph_bytes_of(const struct graph *gr, struct graph_bytes *b);
-/* The instantiated network it runs (borrowed). */
-const struct net_graph *graph_net(const struct graph *gr);
 
 #endif
