@@ -626,13 +626,7 @@ static int to_chw_bgr(const struct image *img, uint8_t **out, size_t *len)
 	uint8_t *d = malloc(n);
 	if (!d)
 		return DD_ENOMEM;
-	for (int c = 0; c < img->c; c++) {
-		int src_c = img->c == 3 ? 2 - c : c;
-		uint8_t *dst = d + plane * c;
-		const uint8_t *s = img->px + src_c;
-		for (size_t i = 0; i < plane; i++, s += img->c)
-			dst[i] = *s;
-	}
+	image_to_planes(img, d, NULL);
 	*out = d;
 	*len = n;
 	return DD_OK;
@@ -959,11 +953,7 @@ static int write_mean(struct build *b, const double *mean, struct dd_err *err)
 		double v = rint(mean[i]); /* numpy's around: halves to even */
 		img.px[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 	}
-	for (int c = 0; c < o->channels; c++) {
-		int src_c = o->channels == 3 ? 2 - c : c;
-		for (size_t i = 0; i < plane; i++)
-			bl.data[plane * c + i] = img.px[i * o->channels + src_c];
-	}
+	image_to_planes(&img, NULL, bl.data);
 	char path[PATH_MAX];
 	if ((rc = blob_encode(&bl, &buf, &len, err)))
 		goto out;

@@ -937,6 +937,43 @@ int image_set_channels(struct image *img, int channels, struct dd_err *err)
 }
 
 /* ------------------------------------------------------------------------------
+ * Caffe's planes: a raw Datum's data (C×H×W, colour planes B, G, R) */
+
+/* The interleaved channel that plane p of a c-channel image holds. */
+static int plane_channel(int c, int p)
+{
+	return c == 3 ? 2 - p : p;
+}
+
+void image_to_planes(const struct image *img, uint8_t *out8, float *outf)
+{
+	size_t plane = (size_t)img->w * (size_t)img->h;
+	for (int p = 0; p < img->c; p++) {
+		const uint8_t *s = img->px + plane_channel(img->c, p);
+		if (out8) {
+			uint8_t *d = out8 + plane * p;
+			for (size_t i = 0; i < plane; i++)
+				d[i] = s[i * img->c];
+		} else {
+			float *d = outf + plane * p;
+			for (size_t i = 0; i < plane; i++)
+				d[i] = s[i * img->c];
+		}
+	}
+}
+
+void image_from_planes(struct image *img, const uint8_t *planes)
+{
+	size_t plane = (size_t)img->w * (size_t)img->h;
+	for (int p = 0; p < img->c; p++) {
+		uint8_t *d = img->px + plane_channel(img->c, p);
+		const uint8_t *s = planes + plane * p;
+		for (size_t i = 0; i < plane; i++)
+			d[i * img->c] = s[i];
+	}
+}
+
+/* ------------------------------------------------------------------------------
  * Resampling: Pillow's bilinear resize */
 
 #define RS_BITS 22 /* Pillow's PRECISION_BITS = 32 - 8 - 2 */

@@ -86,10 +86,6 @@ static void order_for(struct feed *f, int64_t ep)
 	f->order_epoch = ep;
 }
 
-/* Record i as C×H×W BGR floats into out (c*h*w).  With c/h/w zero (the first
- * call) they are taken from the record. */
-static void feed_planes8(const uint8_t *px, int c, int h, int w, uint8_t *out);
-
 /* Record i into out (floats) or, when out8, its 8-bit planes into out8 (an error
  * for a record of float values); *is8: whether it holds 8-bit pixels. */
 static int load_record(struct feed *f, int64_t i, float *out, uint8_t *out8, int *is8, int *label, int *c, int *h,
@@ -126,10 +122,8 @@ static int load_record(struct feed *f, int64_t i, float *out, uint8_t *out8, int
 		if (!rc && (im.h != *h || im.w != *w))
 			rc = dd_err_set(err, DD_EINVAL, "%s is %dx%d, the dataset's images are %dx%d", name,
 					im.w, im.h, *w, *h);
-		if (!rc && out8)
-			feed_planes8(im.px, im.c, im.h, im.w, out8);
-		else if (!rc && out)
-			feed_planes(im.px, im.c, im.h, im.w, out);
+		if (!rc && (out8 || out))
+			image_to_planes(&im, out8, out);
 		image_free(&im);
 		if (rc)
 			dd_err_prefix(err, "%s", name);
@@ -161,29 +155,6 @@ static int load_record(struct feed *f, int64_t i, float *out, uint8_t *out8, int
 }
 
 static void *producer(void *arg);
-
-/* feed_planes keeping the bytes */
-static void feed_planes8(const uint8_t *px, int c, int h, int w, uint8_t *out)
-{
-	size_t hw = (size_t)h * w;
-	for (int ch = 0; ch < c; ch++) {
-		int src = c == 3 ? 2 - ch : 0;
-		uint8_t *p = out + (size_t)ch * hw;
-		for (size_t k = 0; k < hw; k++)
-			p[k] = px[k * c + src];
-	}
-}
-
-void feed_planes(const uint8_t *px, int c, int h, int w, float *out)
-{
-	size_t hw = (size_t)h * w;
-	for (int ch = 0; ch < c; ch++) {
-		int src = c == 3 ? 2 - ch : 0; /* BGR planes from RGB */
-		float *p = out + (size_t)ch * hw;
-		for (size_t k = 0; k < hw; k++)
-			p[k] = px[k * c + src];
-	}
-}
 
 int feed_mean_load(const char *mean_path, enum feed_mean mode, const float *mean_value, int nmean_value, int c,
 		   int h, int w, float **out, struct dd_err *err)
