@@ -177,17 +177,43 @@ static int open_def(const char *what, int json, struct net_input *in, int input_
 	return 0;
 }
 
+/* The options of both `net check` and `net time`; each verb's own follow O_OWN. */
+enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_OWN };
+#define SHARED_OPTIONS                                                \
+	{ "stage", required_argument, NULL, O_STAGE },                \
+	{ "input", required_argument, NULL, O_INPUT },                \
+	{ "batch", required_argument, NULL, O_BATCH },                \
+	{ "crop", required_argument, NULL, O_CROP },                  \
+	{ "classes", required_argument, NULL, O_CLASSES },            \
+	{ "json", no_argument, NULL, O_JSON },                        \
+	{ "help", no_argument, NULL, 'h' }
+
+/* Option opt (O_INPUT, O_BATCH, O_CROP or O_CLASSES) with its value arg into in,
+ * noting in *input_given / *classes_given that the user chose them: 0, or 2 (the
+ * verb's exit status) after the message for a bad value. */
+static int shape_option(int opt, const char *arg, struct net_input *in, int *input_given, int *classes_given)
+{
+	switch (opt) {
+	case O_INPUT:
+		if (parse_chw(arg, in))
+			return 2;
+		*input_given = 1;
+		return 0;
+	case O_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &in->n) ? 2 : 0;
+	case O_CROP: return cli_int("--crop", arg, 1, 65536, &in->crop) ? 2 : 0;
+	case O_CLASSES:
+		if (cli_int("--classes", arg, 1, 1 << 24, &in->classes))
+			return 2;
+		*classes_given = 1;
+		return 0;
+	}
+	return 2;
+}
+
 static int net_check(int argc, char **argv)
 {
-	enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON };
 	static const struct option longopts[] = {
-		{ "stage", required_argument, NULL, O_STAGE },
-		{ "input", required_argument, NULL, O_INPUT },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "crop", required_argument, NULL, O_CROP },
-		{ "classes", required_argument, NULL, O_CLASSES },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, 'h' },
+		SHARED_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
@@ -205,22 +231,11 @@ static int net_check(int argc, char **argv)
 			stage_given = 1;
 			break;
 		case O_INPUT:
-			if (parse_chw(optarg, &in))
-				return 2;
-			input_given = 1;
-			break;
 		case O_BATCH:
-			if (cli_int("--batch", optarg, 1, 1 << 20, &in.n))
-				return 2;
-			break;
 		case O_CROP:
-			if (cli_int("--crop", optarg, 1, 65536, &in.crop))
-				return 2;
-			break;
 		case O_CLASSES:
-			if (cli_int("--classes", optarg, 1, 1 << 24, &in.classes))
+			if (shape_option(c, optarg, &in, &input_given, &classes_given))
 				return 2;
-			classes_given = 1;
 			break;
 		case O_JSON: json = 1; break;
 		case 'h': fputs(cli_net_usage, stdout); return 0;
@@ -346,15 +361,9 @@ static int by_time(const void *a, const void *b)
 
 static int net_time(int argc, char **argv)
 {
-	enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_ITERS, O_WARMUP, O_BACKEND, O_NO_UPDATE,
-	       O_SEED, O_MAX_SECONDS, O_PRECISION };
+	enum { O_ITERS = O_OWN, O_WARMUP, O_BACKEND, O_NO_UPDATE, O_SEED, O_MAX_SECONDS, O_PRECISION };
 	static const struct option longopts[] = {
-		{ "stage", required_argument, NULL, O_STAGE },
-		{ "input", required_argument, NULL, O_INPUT },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "crop", required_argument, NULL, O_CROP },
-		{ "classes", required_argument, NULL, O_CLASSES },
-		{ "json", no_argument, NULL, O_JSON },
+		SHARED_OPTIONS,
 		{ "iters", required_argument, NULL, O_ITERS },
 		{ "warmup", required_argument, NULL, O_WARMUP },
 		{ "backend", required_argument, NULL, O_BACKEND },
@@ -362,7 +371,6 @@ static int net_time(int argc, char **argv)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "max-seconds", required_argument, NULL, O_MAX_SECONDS },
 		{ "precision", required_argument, NULL, O_PRECISION },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
@@ -382,22 +390,11 @@ static int net_time(int argc, char **argv)
 			}
 			break;
 		case O_INPUT:
-			if (parse_chw(optarg, &in))
-				return 2;
-			input_given = 1;
-			break;
 		case O_BATCH:
-			if (cli_int("--batch", optarg, 1, 1 << 20, &in.n))
-				return 2;
-			break;
 		case O_CROP:
-			if (cli_int("--crop", optarg, 1, 65536, &in.crop))
-				return 2;
-			break;
 		case O_CLASSES:
-			if (cli_int("--classes", optarg, 1, 1 << 24, &in.classes))
+			if (shape_option(c, optarg, &in, &input_given, &classes_given))
 				return 2;
-			classes_given = 1;
 			break;
 		case O_ITERS:
 			if (cli_int("--iters", optarg, 1, 1 << 24, &iters))
