@@ -152,6 +152,15 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const fl
 
 /* ---- inner product ------------------------------------------------------------ */
 
+/* acc + Σ_{i<len} a[i·sa] · b[i·sb], added in order in double: each of the inner
+ * product's three matrix products is this sum, along a row or a column. */
+static double dot(double acc, const float *a, size_t sa, const float *b, size_t sb, int len)
+{
+	for (int i = 0; i < len; i++)
+		acc += (double)a[i * sa] * b[i * sb];
+	return acc;
+}
+
 /* out[n,m] = b[m] + Σ_k in[n,k] · w[m,k] */
 void ip_forward(float *out, const float *in, const float *w, const float *b, const struct ip_desc *d)
 {
@@ -159,10 +168,7 @@ void ip_forward(float *out, const float *in, const float *w, const float *b, con
 		for (int m = 0; m < d->m; m++) {
 			const float *x = in + (size_t)n * d->k; /* (K) */
 			const float *wm = w + (size_t)m * d->k;  /* (K) */
-			double acc = b ? b[m] : 0.0;
-			for (int k = 0; k < d->k; k++)
-				acc += (double)x[k] * wm[k];
-			out[(size_t)n * d->m + m] = (float)acc;
+			out[(size_t)n * d->m + m] = (float)dot(b ? b[m] : 0.0, x, 1, wm, 1, d->k);
 		}
 }
 
@@ -170,22 +176,14 @@ void ip_forward(float *out, const float *in, const float *w, const float *b, con
 void ip_backward(float *din, float *dw, float *db, const float *dout, const float *in,
 		 const float *w, const struct ip_desc *d)
 {
-	if (din)
+	if (din) /* row n of dout · column k of w */
 		for (int n = 0; n < d->n; n++)
-			for (int k = 0; k < d->k; k++) {
-				double acc = 0.0;
-				for (int m = 0; m < d->m; m++)
-					acc += (double)dout[(size_t)n * d->m + m] * w[(size_t)m * d->k + k];
-				din[(size_t)n * d->k + k] += (float)acc;
-			}
-	if (dw)
+			for (int k = 0; k < d->k; k++)
+				din[(size_t)n * d->k + k] += (float)dot(0.0, dout + (size_t)n * d->m, 1, w + k, (size_t)d->k, d->m);
+	if (dw) /* column m of dout · column k of in */
 		for (int m = 0; m < d->m; m++)
-			for (int k = 0; k < d->k; k++) {
-				double acc = 0.0;
-				for (int n = 0; n < d->n; n++)
-					acc += (double)dout[(size_t)n * d->m + m] * in[(size_t)n * d->k + k];
-				dw[(size_t)m * d->k + k] += (float)acc;
-			}
+			for (int k = 0; k < d->k; k++)
+				dw[(size_t)m * d->k + k] += (float)dot(0.0, dout + m, (size_t)d->m, in + k, (size_t)d->k, d->n);
 	if (db)
 		for (int m = 0; m < d->m; m++) {
 			double acc = 0.0;
