@@ -188,26 +188,41 @@ enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_OWN };
 	{ "json", no_argument, NULL, O_JSON },                        \
 	{ "help", no_argument, NULL, 'h' }
 
-/* Option opt (O_INPUT, O_BATCH, O_CROP or O_CLASSES) with its value arg into in,
- * noting in *input_given / *classes_given that the user chose them: 0, or 2 (the
- * verb's exit status) after the message for a bad value. */
-static int shape_option(int opt, const char *arg, struct net_input *in, int *input_given, int *classes_given)
+/* The shared option opt (any but --stage, whose values the verbs differ on) with
+ * its value arg: into in and *json, noting in *input_given / *classes_given that
+ * the user chose them.  -1 when it was taken, else the verb's exit status: 0 after
+ * the help, 2 after the message for a bad value or the usage for an unknown option. */
+static int shared_option(int opt, const char *arg, struct net_input *in, int *input_given, int *classes_given,
+			 int *json)
 {
 	switch (opt) {
 	case O_INPUT:
 		if (parse_chw(arg, in))
 			return 2;
 		*input_given = 1;
-		return 0;
-	case O_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &in->n) ? 2 : 0;
-	case O_CROP: return cli_int("--crop", arg, 1, 65536, &in->crop) ? 2 : 0;
+		return -1;
+	case O_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &in->n) ? 2 : -1;
+	case O_CROP: return cli_int("--crop", arg, 1, 65536, &in->crop) ? 2 : -1;
 	case O_CLASSES:
 		if (cli_int("--classes", arg, 1, 1 << 24, &in->classes))
 			return 2;
 		*classes_given = 1;
-		return 0;
+		return -1;
+	case O_JSON: *json = 1; return -1;
+	case 'h': fputs(cli_net_usage, stdout); return 0;
 	}
+	fputs(cli_net_usage, stderr);
 	return 2;
+}
+
+/* The one operand after the options (the network), or NULL after the usage. */
+static const char *net_operand(int argc, char **argv)
+{
+	if (optind != argc - 1) {
+		fputs(cli_net_usage, stderr);
+		return NULL;
+	}
+	return argv[optind];
 }
 
 static int net_check(int argc, char **argv)
@@ -217,7 +232,7 @@ static int net_check(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
-	int json = 0, stage_given = 0, input_given = 0, classes_given = 0, c;
+	int json = 0, stage_given = 0, input_given = 0, classes_given = 0, c, taken;
 	enum net_stage stage = NET_STAGE_TRAIN;
 	struct dd_err err = { 0, "" };
 	optind = 0; /* glibc: a full reset, for callers that run verbs in-process (the tests) */
@@ -230,23 +245,14 @@ static int net_check(int argc, char **argv)
 			}
 			stage_given = 1;
 			break;
-		case O_INPUT:
-		case O_BATCH:
-		case O_CROP:
-		case O_CLASSES:
-			if (shape_option(c, optarg, &in, &input_given, &classes_given))
-				return 2;
-			break;
-		case O_JSON: json = 1; break;
-		case 'h': fputs(cli_net_usage, stdout); return 0;
-		default: fputs(cli_net_usage, stderr); return 2;
+		default:
+			if ((taken = shared_option(c, optarg, &in, &input_given, &classes_given, &json)) >= 0)
+				return taken;
 		}
 	}
-	if (optind != argc - 1) {
-		fputs(cli_net_usage, stderr);
+	const char *what = net_operand(argc, argv);
+	if (!what)
 		return 2;
-	}
-	const char *what = argv[optind];
 	char *text = NULL;
 	struct net *def = NULL;
 	struct net_graph *g = NULL;
@@ -374,7 +380,7 @@ static int net_time(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
-	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c;
+	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c, taken;
 	const char *backend = "auto";
 	int precision = BACKEND_FP32;
 	double max_ms = 0; /* 0: no limit */
@@ -388,13 +394,6 @@ static int net_time(int argc, char **argv)
 				fprintf(stderr, "deepdesk: --stage: train or deploy, got \"%s\"\n", optarg);
 				return 2;
 			}
-			break;
-		case O_INPUT:
-		case O_BATCH:
-		case O_CROP:
-		case O_CLASSES:
-			if (shape_option(c, optarg, &in, &input_given, &classes_given))
-				return 2;
 			break;
 		case O_ITERS:
 			if (cli_int("--iters", optarg, 1, 1 << 24, &iters))
@@ -427,16 +426,14 @@ static int net_time(int argc, char **argv)
 			if (cli_int("--seed", optarg, 0, 0x7fffffff, &seed))
 				return 2;
 			break;
-		case O_JSON: json = 1; break;
-		case 'h': fputs(cli_net_usage, stdout); return 0;
-		default: fputs(cli_net_usage, stderr); return 2;
+		default:
+			if ((taken = shared_option(c, optarg, &in, &input_given, &classes_given, &json)) >= 0)
+				return taken;
 		}
 	}
-	if (optind != argc - 1) {
-		fputs(cli_net_usage, stderr);
+	const char *what = net_operand(argc, argv);
+	if (!what)
 		return 2;
-	}
-	const char *what = argv[optind];
 	char *text = NULL;
 	struct net *def = NULL;
 	struct net_graph *g = NULL;
