@@ -673,7 +673,7 @@ static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl
 		out = img; /* already the right size: no copy */
 		img = (struct image){ 0 };
 	} else if (rc == DD_OK) {
-		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * 0x9E3779B97F4A7C15ull);
+		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * RNG_GAMMA);
 		rc = image_resize(&img, o->width, o->height, o->resize, seed, &out, &err);
 	}
 	if (rc == DD_OK) {
