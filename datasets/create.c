@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/rng.h"
 #include "datum.h"
 #include "dsinfo.h"
 #include "lmdbio.h"
@@ -185,14 +186,6 @@ void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int
 	*test = c;
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 struct item {
 	char *path; /* absolute, or relative to the list base */
 	int label;
@@ -230,7 +223,7 @@ static void shuffle(struct item *v, int64_t n, uint64_t seed)
 {
 	uint64_t s = seed;
 	for (int64_t i = n - 1; i > 0; i--) {
-		int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(i + 1));
+		int64_t j = rng_below(&s, i + 1);
 		struct item t = v[i];
 		v[i] = v[j];
 		v[j] = t;
@@ -455,7 +448,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 				*p = ' ';
 		b->labels[b->nlabels] = name;
 		uint64_t s = o->seed ^ (0x5eedull * (uint64_t)(c + 1));
-		shuffle(imgs.v, imgs.n, splitmix64(&s));
+		shuffle(imgs.v, imgs.n, rng_next(&s));
 		int a, v, t;
 		ds_split_counts((int)imgs.n, val_pct, test_pct, &a, &v, &t);
 		for (int64_t i = 0; i < imgs.n; i++) {
@@ -633,13 +626,7 @@ static int to_chw_bgr(const struct image *img, uint8_t **out, size_t *len)
 	uint8_t *d = malloc(n);
 	if (!d)
 		return DD_ENOMEM;
-	for (int c = 0; c < img->c; c++) {
-		int src_c = img->c == 3 ? 2 - c : c;
-		uint8_t *dst = d + plane * c;
-		const uint8_t *s = img->px + src_c;
-		for (size_t i = 0; i < plane; i++, s += img->c)
-			dst[i] = *s;
-	}
+	image_to_planes(img, d, NULL);
 	*out = d;
 	*len = n;
 	return DD_OK;
@@ -686,7 +673,7 @@ static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl
 		out = img; /* already the right size: no copy */
 		img = (struct image){ 0 };
 	} else if (rc == DD_OK) {
-		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * 0x9E3779B97F4A7C15ull);
+		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * RNG_GAMMA);
 		rc = image_resize(&img, o->width, o->height, o->resize, seed, &out, &err);
 	}
 	if (rc == DD_OK) {
@@ -966,11 +953,7 @@ static int write_mean(struct build *b, const double *mean, struct dd_err *err)
 		double v = rint(mean[i]); /* numpy's around: halves to even */
 		img.px[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 	}
-	for (int c = 0; c < o->channels; c++) {
-		int src_c = o->channels == 3 ? 2 - c : c;
-		for (size_t i = 0; i < plane; i++)
-			bl.data[plane * c + i] = img.px[i * o->channels + src_c];
-	}
+	image_to_planes(&img, NULL, bl.data);
 	char path[PATH_MAX];
 	if ((rc = blob_encode(&bl, &buf, &len, err)))
 		goto out;
@@ -1043,7 +1026,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	/* records go into each database in a shuffled order, as DIGITS' --shuffle did */
 	uint64_t seed = opt->seed ^ 0xd1b54a32d192ed03ull;
 	for (int s = 0; s < DS_SPLITS; s++) {
-		shuffle(b.split[s].v, b.split[s].n, splitmix64(&seed));
+		shuffle(b.split[s].v, b.split[s].n, rng_next(&seed));
 		b.total += b.split[s].n;
 	}
 	say(&b, "info", "%d classes; %lld train, %lld val, %lld test images", b.nlabels,

@@ -2,7 +2,7 @@
  *
  * The scheduler knows only this interface.  The local executor (exec_local.c)
  * spawns `deepdesk worker JOB_DIR` as a child in its own session; a cluster
- * executor (Slurm, later) submits the same command elsewhere.  Because a worker
+ * executor (Slurm: exec_slurm.c) submits the same command elsewhere.  Because a worker
  * reports only through its job folder, the scheduler needs nothing else from an
  * executor than start / check / signal, and a handle it can save in the store and
  * adopt again after a restart. */

@@ -47,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/rng.h"
 #include "backend_impl.h"
 #include "ref.h"
 
@@ -85,20 +86,12 @@ struct graph {
 	int profiling;
 };
 
-/* ---- the PRNG of the fillers: splitmix64, as dropout's ---- */
-
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
+/* ---- the PRNG of the fillers: splitmix64 (common/rng.h), as dropout's ---- */
 
 /* uniform in [0, 1) */
 static double next_unit(uint64_t *s)
 {
-	return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+	return rng_unit(rng_next(s));
 }
 
 static double next_gauss(uint64_t *s)
@@ -681,4 +674,3 @@ const struct graph_param *graph_param(const struct graph *gr, int i)
 }
 float *graph_params(struct graph *gr) { return gr->params; }
 float *graph_grads(struct graph *gr) { return gr->grads; }
-const struct net_graph *graph_net(const struct graph *gr) { return gr->g; }

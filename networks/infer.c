@@ -985,7 +985,7 @@ int infer_batch_set_image(struct infer *h, int slot, const struct image *im, str
 			goto out;
 		src = &sized;
 	}
-	feed_planes(src->px, h->prep.c, h->prep.h, h->prep.w, h->img);
+	image_to_planes(src, NULL, h->img);
 	slot_transform(h, slot);
 out:
 	image_free(&conv);
@@ -1030,11 +1030,7 @@ int infer_batch_set_datum(struct infer *h, int slot, const struct datum *d, cons
 	struct image im = { d->width, d->height, d->channels, malloc(d->data_len) };
 	if (!im.px)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	for (int ch = 0; ch < d->channels; ch++) {
-		int dst = d->channels == 3 ? 2 - ch : ch;
-		for (size_t i = 0; i < plane; i++)
-			im.px[i * d->channels + dst] = d->data[plane * ch + i];
-	}
+	image_from_planes(&im, d->data);
 	int rc = infer_batch_set_image(h, slot, &im, err);
 	image_free(&im);
 	return rc;

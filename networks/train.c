@@ -16,6 +16,7 @@
 
 #include "../common/fsutil.h"
 #include "../common/json.h"
+#include "../common/rng.h"
 #include "../datasets/dsinfo.h"
 #include "backend.h"
 #include "graph.h"
@@ -373,14 +374,6 @@ static int create_backends(struct run *r, struct dd_err *err)
 	return DD_OK;
 }
 
-static uint64_t rng_split(uint64_t x, int i)
-{
-	uint64_t z = x + (uint64_t)i * 0x9E3779B97F4A7C15ull;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Copy 0's parameters (BatchNorm statistics too) and solver history to the other
  * copies — after the fillers, a fine-tuning's load or a resume — and give each copy
  * its own dropout stream: rng[i] where a resume read one, else one split from copy
@@ -397,7 +390,7 @@ static void broadcast(struct run *r, const uint64_t *rng)
 		memcpy(graph_params(p->tr), graph_params(r->tr), bytes);
 		for (int k = 0; k < solver_nhistory(r->sol); k++)
 			memcpy(solver_history(p->sol, k), solver_history(r->sol, k), bytes);
-		*graph_rng(p->tr) = rng && rng[i] ? rng[i] : rng_split(*graph_rng(r->tr), i);
+		*graph_rng(p->tr) = rng && rng[i] ? rng[i] : rng_at(*graph_rng(r->tr), (uint64_t)i);
 	}
 }
 

@@ -645,12 +645,8 @@ int api_dataset_image(struct req *r)
 	} else {
 		/* raw records are C×H×W with BGR planes: back to interleaved RGB */
 		struct image img = { d.width, d.height, d.channels, malloc(d.data_len) };
-		size_t plane = (size_t)d.width * d.height;
-		for (int ch = 0; img.px && ch < d.channels; ch++) {
-			int dst = d.channels == 3 ? 2 - ch : ch;
-			for (size_t i = 0; i < plane; i++)
-				img.px[i * d.channels + dst] = d.data[plane * ch + i];
-		}
+		if (img.px)
+			image_from_planes(&img, d.data);
 		if (img.px && image_encode_png(&img, 1, &png, &plen, &err) == DD_OK) {
 			send_blob(r->c, "image/png", png, plen);
 			status = 200;
