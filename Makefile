@@ -68,7 +68,7 @@ endif
 # test hooks (common/testhooks.h); nothing else differs between the two programs.
 TWICE_SRCS := jobs/job.c common/testhooks.c
 LIB_SRCS := $(filter-out $(TWICE_SRCS),$(wildcard common/*.c)) $(wildcard store/*.c) \
-            jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/sched.c jobs/worker.c $(wildcard jobs/kind_*.c) \
+            jobs/events.c jobs/exec_local.c jobs/exec_slurm.c jobs/jobdir.c jobs/sched.c jobs/worker.c $(wildcard jobs/kind_*.c) \
             $(filter-out app/http/tls_shim.c,$(wildcard app/http/*.c)) $(wildcard app/api/*.c) \
             $(wildcard app/accounts/*.c) $(wildcard app/infer/*.c) \
             $(wildcard datasets/*.c) $(wildcard networks/*.c) $(wildcard networks/cpu/*.c)
@@ -91,11 +91,17 @@ all: cuda-check $(BUILD)/deepdesk $(BUILD)/deepdesk-test $(CUDA_TARGETS) $(TLS_S
 # `make cuda`: the plugin alone (fails clearly where nvcc is missing)
 cuda: $(CUDA_PLUGIN)
 
-$(CUDA_PLUGIN): $(wildcard networks/cuda/*.cu) networks/backend_impl.h networks/backend.h networks/net.h networks/ref.h common/err.h
+$(CUDA_PLUGIN): $(wildcard networks/cuda/*.cu) $(BUILD)/cuda/err.o networks/backend_impl.h networks/backend.h networks/net.h networks/ref.h common/err.h common/rng.h
 	@mkdir -p $(dir $@)
 	@test -n "$(NVCC)" || { echo "make cuda: no nvcc under $(CUDA_HOME) (set CUDA_HOME)"; exit 1; }
 	@echo "  NVCC    $@"
-	$(Q)$(NVCC) $(NVFLAGS) $(CUDA_ARCH) -shared -o $@ $(filter %.cu,$^) $(CUDA_LIBS)
+	$(Q)$(NVCC) $(NVFLAGS) $(CUDA_ARCH) -shared -o $@ $(filter %.cu %.o,$^) $(CUDA_LIBS)
+
+# The plugin's own copy of common/err.c (dd_err_set), position-independent and hidden.
+$(BUILD)/cuda/err.o: common/err.c common/err.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(filter-out $(SANITIZE),$(CFLAGS)) -fPIC -fvisibility=hidden -c -o $@ $<
 
 cuda-check:
 	@echo "$(CUDA_SAY)"

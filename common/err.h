@@ -3,7 +3,7 @@
  * Functions that can fail return DD_OK (0) or a negative DD_E* code and, when
  * given a non-NULL `struct dd_err *`, fill it with one sentence a user can act
  * on ("jobs/12/job.json: unexpected end of input at line 3").  The REST layer
- * maps codes to HTTP statuses and stable error-code strings (err_code_name). */
+ * maps codes to HTTP statuses and stable error-code strings (dd_err_name). */
 #ifndef DD_ERR_H
 #define DD_ERR_H
 

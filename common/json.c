@@ -234,3 +234,17 @@ int json_read_file(const char *path, size_t cap, cJSON **out, struct dd_err *err
 	free(text);
 	return rc;
 }
+
+const char *json_unknown_field(const cJSON *o, const char *const *allowed)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, o)
+	{
+		int known = 0;
+		for (int i = 0; allowed[i] && !known; i++)
+			known = strcmp(it->string, allowed[i]) == 0;
+		if (!known)
+			return it->string;
+	}
+	return NULL;
+}

@@ -51,4 +51,9 @@ size_t json_utf8_check(const char *s, size_t len, const char **why);
  * terminated, its length in *outlen; NULL when out of memory.  Caller frees. */
 char *json_utf8_fix(const char *s, size_t len, size_t *outlen);
 
+/* The name of the first field of o that is not in allowed (NULL-terminated),
+ * borrowed from o; NULL when every field is known.  Each caller words its own
+ * "unknown field" error with it (the kinds' validate, http_only_fields). */
+const char *json_unknown_field(const cJSON *o, const char *const *allowed);
+
 #endif

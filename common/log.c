@@ -23,7 +23,6 @@ int log_level_parse(const char *s, enum log_level *out)
 }
 
 void log_set_level(enum log_level level) { current = level; }
-enum log_level log_get_level(void) { return current; }
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {

@@ -7,7 +7,6 @@ enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Parse "error|warn|info|debug"; returns 0 and sets *out, or -1. */
 int log_level_parse(const char *s, enum log_level *out);
 void log_set_level(enum log_level level);
-enum log_level log_get_level(void);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)

@@ -211,20 +211,10 @@ int archive_unpack(const char *path, const char *shown, const char *dest,
 						name, (long long)lim.max_ratio);
 				break;
 			}
-			const char *p = buf;
-			while (n > 0) {
-				ssize_t w = write(fd, p, (size_t)n);
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w < 0) {
-					rc = unpack_failed(err, errno, name, rel, out);
-					break;
-				}
-				p += w;
-				n -= w;
-			}
-			if (rc)
+			if (fs_write_all(fd, buf, (size_t)n) != 0) {
+				rc = unpack_failed(err, errno, name, rel, out);
 				break;
+			}
 		}
 		if (close(fd) != 0 && rc == DD_OK)
 			rc = unpack_failed(err, errno, name, rel, out);

@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/rng.h"
 #include "datum.h"
+#include "dsinfo.h"
 #include "lmdbio.h"
 
 #define FILE_CAP (256u << 20) /* no image file is read past 256 MiB */
@@ -184,14 +186,6 @@ void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int
 	*test = c;
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 struct item {
 	char *path; /* absolute, or relative to the list base */
 	int label;
@@ -229,7 +223,7 @@ static void shuffle(struct item *v, int64_t n, uint64_t seed)
 {
 	uint64_t s = seed;
 	for (int64_t i = n - 1; i > 0; i--) {
-		int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(i + 1));
+		int64_t j = rng_below(&s, i + 1);
 		struct item t = v[i];
 		v[i] = v[j];
 		v[j] = t;
@@ -454,7 +448,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 				*p = ' ';
 		b->labels[b->nlabels] = name;
 		uint64_t s = o->seed ^ (0x5eedull * (uint64_t)(c + 1));
-		shuffle(imgs.v, imgs.n, splitmix64(&s));
+		shuffle(imgs.v, imgs.n, rng_next(&s));
 		int a, v, t;
 		ds_split_counts((int)imgs.n, val_pct, test_pct, &a, &v, &t);
 		for (int64_t i = 0; i < imgs.n; i++) {
@@ -632,13 +626,7 @@ static int to_chw_bgr(const struct image *img, uint8_t **out, size_t *len)
 	uint8_t *d = malloc(n);
 	if (!d)
 		return DD_ENOMEM;
-	for (int c = 0; c < img->c; c++) {
-		int src_c = img->c == 3 ? 2 - c : c;
-		uint8_t *dst = d + plane * c;
-		const uint8_t *s = img->px + src_c;
-		for (size_t i = 0; i < plane; i++, s += img->c)
-			dst[i] = *s;
-	}
+	image_to_planes(img, d, NULL);
 	*out = d;
 	*len = n;
 	return DD_OK;
@@ -685,7 +673,7 @@ static void process_one(struct pool *p, int worker, int64_t pos, struct slot *sl
 		out = img; /* already the right size: no copy */
 		img = (struct image){ 0 };
 	} else if (rc == DD_OK) {
-		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * 0x9E3779B97F4A7C15ull);
+		uint64_t seed = o->seed ^ ((uint64_t)(p->split + 1) << 56) ^ ((uint64_t)pos * RNG_GAMMA);
 		rc = image_resize(&img, o->width, o->height, o->resize, seed, &out, &err);
 	}
 	if (rc == DD_OK) {
@@ -818,7 +806,7 @@ static int write_split(struct build *b, enum ds_split split, int64_t *counts, do
 		goto out_free;
 	}
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s/%s_db", b->out, split_names[split]);
+	dsinfo_db_path(b->out, split_names[split], dir, sizeof dir);
 	fs_rm_rf(dir, NULL);
 	if ((rc = lmdbw_open(dir, 1000, &p->w, err)))
 		goto out_free;
@@ -927,7 +915,7 @@ static int write_labels_and_lists(struct build *b, struct dd_err *err)
 		len += (size_t)sprintf(t + len, "%s\n", b->labels[l]);
 	}
 	t[len] = 0;
-	rc = write_text(b->out, "labels.txt", t, err);
+	rc = write_text(b->out, DSINFO_LABELS, t, err);
 	for (int s = 0; s < DS_SPLITS && rc == DD_OK; s++) {
 		len = 0;
 		t[0] = 0;
@@ -965,22 +953,18 @@ static int write_mean(struct build *b, const double *mean, struct dd_err *err)
 		double v = rint(mean[i]); /* numpy's around: halves to even */
 		img.px[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 	}
-	for (int c = 0; c < o->channels; c++) {
-		int src_c = o->channels == 3 ? 2 - c : c;
-		for (size_t i = 0; i < plane; i++)
-			bl.data[plane * c + i] = img.px[i * o->channels + src_c];
-	}
+	image_to_planes(&img, NULL, bl.data);
 	char path[PATH_MAX];
 	if ((rc = blob_encode(&bl, &buf, &len, err)))
 		goto out;
-	snprintf(path, sizeof path, "%s/mean.binaryproto", b->out);
+	dsinfo_path(b->out, DSINFO_MEAN, path, sizeof path);
 	if ((rc = fs_write_file_atomic(path, buf, len, err)))
 		goto out;
 	free(buf);
 	buf = NULL;
 	if ((rc = image_encode_png(&img, 6, &buf, &len, err)))
 		goto out;
-	snprintf(path, sizeof path, "%s/mean.png", b->out);
+	dsinfo_path(b->out, DSINFO_MEAN_PNG, path, sizeof path);
 	rc = fs_write_file_atomic(path, buf, len, err);
 out:
 	free(buf);
@@ -995,7 +979,8 @@ out:
  * last words.  The lists and labels.txt stay: small, and they say what was seen. */
 static void drop_partial(const char *out_dir, int rc, struct dd_err *err)
 {
-	static const char *const outputs[] = { "train_db", "val_db", "test_db", "mean.binaryproto", "mean.png", NULL };
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_MEAN,
+					       DSINFO_MEAN_PNG, NULL };
 	int dropped = 0;
 	for (int i = 0; outputs[i]; i++) {
 		char p[PATH_MAX];
@@ -1030,7 +1015,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	if ((rc = fs_mkdir_p(out_dir, err)))
 		goto out;
 	char marker[PATH_MAX];
-	snprintf(marker, sizeof marker, "%s/dataset.json", out_dir);
+	dsinfo_path(out_dir, DSINFO_FILE, marker, sizeof marker);
 	unlink(marker); /* whatever was there, it is not this dataset */
 
 	say(&b, "info", "listing images");
@@ -1041,7 +1026,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	/* records go into each database in a shuffled order, as DIGITS' --shuffle did */
 	uint64_t seed = opt->seed ^ 0xd1b54a32d192ed03ull;
 	for (int s = 0; s < DS_SPLITS; s++) {
-		shuffle(b.split[s].v, b.split[s].n, splitmix64(&seed));
+		shuffle(b.split[s].v, b.split[s].n, rng_next(&seed));
 		b.total += b.split[s].n;
 	}
 	say(&b, "info", "%d classes; %lld train, %lld val, %lld test images", b.nlabels,
@@ -1058,7 +1043,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	}
 	for (int s = 0; s < DS_SPLITS; s++) {
 		char dir[PATH_MAX];
-		snprintf(dir, sizeof dir, "%s/%s_db", out_dir, split_names[s]);
+		dsinfo_db_path(out_dir, split_names[s], dir, sizeof dir);
 		fs_rm_rf(dir, NULL);
 		if (!b.split[s].n)
 			continue;
@@ -1103,8 +1088,8 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	/* what the dataset itself takes: its databases and files, not whatever else
 	 * the folder holds (an unpacked upload, say) */
 	uint64_t disk = 0;
-	static const char *const outputs[] = { "train_db", "val_db", "test_db", "labels.txt", "mean.binaryproto",
-					       "mean.png", "train.txt", "val.txt", "test.txt", NULL };
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_LABELS,
+					       DSINFO_MEAN, DSINFO_MEAN_PNG, "train.txt", "val.txt", "test.txt", NULL };
 	for (int i = 0; outputs[i]; i++) {
 		char p[PATH_MAX];
 		struct stat st;

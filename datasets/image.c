@@ -58,6 +58,8 @@
 #include <zlib.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
+
+#include "../common/rng.h"
 #endif
 
 /* ------------------------------------------------------------------------------
@@ -935,6 +937,43 @@ int image_set_channels(struct image *img, int channels, struct dd_err *err)
 }
 
 /* ------------------------------------------------------------------------------
+ * Caffe's planes: a raw Datum's data (C×H×W, colour planes B, G, R) */
+
+/* The interleaved channel that plane p of a c-channel image holds. */
+static int plane_channel(int c, int p)
+{
+	return c == 3 ? 2 - p : p;
+}
+
+void image_to_planes(const struct image *img, uint8_t *out8, float *outf)
+{
+	size_t plane = (size_t)img->w * (size_t)img->h;
+	for (int p = 0; p < img->c; p++) {
+		const uint8_t *s = img->px + plane_channel(img->c, p);
+		if (out8) {
+			uint8_t *d = out8 + plane * p;
+			for (size_t i = 0; i < plane; i++)
+				d[i] = s[i * img->c];
+		} else {
+			float *d = outf + plane * p;
+			for (size_t i = 0; i < plane; i++)
+				d[i] = s[i * img->c];
+		}
+	}
+}
+
+void image_from_planes(struct image *img, const uint8_t *planes)
+{
+	size_t plane = (size_t)img->w * (size_t)img->h;
+	for (int p = 0; p < img->c; p++) {
+		uint8_t *d = img->px + plane_channel(img->c, p);
+		const uint8_t *s = planes + plane * p;
+		for (size_t i = 0; i < plane; i++)
+			d[i * img->c] = s[i];
+	}
+}
+
+/* ------------------------------------------------------------------------------
  * Resampling: Pillow's bilinear resize */
 
 #define RS_BITS 22 /* Pillow's PRECISION_BITS = 32 - 8 - 2 */
@@ -1230,27 +1269,18 @@ static int py2_round(double x)
 	return (int)round(x);
 }
 
-/* splitmix64: tiny, fast, and good enough for noise. */
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* n bytes uniform in 0..254 (np.random.randint(0, 255)), two per 64-bit draw by
  * multiply-shift (bias below 1e-7). */
 static void noise_fill(uint8_t *p, size_t n, uint64_t *state)
 {
 	size_t i = 0;
 	for (; i + 2 <= n; i += 2) {
-		uint64_t r = splitmix64(state);
+		uint64_t r = rng_next(state);
 		p[i] = (uint8_t)(((r & 0xffffffffu) * 255) >> 32);
 		p[i + 1] = (uint8_t)(((r >> 32) * 255) >> 32);
 	}
 	if (i < n)
-		p[i] = (uint8_t)(((splitmix64(state) & 0xffffffffu) * 255) >> 32);
+		p[i] = (uint8_t)(((rng_next(state) & 0xffffffffu) * 255) >> 32);
 }
 
 int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,

@@ -53,6 +53,14 @@ int image_decode(const void *data, size_t len, const char *name, int64_t max_pix
  * (R*19595 + G*38470 + B*7471 + 0x8000) >> 16; 3: gray replicated). */
 int image_set_channels(struct image *img, int channels, struct dd_err *err);
 
+/* img's interleaved pixels in Caffe's layout, the data of a raw Datum: C×H×W
+ * planes, colour planes in B, G, R order.  Into out8 (c*h*w bytes) or, when out8
+ * is NULL, outf (c*h*w floats, the same values). */
+void image_to_planes(const struct image *img, uint8_t *out8, float *outf);
+/* The inverse: planes (c*h*w bytes, as above) into img->px, which the caller has
+ * sized for img's w, h and c. */
+void image_from_planes(struct image *img, const uint8_t *planes);
+
 /* Resize src to w×h with DIGITS' mode semantics (digits.md §2.5) and bilinear
  * resampling as PIL does it (a triangle filter widened by the scale factor when
  * shrinking; byte-identical to Pillow 9's Image.resize(BILINEAR)).  Sizes and crop

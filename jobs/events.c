@@ -317,7 +317,7 @@ int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int6
 		     int *more, struct dd_err *err)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, path, sizeof path);
 	struct page_ctx c = { .after = after, .limit = limit, .out = out, .last = after };
 	*more = 0;
 	*last = after;
@@ -398,7 +398,7 @@ int events_last_logs(const char *dir, int n, cJSON *out)
 	if (n <= 0)
 		return DD_OK;
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	struct logs_ctx c = { .n = n, .count = 0, .ring = calloc((size_t)n, sizeof(char *)) };
 	if (!c.ring)
 		return DD_ENOMEM;
@@ -443,7 +443,7 @@ int events_final_status(const char *dir, char *state, size_t state_len, char *me
 			size_t message_len)
 {
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	struct final_ctx c = { state, message, state_len, message_len, 0 };
 	events_tail_poll(&t, final_line, &c, NULL);
 	return c.found;

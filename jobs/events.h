@@ -20,8 +20,9 @@
 #include <cjson/cJSON.h>
 
 #include "../common/err.h"
+#include "jobdir.h"
 
-#define EVENTS_FILE "events.jsonl"
+#define EVENTS_FILE JOBDIR_EVENTS /* jobs/jobdir.h names it */
 #define EVENTS_MAX_LINE 65536
 
 /* ---- writing (the worker) ---- */

@@ -24,6 +24,7 @@
 
 #include "../common/fsutil.h"
 #include "../common/sanitizer.h"
+#include "jobdir.h"
 #include "kind_train_memory.h"
 
 extern char **environ;
@@ -67,7 +68,7 @@ int64_t exec_local_pid_start(int pid)
 static int on_gpu(const char *dir)
 {
 	char path[PATH_MAX], *text = NULL;
-	snprintf(path, sizeof path, "%s/job.json", dir);
+	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) != DD_OK)
 		return 0;
 	cJSON *job = cJSON_Parse(text);
@@ -82,7 +83,7 @@ static int on_gpu(const char *dir)
 static int local_start(const char *exe, const char *dir, struct exec_handle *h, struct dd_err *err)
 {
 	char log[PATH_MAX];
-	snprintf(log, sizeof log, "%s/worker.log", dir);
+	jobdir_file(dir, JOBDIR_WORKER_LOG, log, sizeof log);
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);

@@ -35,6 +35,7 @@
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../common/log.h"
+#include "jobdir.h"
 
 extern char **environ;
 
@@ -355,7 +356,7 @@ static int slurm_start(const char *exe, const char *dir, struct exec_handle *h, 
 		return dd_err_set(err, DD_EINVAL,
 				  "--executor slurm: the data folder and program paths may not hold spaces or quotes (%s)",
 				  dir);
-	snprintf(path, sizeof path, "%s/job.json", dir);
+	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 	if ((rc = json_read_file(path, 1 << 20, &job, err)))
 		return rc;
 	if (!cJSON_IsObject(job))
@@ -371,10 +372,10 @@ static int slurm_start(const char *exe, const char *dir, struct exec_handle *h, 
 	int cpus = O.cpus > 0 ? O.cpus : cJSON_IsNumber(slots) && slots->valueint > 0 ? slots->valueint : 1;
 
 	/* a new run: a marker left by an earlier abort must not stop it */
-	snprintf(path, sizeof path, "%s/" EXEC_ABORT_MARKER, dir);
+	jobdir_file(dir, JOBDIR_ABORT, path, sizeof path);
 	unlink(path);
-	snprintf(log_path, sizeof log_path, "%s/worker.log", dir);
-	snprintf(path, sizeof path, "%s/slurm.sh", dir);
+	jobdir_file(dir, JOBDIR_WORKER_LOG, log_path, sizeof log_path);
+	jobdir_file(dir, JOBDIR_SLURM, path, sizeof path);
 	f = fopen(path, "w");
 	if (!f) {
 		rc = dd_err_sys(err, DD_EIO, errno, "cannot write %s", path);
@@ -559,7 +560,7 @@ static void slurm_signal(const struct exec_handle *h, int sig)
 		/* tell the worker this TERM is an abort, then ask it to stop; a job still
 		 * waiting in the queue has nothing to stop: cancel it */
 		char path[PATH_MAX + 32];
-		snprintf(path, sizeof path, "%s/" EXEC_ABORT_MARKER, h->dir);
+		jobdir_file(h->dir, JOBDIR_ABORT, path, sizeof path);
 		if (h->dir[0])
 			fs_write_file_atomic(path, "abort\n", 6, NULL);
 		pthread_mutex_lock(&C.lock);

@@ -2,7 +2,7 @@
  *
  * The scheduler knows only this interface.  The local executor (exec_local.c)
  * spawns `deepdesk worker JOB_DIR` as a child in its own session; a cluster
- * executor (Slurm, later) submits the same command elsewhere.  Because a worker
+ * executor (Slurm: exec_slurm.c) submits the same command elsewhere.  Because a worker
  * reports only through its job folder, the scheduler needs nothing else from an
  * executor than start / check / signal, and a handle it can save in the store and
  * adopt again after a restart. */
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "jobdir.h"
 
 struct exec_handle {
 	int pid;           /* local: the worker's pid (its process group too) */
@@ -61,7 +62,7 @@ void exec_slurm_configure(const struct slurm_opts *o);
 int exec_slurm_available(struct dd_err *err);
 /* The file in a job folder whose presence tells a worker under Slurm that a SIGTERM
  * is a user's abort, not Slurm's requeue, preemption or time limit. */
-#define EXEC_ABORT_MARKER "abort.requested"
+#define EXEC_ABORT_MARKER JOBDIR_ABORT /* jobs/jobdir.h names it */
 
 
 /* Start time of a live pid (from /proc), or -1 when there is no such process. */

@@ -11,6 +11,8 @@
 
 #include "../store/store.h"
 #include "../common/fsutil.h"
+#include "../datasets/dsinfo.h"
+#include "jobdir.h"
 
 #define UPLOAD_ID_LEN 24
 
@@ -34,7 +36,7 @@ int kind_use_job(const struct job_caller *who, struct job_uses *uses, int64_t id
 	if (state)
 		*state = row.state;
 	if (dir)
-		snprintf(dir, len, "%s/jobs/%lld", who->server->data_dir, (long long)id);
+		jobdir_job(who->server->data_dir, id, dir, len);
 	return uses ? job_uses_add(uses, id, err) : DD_OK;
 }
 
@@ -48,10 +50,7 @@ int kind_use_dataset(const struct job_caller *who, struct job_uses *uses, int64_
 	if (st != JOB_DONE)
 		return dd_err_set(err, DD_ECONFLICT, "%s: job %lld is %s; %s", field, (long long)id, job_state_name(st),
 				  purpose);
-	char db[PATH_MAX + 16], json[PATH_MAX + 16];
-	snprintf(db, sizeof db, "%s/train_db", dir);
-	snprintf(json, sizeof json, "%s/dataset.json", dir);
-	if (access(db, R_OK) != 0 || access(json, R_OK) != 0)
+	if (!dsinfo_ready(dir))
 		return dd_err_set(err, DD_EINVAL,
 				  "%s: job %lld is not an image classification dataset (no dataset.json or train_db)",
 				  field, (long long)id);
@@ -94,7 +93,7 @@ int kind_upload_path(const char *data_dir, const char *id, char *path, size_t le
 		return 0;
 	static const char *const exts[] = { ".zip", ".tar", ".tar.gz", NULL };
 	for (int i = 0; exts[i]; i++) {
-		snprintf(path, len, "%s/uploads/%s%s", data_dir, id, exts[i]);
+		jobdir_upload(data_dir, id, exts[i], path, len);
 		struct stat st;
 		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
 			return 1;
@@ -102,12 +101,10 @@ int kind_upload_path(const char *data_dir, const char *id, char *path, size_t le
 	return 0;
 }
 
-void kind_upload_owner_path(const char *path, char *out, size_t len) { snprintf(out, len, "%s.owner", path); }
-
 int64_t kind_upload_owner(const char *path)
 {
 	char side[PATH_MAX + 8], buf[32] = "";
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	FILE *f = fopen(side, "r");
 	if (!f)
 		return 0;
@@ -120,6 +117,18 @@ int64_t kind_upload_owner(const char *path)
 int kind_upload_usable(const struct job_caller *who, const char *path)
 {
 	return who->admin || kind_upload_owner(path) == who->user_id;
+}
+
+int kind_clone_archive(cJSON *src, int64_t orig_id, const char *orig_dir, const char *gone, struct dd_err *err)
+{
+	char p[PATH_MAX];
+	if (!archive_kept_find(orig_dir, p, sizeof p))
+		return dd_err_set(err, DD_ECONFLICT, "%s", gone);
+	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
+	for (int i = 0; drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
+	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
+	return DD_OK;
 }
 
 void kind_archive_limits(long long max_files, long long max_bytes, struct archive_limits *l)

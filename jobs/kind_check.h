@@ -46,10 +46,9 @@ int kind_server_path(const struct job_caller *who, cJSON *obj, const char *where
 int kind_upload_id_ok(const char *id);
 int kind_upload_path(const char *data_dir, const char *id, char *path, size_t len);
 /* An upload's owner is kept beside it, in <file>.owner (the user id in decimal; 0
- * the local user), from the moment it is made until it is used or swept: uploads
+ * the local user; jobs/jobdir.h names it), from the moment it is made until it is used or swept: uploads
  * count against their owner's disk quota, and only their owner (or an admin) may
  * use one.  kind_upload_owner: the owner of the upload at path, 0 when unknown. */
-void kind_upload_owner_path(const char *path, char *out, size_t len);
 int64_t kind_upload_owner(const char *path);
 /* May who use the upload at path (its owner, or an admin)? */
 int kind_upload_usable(const struct job_caller *who, const char *path);
@@ -57,5 +56,12 @@ int kind_upload_usable(const struct job_caller *who, const char *path);
 /* The caps on unpacking: archive.h's defaults, lowered or raised by the server's
  * --archive-max-files and --archive-max-mib (0: the default). */
 void kind_archive_limits(long long max_files, long long max_bytes, struct archive_limits *l);
+
+/* A clone of a job made from an upload unpacks the original's kept archive (an
+ * upload is used once): src (the clone's params.source) loses file, upload,
+ * limits and archive_of, and gains archive_of: orig_id, which the kind's validate
+ * checks the caller may use.  DD_ECONFLICT with the sentence gone when orig_dir
+ * keeps no archive. */
+int kind_clone_archive(cJSON *src, int64_t orig_id, const char *orig_dir, const char *gone, struct dd_err *err);
 
 #endif

@@ -29,10 +29,12 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../datasets/create.h"
 #include "../datasets/example.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "worker.h"
 
@@ -50,24 +52,16 @@ static const char *const example_fields[] = { "type", "name", NULL };
 
 static int only(const cJSON *o, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, o)
-	{
-		int known = 0;
-		for (int i = 0; allowed[i]; i++)
-			known |= strcmp(it->string, allowed[i]) == 0;
-		if (known)
-			continue;
-		if (!strcmp(it->string, "file"))
-			return dd_err_set(err, DD_EINVAL, "%sfile: unknown field; give an upload by its id, {\"upload\": ID}",
-					  where);
-		if (!strcmp(it->string, "limits"))
-			return dd_err_set(err, DD_EINVAL,
-					  "%slimits: unknown field; the caps on unpacking are the server's "
-					  "(--archive-max-files, --archive-max-mib)", where);
-		return dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, it->string);
-	}
-	return DD_OK;
+	const char *name = json_unknown_field(o, allowed);
+	if (!name)
+		return DD_OK;
+	if (!strcmp(name, "file"))
+		return dd_err_set(err, DD_EINVAL, "%sfile: unknown field; give an upload by its id, {\"upload\": ID}", where);
+	if (!strcmp(name, "limits"))
+		return dd_err_set(err, DD_EINVAL,
+				  "%slimits: unknown field; the caps on unpacking are the server's "
+				  "(--archive-max-files, --archive-max-mib)", where);
+	return dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, name);
 }
 
 static int is_id(const cJSON *v)
@@ -196,7 +190,7 @@ static int guarded(struct worker *w, const cJSON *src, const char *key, char *bu
 }
 
 struct run_ctx {
-	struct worker *w;
+	struct worker *w; /* first: worker_hook_log and worker_hook_stop read it */
 	int64_t t0;
 };
 
@@ -215,18 +209,6 @@ static int on_example(void *vctx, int64_t done, int64_t total)
 	struct run_ctx *c = vctx;
 	/* writing the example is the first tenth of the job */
 	worker_progress(c->w, 0.1 * (double)done / (double)total, -1);
-	return worker_should_stop(c->w);
-}
-
-static void on_log(void *vctx, const char *level, const char *msg)
-{
-	struct run_ctx *c = vctx;
-	worker_log(c->w, level, "%s", msg);
-}
-
-static int on_stop(void *vctx)
-{
-	struct run_ctx *c = vctx;
 	return worker_should_stop(c->w);
 }
 
@@ -249,7 +231,7 @@ static int run(struct worker *w, struct dd_err *err)
 		char file[PATH_MAX];
 		if ((rc = worker_archive(w, src, file, sizeof file, err)))
 			return rc;
-		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
+		jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 		fs_rm_rf(unpacked, NULL);
 		const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
 		worker_log(w, "info", "unpacking %s", shown);
@@ -285,7 +267,7 @@ static int run(struct worker *w, struct dd_err *err)
 			s.folder[DS_TEST] = test[0] ? test : NULL;
 		}
 	} else if (strcmp(type, "example") == 0) {
-		snprintf(unpacked, sizeof unpacked, "%s/source", w->dir);
+		jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 		fs_rm_rf(unpacked, NULL);
 		worker_log(w, "info", "writing Fashion-MNIST's 70,000 images from %s", FASHION_MNIST_DIR);
 		struct run_ctx ec = { w, fs_mono_ms() };
@@ -320,7 +302,7 @@ static int run(struct worker *w, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "source.type: must be folder, upload, lists or example");
 	}
 	struct run_ctx c = { w, fs_mono_ms() };
-	struct ds_progress prog = { &c, on_progress, on_log, on_stop };
+	struct ds_progress prog = { &c, on_progress, worker_hook_log, worker_hook_stop };
 	cJSON *summary = NULL;
 	rc = ds_create(&s, &o, w->dir, &prog, &summary, err);
 	if (rc == DD_ECONFLICT && worker_should_stop(w))
@@ -351,14 +333,8 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 	const char *type = str(src, "type");
 	if (!type || strcmp(type, "upload") != 0)
 		return DD_OK;
-	char p[PATH_MAX];
-	if (!archive_kept_find(orig_dir, p, sizeof p))
-		return dd_err_set(err, DD_ECONFLICT, "the archive this dataset was made from is gone; upload it again to make a new dataset");
-	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
-	for (int i = 0; drop[i]; i++)
-		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
-	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
-	return DD_OK;
+	return kind_clone_archive(src, orig_id, orig_dir,
+				  "the archive this dataset was made from is gone; upload it again to make a new dataset", err);
 }
 
 /* Once the job has ended, whatever way: its unpacked images (JOB/source, from an
@@ -368,7 +344,7 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 static void ended(const char *dir)
 {
 	char unpacked[PATH_MAX];
-	snprintf(unpacked, sizeof unpacked, "%s/source", dir);
+	jobdir_file(dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 	fs_rm_rf(unpacked, NULL);
 }
 

@@ -37,15 +37,18 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/testhooks.h"
 #include "../datasets/archive.h"
 #include "../datasets/datum.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
 #include "../networks/infer.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
-#include "kind_train.h"
+#include "../networks/modeldir.h"
 #include "worker.h"
 
 #define MAX_ID 9007199254740991.0
@@ -296,16 +299,8 @@ static int int_field(cJSON *params, const char *key, int lo, int hi, struct dd_e
 
 static int only(const cJSON *o, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, o)
-	{
-		int known = 0;
-		for (int i = 0; allowed[i]; i++)
-			known |= strcmp(it->string, allowed[i]) == 0;
-		if (!known)
-			return dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, it->string);
-	}
-	return DD_OK;
+	const char *name = json_unknown_field(o, allowed);
+	return name ? dd_err_set(err, DD_EINVAL, "%s%s: unknown field", where, name) : DD_OK;
 }
 
 /* What needs other jobs, with the caller: the model is one who may use and has
@@ -320,15 +315,15 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 	int rc = kind_use_job(who, uses, model, "model", "model", &st, dir, sizeof dir, err);
 	if (rc)
 		return rc;
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	if ((rc = model_snapshots(dir, &snaps, &n, err)))
+	if ((rc = modeldir_snapshots(dir, &snaps, &n, err)))
 		return rc;
 	const char *want = cJSON_GetStringValue(get(params, "snapshot"));
 	double epoch = -1;
 	if (want)
-		model_snapshot_label_ok(want, &epoch);
-	int i = model_snapshot_find(snaps, n, epoch);
+		modeldir_label_ok(want, &epoch);
+	int i = modeldir_snapshot_find(snaps, n, epoch);
 	if (i < 0) {
 		free(snaps);
 		if (want)
@@ -347,7 +342,8 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 					   sizeof dir, err)))
 			return rc;
 		const char *split = cJSON_GetStringValue(get(src, "split"));
-		snprintf(path, sizeof path, "%s/%s_db/data.mdb", dir, split);
+		dsinfo_db_path(dir, split, path, sizeof path);
+		strncat(path, "/data.mdb", sizeof path - strlen(path) - 1);
 		if (access(path, R_OK) != 0)
 			return dd_err_set(err, DD_EINVAL, "source.split: dataset %lld has no %s split", (long long)ds, split);
 		return DD_OK;
@@ -383,18 +379,13 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	cJSON *snap = get(params, "snapshot");
 	if (cJSON_IsNumber(snap)) {
 		/* an epoch given as a number: the label it is written under */
-		char label[MODEL_LABEL_MAX];
-		snprintf(label, sizeof label, "%.4f", snap->valuedouble);
-		char *e = label + strlen(label) - 1;
-		while (*e == '0')
-			*e-- = 0;
-		if (*e == '.')
-			*e = 0;
+		char label[MODELDIR_LABEL_MAX];
+		modeldir_label_of(snap->valuedouble, label, sizeof label);
 		cJSON_ReplaceItemInObjectCaseSensitive(params, "snapshot", cJSON_CreateString(label));
 		snap = get(params, "snapshot");
 	}
 	if (snap && !cJSON_IsNull(snap) &&
-	    (!cJSON_IsString(snap) || !model_snapshot_label_ok(snap->valuestring, NULL)))
+	    (!cJSON_IsString(snap) || !modeldir_label_ok(snap->valuestring, NULL)))
 		return dd_err_set(err, DD_EINVAL, "snapshot: must be a snapshot's epoch (a number like 3 or 1.4167)");
 	cJSON *src = get(params, "source");
 	if (!cJSON_IsObject(src))
@@ -628,8 +619,8 @@ static void name_item(void *ctx, int64_t n, char *buf, size_t len)
 		return;
 	}
 	char idx[PATH_MAX + 16], txt[PATH_MAX + 16];
-	snprintf(idx, sizeof idx, "%s/files.idx", r->w->dir);
-	snprintf(txt, sizeof txt, "%s/files.txt", r->w->dir);
+	jobdir_file(r->w->dir, JOBDIR_EVAL_INDEX, idx, sizeof idx);
+	jobdir_file(r->w->dir, JOBDIR_EVAL_FILES, txt, sizeof txt);
 	FILE *fi = fopen(idx, "rb"), *ft = fopen(txt, "r");
 	uint8_t b[8];
 	if (fi && ft && fseeko(fi, (off_t)n * 8, SEEK_SET) == 0 && fread(b, 1, 8, fi) == 8) {
@@ -699,7 +690,7 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	if (rc)
 		return rc;
 	const char *shown = cJSON_GetStringValue(get(src, "name"));
-	snprintf(r->images, sizeof r->images, "%s/images", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_IMAGES, r->images, sizeof r->images);
 	fs_rm_rf(r->images, NULL);
 	struct archive_limits lim;
 	worker_archive_limits(w, &lim); /* the server's caps, never the params' */
@@ -709,9 +700,9 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	if (rc)
 		return rc;
 	struct lister ls = { 0 };
-	snprintf(path, sizeof path, "%s/files.txt", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_FILES, path, sizeof path);
 	ls.txt = fopen(path, "w");
-	snprintf(path, sizeof path, "%s/files.idx", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_INDEX, path, sizeof path);
 	ls.idx = fopen(path, "wb");
 	if (!ls.txt || !ls.idx)
 		rc = dd_err_sys(err, DD_EIO, errno, "cannot write the list of images");
@@ -727,7 +718,7 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL, "%s holds no images (.png, .jpg, .jpeg, .bmp, .ppm)",
 				  shown ? shown : "the upload");
 	r->total = ls.count;
-	snprintf(path, sizeof path, "%s/files.txt", w->dir);
+	jobdir_file(w->dir, JOBDIR_EVAL_FILES, path, sizeof path);
 	r->files = fopen(path, "r");
 	if (!r->files)
 		return dd_err_sys(err, DD_EIO, errno, "cannot read %s", path);
@@ -736,13 +727,13 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 }
 
 /* The dataset's labels.txt against the model's labels: index -> model class. */
-static int prepare_dataset(struct run *r, const char *jobs, const cJSON *src, struct dd_err *err)
+static int prepare_dataset(struct run *r, const cJSON *src, struct dd_err *err)
 {
 	r->ds_id = (int64_t)get(src, "dataset")->valuedouble;
 	snprintf(r->split, sizeof r->split, "%s", cJSON_GetStringValue(get(src, "split")));
 	char ds[PATH_MAX], path[PATH_MAX + 32];
-	snprintf(ds, sizeof ds, "%s/%lld", jobs, (long long)r->ds_id);
-	snprintf(path, sizeof path, "%s/%s_db", ds, r->split);
+	jobdir_sibling(r->w->dir, r->ds_id, ds, sizeof ds);
+	dsinfo_db_path(ds, r->split, path, sizeof path);
 	int rc = lmdbr_open(path, &r->rd, err);
 	if (rc == DD_ENOENT)
 		return dd_err_set(err, DD_ENOENT, "source.split: dataset %lld has no %s split", (long long)r->ds_id, r->split);
@@ -750,7 +741,7 @@ static int prepare_dataset(struct run *r, const char *jobs, const cJSON *src, st
 		return rc;
 	r->total = lmdbr_count(r->rd);
 	char *text = NULL;
-	snprintf(path, sizeof path, "%s/labels.txt", ds);
+	dsinfo_path(ds, DSINFO_LABELS, path, sizeof path);
 	int n = lmdbr_n_labels(r->rd);
 	if (n < r->classes)
 		n = r->classes;
@@ -833,7 +824,7 @@ static int write_metrics(struct run *r, int complete, const char *snapshot, stru
 	if (!text)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/metrics.json", r->w->dir);
+	jobdir_file(r->w->dir, JOBDIR_METRICS, path, sizeof path);
 	int rc = fs_write_file_atomic(path, text, strlen(text), err);
 	free(text);
 	return rc;
@@ -844,23 +835,19 @@ static int run(struct worker *w, struct dd_err *err)
 	const cJSON *p = w->params, *src = get(p, "source");
 	struct run r = { .w = w };
 	struct slot_item *items = NULL;
-	char jobs[PATH_MAX], mdir[PATH_MAX], weights[PATH_MAX + 64], path[PATH_MAX + 32];
+	char mdir[PATH_MAX], weights[PATH_MAX + 64], path[PATH_MAX + 32];
 	int rc;
-	snprintf(jobs, sizeof jobs, "%s", w->dir);
-	char *slash = strrchr(jobs, '/');
-	if (!slash)
-		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
-	*slash = 0;
 	int64_t model = (int64_t)get(p, "model")->valuedouble;
-	snprintf(mdir, sizeof mdir, "%s/%lld", jobs, (long long)model);
+	if (jobdir_sibling(w->dir, model, mdir, sizeof mdir))
+		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
 	const char *snapshot = cJSON_GetStringValue(get(p, "snapshot"));
-	char latest[MODEL_LABEL_MAX];
+	char latest[MODELDIR_LABEL_MAX];
 	if (!snapshot) {
-		struct model_snapshot *snaps = NULL;
+		struct modeldir_snapshot *snaps = NULL;
 		int ns = 0;
-		if ((rc = model_snapshots(mdir, &snaps, &ns, err)))
+		if ((rc = modeldir_snapshots(mdir, &snaps, &ns, err)))
 			return rc;
-		int i = model_snapshot_find(snaps, ns, -1);
+		int i = modeldir_snapshot_find(snaps, ns, -1);
 		if (i >= 0)
 			snprintf(latest, sizeof latest, "%s", snaps[i].label);
 		free(snaps);
@@ -868,7 +855,7 @@ static int run(struct worker *w, struct dd_err *err)
 			return dd_err_set(err, DD_ECONFLICT, "model %lld has no snapshot yet", (long long)model);
 		snapshot = latest;
 	}
-	model_snapshot_path(mdir, snapshot, "safetensors", weights, sizeof weights);
+	modeldir_snapshot_path(mdir, snapshot, MODELDIR_SNAP_WEIGHTS, weights, sizeof weights);
 	if (access(weights, R_OK) != 0)
 		return dd_err_set(err, DD_ENOENT, "snapshot: model %lld has no snapshot at epoch %s (deleted?)",
 				  (long long)model, snapshot);
@@ -897,12 +884,12 @@ static int run(struct worker *w, struct dd_err *err)
 	qsort_r(r.sorted, (size_t)r.classes, sizeof *r.sorted, by_label, (void *)r.labels);
 	if ((rc = eval_stats_init(&r.st, r.classes, top_n, EVAL_MAX_MISCLASSIFIED, err)))
 		goto out;
-	if ((rc = get(src, "dataset") ? prepare_dataset(&r, jobs, src, err) : prepare_upload(&r, src, err)))
+	if ((rc = get(src, "dataset") ? prepare_dataset(&r, src, err) : prepare_upload(&r, src, err)))
 		goto out;
 
-	snprintf(path, sizeof path, "%s/results.csv", w->dir);
+	jobdir_file(w->dir, JOBDIR_RESULTS_CSV, path, sizeof path);
 	r.csv = fopen(path, "w");
-	snprintf(path, sizeof path, "%s/results.jsonl", w->dir);
+	jobdir_file(w->dir, JOBDIR_RESULTS, path, sizeof path);
 	r.jsonl = fopen(path, "w");
 	if (!r.csv || !r.jsonl) {
 		rc = dd_err_sys(err, DD_EIO, errno, "cannot write the results");
@@ -1006,14 +993,8 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 	cJSON *src = get(params, "source");
 	if (!cJSON_IsObject(src) || get(src, "dataset"))
 		return DD_OK;
-	char p[PATH_MAX];
-	if (!archive_kept_find(orig_dir, p, sizeof p))
-		return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
-	static const char *const drop[] = { "file", "upload", "limits", "archive_of", NULL };
-	for (int i = 0; drop[i]; i++)
-		cJSON_DeleteItemFromObjectCaseSensitive(src, drop[i]);
-	cJSON_AddNumberToObject(src, "archive_of", (double)orig_id);
-	return DD_OK;
+	return kind_clone_archive(src, orig_id, orig_dir, "the archive this evaluation classified is gone; upload it again",
+				  err);
 }
 
 const struct job_kind eval_job_kind = {

@@ -48,150 +48,19 @@
 
 #include "../common/fsutil.h"
 #include "../common/json.h"
+#include "../datasets/dsinfo.h"
 #include "../networks/memory.h"
+#include "../networks/modeldir.h"
 #include "../networks/net.h"
 #include "../networks/train.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "kind_train_memory.h"
 #include "worker.h"
 
 #define MAX_PROTOTXT (4u << 20)
 #define MAX_ID 9007199254740991.0
-
-/* ---- snapshots ---- */
-
-int model_snapshot_label_ok(const char *s, double *epoch)
-{
-	size_t i = 0, n = strlen(s);
-	if (n == 0 || n >= MODEL_LABEL_MAX || (s[0] == '0' && s[1] && s[1] != '.'))
-		return 0;
-	while (s[i] >= '0' && s[i] <= '9')
-		i++;
-	if (i == 0)
-		return 0;
-	if (s[i] == '.') {
-		size_t f = ++i;
-		while (s[i] >= '0' && s[i] <= '9')
-			i++;
-		if (i == f)
-			return 0;
-	}
-	if (s[i])
-		return 0;
-	if (epoch)
-		*epoch = strtod(s, NULL);
-	return 1;
-}
-
-void model_snapshot_path(const char *dir, const char *label, const char *ext, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/snapshot_epoch_%s.%s", dir, label, ext);
-}
-
-int model_snapshot_parse(const char *name, struct model_snapshot *out)
-{
-	static const char pre[] = "snapshot_epoch_", ext[] = ".safetensors";
-	const char *slash = strrchr(name, '/');
-	if (slash)
-		name = slash + 1;
-	size_t len = strlen(name);
-	if (strncmp(name, pre, sizeof pre - 1) != 0 || len < sizeof pre + sizeof ext - 2 ||
-	    strcmp(name + len - (sizeof ext - 1), ext) != 0)
-		return 0;
-	size_t ll = len - (sizeof pre - 1) - (sizeof ext - 1);
-	if (ll >= sizeof out->label)
-		return 0;
-	memcpy(out->label, name + sizeof pre - 1, ll);
-	out->label[ll] = 0;
-	return model_snapshot_label_ok(out->label, &out->epoch);
-}
-
-static int cmp_snap(const void *a, const void *b)
-{
-	double x = ((const struct model_snapshot *)a)->epoch, y = ((const struct model_snapshot *)b)->epoch;
-	return (x > y) - (x < y);
-}
-
-int model_snapshots(const char *dir, struct model_snapshot **snaps, int *n, struct dd_err *err)
-{
-	*snaps = NULL;
-	*n = 0;
-	DIR *d = opendir(dir);
-	if (!d)
-		return DD_OK; /* no folder yet: no snapshots */
-	int cap = 0;
-	struct dirent *e;
-	int rc = DD_OK;
-	while ((e = readdir(d))) {
-		struct model_snapshot one;
-		if (!model_snapshot_parse(e->d_name, &one))
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct model_snapshot *g = realloc(*snaps, (size_t)cap * sizeof *g);
-			if (!g) {
-				rc = dd_err_set(err, DD_ENOMEM, "out of memory");
-				break;
-			}
-			*snaps = g;
-		}
-		(*snaps)[(*n)++] = one;
-	}
-	closedir(d);
-	if (rc) {
-		free(*snaps);
-		*snaps = NULL;
-		*n = 0;
-		return rc;
-	}
-	if (*n)
-		qsort(*snaps, (size_t)*n, sizeof **snaps, cmp_snap);
-	return DD_OK;
-}
-
-int model_snapshot_find(const struct model_snapshot *snaps, int n, double epoch)
-{
-	if (epoch < 0)
-		return n - 1;
-	for (int i = 0; i < n; i++)
-		if (fabs(snaps[i].epoch - epoch) <= 1e-6)
-			return i;
-	return -1;
-}
-
-int64_t model_snapshot_iteration(const char *path)
-{
-	/* safetensors: an 8-byte little-endian header length, then the JSON header, whose
-	 * "__metadata__" holds string pairs; the tensors after it are not read */
-	int64_t it = -1;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return -1;
-	unsigned char b[8];
-	char *hdr = NULL;
-	cJSON *j = NULL;
-	if (fread(b, 1, 8, f) != 8)
-		goto out;
-	uint64_t hl = 0;
-	for (int i = 7; i >= 0; i--)
-		hl = hl << 8 | b[i];
-	if (hl == 0 || hl > (1u << 20) || !(hdr = malloc((size_t)hl + 1)) || fread(hdr, 1, (size_t)hl, f) != hl)
-		goto out;
-	hdr[hl] = 0;
-	json_parse(hdr, (size_t)hl, "a snapshot's header", &j, NULL);
-	const char *v = cJSON_GetStringValue(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "__metadata__"), "iteration"));
-	char *end;
-	long long x = v ? strtoll(v, &end, 10) : -1;
-	if (v && *v && !*end && x >= 0)
-		it = x;
-out:
-	cJSON_Delete(j);
-	free(hdr);
-	fclose(f);
-	return it;
-}
 
 /* ---- the network against the dataset ---- */
 
@@ -232,16 +101,8 @@ static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCas
 
 static int only_fields(const cJSON *obj, const char *const *allowed, const char *where, struct dd_err *err)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, obj)
-	{
-		int known = 0;
-		for (int i = 0; allowed[i] && !known; i++)
-			known = strcmp(it->string, allowed[i]) == 0;
-		if (!known)
-			return dd_err_set(err, DD_EINVAL, "%s%.64s: unknown field", where, it->string);
-	}
-	return DD_OK;
+	const char *name = json_unknown_field(obj, allowed);
+	return name ? dd_err_set(err, DD_EINVAL, "%s%.64s: unknown field", where, name) : DD_OK;
 }
 
 enum { NUM_REAL = 0, NUM_INT = 1, NUM_ABOVE = 2 /* lo itself is not allowed */ };
@@ -438,7 +299,7 @@ static int snapshot_field(cJSON *obj, const char *where, struct dd_err *err)
 {
 	cJSON *v = get(obj, "snapshot");
 	double ep;
-	if (cJSON_IsString(v) && model_snapshot_label_ok(v->valuestring, &ep) && ep <= 10000) {
+	if (cJSON_IsString(v) && modeldir_label_ok(v->valuestring, &ep) && ep <= 10000) {
 		cJSON_ReplaceItemInObjectCaseSensitive(obj, "snapshot", cJSON_CreateNumber(ep));
 		return DD_OK;
 	}
@@ -504,11 +365,11 @@ static int check_precision(cJSON *params, struct dd_err *err)
 /* Whether model folder dir has a snapshot at epoch (< 0: any). */
 static int has_snapshot(const char *dir, double epoch)
 {
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	if (model_snapshots(dir, &snaps, &n, NULL) != DD_OK)
+	if (modeldir_snapshots(dir, &snaps, &n, NULL) != DD_OK)
 		return 0;
-	int found = model_snapshot_find(snaps, n, epoch) >= 0;
+	int found = modeldir_snapshot_find(snaps, n, epoch) >= 0;
 	free(snaps);
 	return found;
 }
@@ -537,7 +398,7 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 		int64_t prev = (int64_t)get(net, "previous")->valuedouble;
 		if ((rc = kind_use_job(who, uses, prev, "model", "network.previous", NULL, dir, sizeof dir, err)))
 			return rc;
-		snprintf(path, sizeof path, "%s/network.prototxt", dir);
+		modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
 		if (fs_read_file(path, MAX_PROTOTXT, &prev_text, NULL, NULL) != DD_OK)
 			return dd_err_set(err, DD_ECONFLICT, "network.previous: model %lld has not written its network yet",
 					  (long long)prev);
@@ -745,15 +606,13 @@ static int copy_file(const char *from, const char *to, struct dd_err *err)
  * dataset's were. */
 static int write_preprocess(const char *dir, const char *ds_dir, struct dd_err *err)
 {
-	char path[PATH_MAX + 32], *buf = NULL;
-	snprintf(path, sizeof path, "%s/dataset.json", ds_dir);
-	int rc = fs_read_file(path, 64u << 20, &buf, NULL, err);
+	char path[PATH_MAX + 32];
+	cJSON *j = NULL;
+	int rc = dsinfo_read(ds_dir, &j, err);
 	if (rc)
 		return rc;
-	cJSON *j = NULL, *out = cJSON_CreateObject();
-	json_parse_str(buf, path, &j, NULL);
-	free(buf);
-	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
+	cJSON *out = cJSON_CreateObject();
+	const cJSON *opt = dsinfo_options(j);
 	static const char *const keys[] = { "resize_mode", "width", "height", "channels", NULL };
 	for (int i = 0; keys[i]; i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(opt, keys[i]);
@@ -763,7 +622,7 @@ static int write_preprocess(const char *dir, const char *ds_dir, struct dd_err *
 	cJSON_Delete(j);
 	char *text = cJSON_Print(out);
 	cJSON_Delete(out);
-	snprintf(path, sizeof path, "%s/preprocess.json", dir);
+	modeldir_path(dir, MODELDIR_PREPROCESS, path, sizeof path);
 	rc = text ? fs_write_file_atomic(path, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
 	free(text);
 	return rc;
@@ -777,19 +636,20 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 	int rc;
 	if ((rc = fs_mkdir_p(dir, err)))
 		goto out;
-	snprintf(path, sizeof path, "%s/network.prototxt", dir);
+	modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
 	if ((rc = fs_write_file_atomic(path, text, strlen(text), err)))
 		goto out;
-	snprintf(from, sizeof from, "%s/labels.txt", ds_dir);
-	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	dsinfo_path(ds_dir, DSINFO_LABELS, from, sizeof from);
+	modeldir_path(dir, MODELDIR_LABELS, path, sizeof path);
 	if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
 		goto out;
 	/* the mean and how the images were resized: the model keeps its own copy, so
 	 * that classifying does not depend on the dataset staying around */
-	static const char *const keep[] = { "mean.binaryproto", "mean.png", NULL };
+	static const char *const from_ds[] = { DSINFO_MEAN, DSINFO_MEAN_PNG, NULL };
+	static const char *const keep[] = { MODELDIR_MEAN, MODELDIR_MEAN_PNG, NULL };
 	for (int i = 0; keep[i]; i++) {
-		snprintf(from, sizeof from, "%s/%s", ds_dir, keep[i]);
-		snprintf(path, sizeof path, "%s/%s", dir, keep[i]);
+		dsinfo_path(ds_dir, from_ds[i], from, sizeof from);
+		modeldir_path(dir, keep[i], path, sizeof path);
 		if (access(from, R_OK) == 0 && (rc = copy_file(from, path, err)))
 			goto out;
 	}
@@ -822,7 +682,7 @@ int model_write_folder(const char *dir, const char *text, const char *netname, c
 	cJSON_AddItemToArray(shape, cJSON_CreateNumber(tin.w));
 	cJSON_AddNumberToObject(settings, "classes", tin.classes);
 	st = cJSON_Print(settings);
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	rc = st ? fs_write_file_atomic(path, st, strlen(st), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
 out:
 	free(st);
@@ -833,7 +693,7 @@ out:
 /* ---- the worker ---- */
 
 struct run_ctx {
-	struct worker *w;
+	struct worker *w; /* first: worker_hook_log and worker_hook_stop read it */
 	int64_t t0;
 	double epoch0, epochs; /* where this run started, and the total */
 };
@@ -842,18 +702,6 @@ static void on_metric(void *vctx, const struct train_metric *m)
 {
 	struct run_ctx *c = vctx;
 	model_report_metric(c->w, c->t0, c->epoch0, c->epochs, m);
-}
-
-static void on_log(void *vctx, const char *level, const char *msg)
-{
-	struct run_ctx *c = vctx;
-	worker_log(c->w, level, "%s", msg);
-}
-
-static int on_stop(void *vctx)
-{
-	struct run_ctx *c = vctx;
-	return worker_should_stop(c->w);
 }
 
 static int param_int(const cJSON *o, const char *k, int dflt)
@@ -871,13 +719,13 @@ static double param_num(const cJSON *o, const char *k, double dflt)
 /* The snapshot of model folder dir at epoch (< 0: the latest) into path (its
  * .safetensors) and *picked; with need_state, one with its .solverstate. */
 static int pick_snapshot(const char *dir, double epoch, int need_state, const char *what, char *path,
-			 size_t len, struct model_snapshot *picked, struct dd_err *err)
+			 size_t len, struct modeldir_snapshot *picked, struct dd_err *err)
 {
-	struct model_snapshot *snaps = NULL;
-	int n = 0, rc = model_snapshots(dir, &snaps, &n, err);
+	struct modeldir_snapshot *snaps = NULL;
+	int n = 0, rc = modeldir_snapshots(dir, &snaps, &n, err);
 	if (rc)
 		return rc;
-	int i = model_snapshot_find(snaps, n, epoch);
+	int i = modeldir_snapshot_find(snaps, n, epoch);
 	if (i >= 0)
 		*picked = snaps[i];
 	free(snaps);
@@ -885,12 +733,12 @@ static int pick_snapshot(const char *dir, double epoch, int need_state, const ch
 		return epoch >= 0 ? dd_err_set(err, DD_ENOENT, "%s: there is no snapshot at epoch %g", what, epoch) :
 				    dd_err_set(err, DD_ENOENT, "%s: there is no snapshot yet", what);
 	if (need_state) {
-		model_snapshot_path(dir, picked->label, "solverstate", path, len);
+		modeldir_snapshot_path(dir, picked->label, MODELDIR_SNAP_STATE, path, len);
 		if (access(path, R_OK) != 0)
 			return dd_err_set(err, DD_ENOENT, "%s: the snapshot at epoch %s has no .solverstate to resume from",
 					  what, picked->label);
 	}
-	model_snapshot_path(dir, picked->label, "safetensors", path, len);
+	modeldir_snapshot_path(dir, picked->label, MODELDIR_SNAP_WEIGHTS, path, len);
 	return DD_OK;
 }
 
@@ -935,20 +783,13 @@ static int replicas_from_job(const cJSON *job, const char *backend, struct train
 static int run(struct worker *w, struct dd_err *err)
 {
 	const cJSON *p = w->params;
-	char jobs[PATH_MAX], ds[PATH_MAX], path[PATH_MAX + 64];
+	char ds[PATH_MAX], path[PATH_MAX + 64];
 	char *prev_text = NULL;
 	int rc;
-	snprintf(jobs, sizeof jobs, "%s", w->dir);
-	char *slash = strrchr(jobs, '/');
-	if (!slash)
-		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
-	*slash = 0;
 	long long ds_id = (long long)param_num(p, "dataset", 0);
-	snprintf(ds, sizeof ds, "%s/%lld", jobs, ds_id);
-	snprintf(path, sizeof path, "%s/dataset.json", ds);
-	char train_db[PATH_MAX + 16];
-	snprintf(train_db, sizeof train_db, "%s/train_db", ds);
-	if (access(path, R_OK) != 0 || access(train_db, R_OK) != 0)
+	if (jobdir_sibling(w->dir, ds_id, ds, sizeof ds))
+		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
+	if (!dsinfo_ready(ds))
 		return dd_err_set(err, DD_EINVAL,
 				  "dataset: job %lld is not a finished image classification dataset (no dataset.json or train_db)",
 				  ds_id);
@@ -966,7 +807,9 @@ static int run(struct worker *w, struct dd_err *err)
 	} else {
 		long long prev = (long long)param_num(net, "previous", 0);
 		snprintf(netname, sizeof netname, "model %lld's network", prev);
-		snprintf(path, sizeof path, "%s/%lld/network.prototxt", jobs, prev);
+		char pdir[PATH_MAX];
+		jobdir_sibling(w->dir, prev, pdir, sizeof pdir);
+		modeldir_path(pdir, MODELDIR_NETWORK, path, sizeof path);
 		if ((rc = fs_read_file(path, MAX_PROTOTXT, &prev_text, NULL, err))) {
 			dd_err_prefix(err, "network.previous: model %lld", prev);
 			return rc;
@@ -1044,7 +887,7 @@ static int run(struct worker *w, struct dd_err *err)
 	char resume[PATH_MAX + 64], finetune[PATH_MAX + 64];
 	const cJSON *re = get(p, "resume");
 	if (re) {
-		struct model_snapshot ep;
+		struct modeldir_snapshot ep;
 		if ((rc = pick_snapshot(w->dir, param_num(re, "snapshot", -1), 1, "resume", resume, sizeof resume, &ep,
 					err)))
 			goto out;
@@ -1056,8 +899,8 @@ static int run(struct worker *w, struct dd_err *err)
 	if (ft) {
 		char mdir[PATH_MAX];
 		long long mid = (long long)param_num(ft, "model", 0);
-		snprintf(mdir, sizeof mdir, "%s/%lld", jobs, mid);
-		struct model_snapshot ep;
+		jobdir_sibling(w->dir, mid, mdir, sizeof mdir);
+		struct modeldir_snapshot ep;
 		char what[64];
 		snprintf(what, sizeof what, "finetune: model %lld", mid);
 		if ((rc = pick_snapshot(mdir, param_num(ft, "snapshot", -1), 0, what, finetune, sizeof finetune, &ep,
@@ -1081,7 +924,7 @@ static int run(struct worker *w, struct dd_err *err)
 		worker_log(w, "info", "%s", mem_msg);
 	}
 
-	struct train_hooks h = { &c, on_metric, on_log, on_stop };
+	struct train_hooks h = { &c, on_metric, worker_hook_log, worker_hook_stop };
 	if ((rc = train_run(&o, &h, err))) {
 		if (rc == DD_ENOMEM || strcasestr(err->msg, "out of memory")) /* oneDNN's too */
 			train_memory_oom_message(w->dir, err);

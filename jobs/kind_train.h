@@ -1,15 +1,9 @@
-/* kind_train.h — what others need of the "model" job kind (kind_train.c): where a
- * model job keeps its snapshots, and the files and events a training writes, shared
- * by the worker and `deepdesk train` (app/cli/cli_train.c) so both write one folder.
+/* kind_train.h — what others need of the "model" job kind (kind_train.c): the files
+ * and events a training writes, shared by the worker and `deepdesk train`
+ * (app/cli/cli_train.c) so both write one folder.
  *
- * A model job's folder holds network.prototxt (the text it trained), settings.json
- * (its params with everything resolved), labels.txt, mean.binaryproto and mean.png
- * (copied from the dataset), preprocess.json (the dataset's resize_mode, width,
- * height and channels: how networks/infer.c prepares an uploaded image),
- * events.jsonl (jobs/events.h) and, per snapshot, snapshot_epoch_<E>.safetensors
- * with snapshot_epoch_<E>.solverstate beside it (what a resume needs).  E is the
- * snapshot's label: the epoch as networks/train.c writes it, "3" for a whole
- * epoch, "1.4167" (at most 4 decimals, no trailing zeros) inside one. */
+ * A model job's folder is networks/modeldir.h's: its file names, its snapshots,
+ * listing and finding them live there, below the training that writes them. */
 #ifndef DD_KIND_TRAIN_H
 #define DD_KIND_TRAIN_H
 
@@ -24,40 +18,6 @@ struct net_input;
 struct train_metric;
 struct train_opts;
 struct train_result;
-
-/* ---- snapshots ---- */
-
-#define MODEL_LABEL_MAX 24
-
-struct model_snapshot {
-	char label[MODEL_LABEL_MAX]; /* as in the file name: "3", "1.4167" */
-	double epoch;                /* the label's value */
-};
-
-/* Is s a snapshot label, a plain decimal ("3", "0", "1.4167": digits, no leading
- * zero, an optional '.' and digits; no sign, exponent or anything else)?  1 and
- * *epoch (may be NULL) its value; 0 if not. */
-int model_snapshot_label_ok(const char *s, double *epoch);
-
-/* Is name (a path or a file name) "[…/]snapshot_epoch_<LABEL>.safetensors" with a
- * valid label?  1 and *out filled; 0 if not. */
-int model_snapshot_parse(const char *name, struct model_snapshot *out);
-
-/* The snapshots in dir (a .safetensors whose name has a valid label), by epoch
- * ascending, into *snaps (caller frees with free(); NULL when there are none) and
- * their count into *n.  A missing folder has none. */
-int model_snapshots(const char *dir, struct model_snapshot **snaps, int *n, struct dd_err *err);
-
-/* The index of the snapshot whose epoch is within 1e-6 of epoch, or with epoch < 0
- * the latest; -1 when there is none. */
-int model_snapshot_find(const struct model_snapshot *snaps, int n, double epoch);
-
-/* DIR/snapshot_epoch_<LABEL>.<ext> into buf (ext "safetensors" or "solverstate"). */
-void model_snapshot_path(const char *dir, const char *label, const char *ext, char *buf, size_t len);
-
-/* The "iteration" in a .safetensors file's metadata, read from its header alone
- * (not the tensors); -1 when the file or the key cannot be read. */
-int64_t model_snapshot_iteration(const char *path);
 
 /* ---- the network against the dataset ---- */
 

@@ -15,7 +15,9 @@
 #include "../common/fsutil.h"
 #include "../common/sanitizer.h"
 #include "../common/testhooks.h"
+#include "../datasets/dsinfo.h"
 #include "../networks/memory.h"
+#include "../networks/modeldir.h"
 #include "../networks/net.h"
 #include "../networks/solver.h"
 #include "../networks/train.h"
@@ -177,8 +179,7 @@ int train_memory_check(const cJSON *params, struct dd_err *err)
 		return DD_OK;
 	char ds[PATH_MAX], path[PATH_MAX + 32];
 	sched_job_dir((int64_t)cJSON_GetNumberValue(get(params, "dataset")), ds, sizeof ds);
-	snprintf(path, sizeof path, "%s/dataset.json", ds);
-	if (access(path, R_OK) != 0)
+	if (!dsinfo_ready(ds))
 		return DD_OK; /* not a finished dataset (yet): the API and the worker say so */
 	const cJSON *net = get(params, "network");
 	const char *text = NULL;
@@ -189,7 +190,7 @@ int train_memory_check(const cJSON *params, struct dd_err *err)
 		text = get(net, "prototxt")->valuestring;
 	else if (cJSON_IsNumber(get(net, "previous"))) {
 		sched_job_dir((int64_t)get(net, "previous")->valuedouble, path, sizeof path);
-		strncat(path, "/network.prototxt", sizeof path - strlen(path) - 1);
+		strncat(path, "/" MODELDIR_NETWORK, sizeof path - strlen(path) - 1);
 		if (fs_read_file(path, 4u << 20, &prev, NULL, NULL) == DD_OK)
 			text = prev;
 	}

@@ -42,6 +42,7 @@
 #include "../networks/backend.h"
 #include "events.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
 #include "kind_train_memory.h"
 
@@ -92,7 +93,7 @@ static struct {
 
 void sched_job_dir(int64_t id, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/jobs/%lld", S.data_dir, (long long)id);
+	jobdir_job(S.data_dir, id, buf, len);
 }
 
 void sched_slots(int *used, int *total)
@@ -317,7 +318,7 @@ static void worker_log_tail(const char *dir, char *buf, size_t len)
 	char *text = NULL;
 	size_t n = 0;
 	buf[0] = 0;
-	snprintf(path, sizeof path, "%s/worker.log", dir);
+	jobdir_file(dir, JOBDIR_WORKER_LOG, path, sizeof path);
 	if (fs_read_file(path, 1 << 20, &text, &n, NULL) != DD_OK)
 		return;
 	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
@@ -437,7 +438,7 @@ static int write_job_json(int64_t id, struct dd_err *err)
 		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
 	add_guard(job);
 	sched_job_dir(id, dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/job.json", dir);
+	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 	char *text = cJSON_Print(job);
 	cJSON_Delete(job);
 	if (!text)
@@ -507,7 +508,7 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 		r->ex = ex;
 		r->h = h;
 		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
-		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
+		jobdir_file(dir, JOBDIR_EVENTS, r->tail.path, sizeof r->tail.path);
 		/* a resumed job's log goes on from where its last run left it */
 		r->tail.offset = (off_t)row->ev_offset;
 		r->tail.seq = row->ev_seq;
@@ -755,7 +756,7 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 {
 	char path[PATH_MAX + 16], *text = NULL;
 	size_t len = 0;
-	snprintf(path, sizeof path, "%s/job.json", dir);
+	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 	if (fs_read_file(path, 64 << 20, &text, &len, NULL) != DD_OK)
 		return;
 	cJSON *job = NULL;
@@ -805,7 +806,7 @@ static int recover(struct dd_err *err)
 		}
 		r->slots = r->h.ext_id[0] ? 0 : rows[i].cpu_slots;
 		r->abort = rows[i].abort_requested;
-		snprintf(r->tail.path, sizeof r->tail.path, "%s/" EVENTS_FILE, dir);
+		jobdir_file(dir, JOBDIR_EVENTS, r->tail.path, sizeof r->tail.path);
 		r->tail.offset = (off_t)rows[i].ev_offset;
 		r->tail.seq = rows[i].ev_seq;
 		S.slots_used += r->slots;
@@ -877,7 +878,7 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 	if (S.ngpu)
 		log_info("scheduler: %d GPU%s: %s%s", S.ngpu, S.ngpu > 1 ? "s" : "", S.gpu[0].name, S.ngpu > 1 ? ", ..." : "");
 	char jobs[PATH_MAX];
-	snprintf(jobs, sizeof jobs, "%s/jobs", S.data_dir);
+	jobdir_jobs(S.data_dir, jobs, sizeof jobs);
 	int rc = fs_mkdir_p(jobs, err);
 	if (rc)
 		return rc;
@@ -1095,18 +1096,18 @@ int sched_set_priority(int64_t id, int priority, struct dd_err *err)
 static uint64_t owner_uploads(int64_t owner_id)
 {
 	char dir[PATH_MAX + 16];
-	snprintf(dir, sizeof dir, "%s/uploads", S.data_dir);
+	jobdir_uploads(S.data_dir, dir, sizeof dir);
 	DIR *d = opendir(dir);
 	if (!d)
 		return 0;
 	uint64_t sum = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		if (n <= 6 || strcmp(e->d_name + n - 6, ".owner") != 0)
+		size_t n = jobdir_upload_owner_of(e->d_name);
+		if (!n)
 			continue;
 		char file[PATH_MAX * 2];
-		snprintf(file, sizeof file, "%s/%.*s", dir, (int)(n - 6), e->d_name);
+		snprintf(file, sizeof file, "%s/%.*s", dir, (int)n, e->d_name);
 		struct stat st;
 		if (kind_upload_owner(file) == owner_id && lstat(file, &st) == 0 && S_ISREG(st.st_mode))
 			sum += (uint64_t)st.st_size;

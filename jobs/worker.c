@@ -15,10 +15,12 @@
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../datasets/archive.h"
+#include "../datasets/dsinfo.h"
 #include "executor.h"
 #include "job.h"
+#include "jobdir.h"
 #include "kind_check.h"
-#include "kind_train.h"
+#include "../networks/modeldir.h"
 
 /* Bytes set aside beside events.jsonl for the final status (a few lines). */
 #define WORKER_EVENTS_RESERVE (64 << 10)
@@ -36,6 +38,10 @@ int worker_should_stop(const struct worker *w)
 	(void)w;
 	return stop_requested;
 }
+
+void worker_hook_log(void *ctx, const char *level, const char *msg) { worker_log(*(struct worker **)ctx, level, "%s", msg); }
+
+int worker_hook_stop(void *ctx) { return worker_should_stop(*(struct worker **)ctx); }
 
 static void append(struct worker *w, cJSON *ev)
 {
@@ -152,7 +158,7 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 			return dd_err_set(err, DD_ENOENT, "source.upload: no upload has this id (uploads are used once)");
 	} else if (cJSON_IsNumber(of) && of->valuedouble >= 1) {
 		char dir[PATH_MAX + 32];
-		snprintf(dir, sizeof dir, "%s/jobs/%lld", data, (long long)of->valuedouble);
+		jobdir_job(data, (int64_t)of->valuedouble, dir, sizeof dir);
 		if (!archive_kept_find(dir, file, len))
 			return dd_err_set(err, DD_ENOENT, "the archive the original job was made from is gone; upload it again");
 		return DD_OK;
@@ -175,7 +181,7 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 	if (rename(path, kept) != 0)
 		return dd_err_sys(err, DD_EIO, errno, "cannot keep the upload");
 	char side[PATH_MAX + 8];
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	unlink(side); /* the job's folder counts against its owner now */
 	snprintf(file, len, "%s", kept);
 	return DD_OK;
@@ -203,7 +209,7 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 {
 	char state[16] = "";
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, w->dir);
+	jobdir_file(w->dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	events_tail_poll(&t, last_status, state, NULL);
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 	int restarted = restarts && atoi(restarts) > 0;
@@ -213,7 +219,7 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 	if (strcmp(kind->name, "dataset") == 0 && unfinished) {
 		/* a dataset build has no snapshot: it starts over, without the
 		 * half-written databases of the run that was stopped */
-		static const char *const dbs[] = { "train_db", "val_db", "test_db", NULL };
+		static const char *const dbs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), NULL };
 		char path[PATH_MAX + 16];
 		for (int i = 0; dbs[i]; i++) {
 			snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);
@@ -231,13 +237,13 @@ static int resume_after_restart(struct worker *w, const struct job_kind *kind)
 		return 0;
 	if (!unfinished && !(restarted && state[0] && strcmp(state, "done") && strcmp(state, "error")))
 		return 0;
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0, with_state = 0;
-	if (model_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
+	if (modeldir_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
 		char path[PATH_MAX + 64];
-		int i = model_snapshot_find(snaps, n, -1);
+		int i = modeldir_snapshot_find(snaps, n, -1);
 		if (i >= 0) {
-			model_snapshot_path(w->dir, snaps[i].label, "solverstate", path, sizeof path);
+			modeldir_snapshot_path(w->dir, snaps[i].label, MODELDIR_SNAP_STATE, path, sizeof path);
 			with_state = access(path, R_OK) == 0;
 		}
 	}
@@ -261,7 +267,7 @@ static int stopped_by_cluster(const char *dir)
 	if (!getenv("SLURM_JOB_ID"))
 		return 0;
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/" EXEC_ABORT_MARKER, dir);
+	jobdir_file(dir, JOBDIR_ABORT, path, sizeof path);
 	return access(path, F_OK) != 0;
 }
 
@@ -287,7 +293,7 @@ int worker_main(const char *dir)
 	/* room for the final status, should the job fill the disk (best effort: on a
 	 * disk full already, the first event fails and says so) */
 	events_writer_reserve(&w.ev, WORKER_EVENTS_RESERVE, NULL);
-	snprintf(path, sizeof path, "%s/job.json", dir);
+	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 	if (fs_read_file(path, 1 << 20, &text, NULL, &err) != DD_OK) {
 		worker_status(&w, "error", err.msg);
 		goto out;

@@ -67,5 +67,10 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 
 /* Nonzero once SIGTERM arrived. */
 int worker_should_stop(const struct worker *w);
+/* The log and should-stop hooks of datasets/create.h and networks/train.h for a
+ * kind whose hooks' context begins with its struct worker * (ctx points at it):
+ * worker_log and worker_should_stop of that worker. */
+void worker_hook_log(void *ctx, const char *level, const char *msg);
+int worker_hook_stop(void *ctx);
 
 #endif

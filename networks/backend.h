@@ -1,4 +1,4 @@
-/* backend.h — what runs a graph's layers: the reference kernels, oneDNN, (later) cuDNN.
+/* backend.h — what runs a graph's layers: the reference kernels, oneDNN, cuDNN.
  *
  * A graph (graph.h) owns the order of the layers, their shapes and one arena each
  * for parameters, gradients, activations and activation gradients.  A backend owns

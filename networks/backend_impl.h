@@ -61,6 +61,14 @@ struct backend_layer {
 	uint64_t *rng;              /* dropout's PRNG state (the graph's) */
 };
 
+/* The per-layer operations, as a backend's vtable and the CUDA plugin's host
+ * (struct backend_host) both hold them. */
+typedef int backend_layer_init_fn(struct backend *be, const struct backend_layer *bl, void **state,
+				  struct dd_err *err);
+typedef void backend_layer_fini_fn(struct backend *be, void *state);
+typedef int backend_layer_run_fn(struct backend *be, void *state, const struct backend_layer *bl, int training,
+				 struct dd_err *err);
+
 /* One learned blob's solver update (solver.h steps 2 to 4), for a backend whose
  * arenas live on a device: g ← g·norm + decay·w, then the type's rule on w, h, h2.
  * type is an enum solver_type; h2 is NULL unless the type keeps two histories. */
@@ -79,13 +87,11 @@ struct backend_ops {
 	/* optional (NULL: every type): 1 if it runs this layer, else 0 */
 	int (*supports)(struct backend *be, const struct net_layer *l);
 	/* optional: per-layer state, built once; *state may stay NULL */
-	int (*layer_init)(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err);
+	backend_layer_init_fn *layer_init;
 	/* optional; accepts a NULL state */
-	void (*layer_fini)(struct backend *be, void *state);
-	int (*forward)(struct backend *be, void *state, const struct backend_layer *bl, int training,
-		       struct dd_err *err);
-	int (*backward)(struct backend *be, void *state, const struct backend_layer *bl, int training,
-			struct dd_err *err);
+	backend_layer_fini_fn *layer_fini;
+	backend_layer_run_fn *forward;
+	backend_layer_run_fn *backward;
 	/* optional (NULL: calloc/free): zeroed memory for the arenas */
 	void *(*alloc)(struct backend *be, size_t bytes);
 	void (*free)(struct backend *be, void *p);
@@ -207,12 +213,10 @@ int backend_cpu_create(struct backend **out, struct dd_err *err);
  * create: DD_OK and *out, or an error naming what is missing (no driver, no GPU,
  * out of memory).  devices: how many GPUs answer (at most max filled), or an error. */
 struct backend_host {
-	int (*layer_init)(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err);
-	void (*layer_fini)(struct backend *be, void *state);
-	int (*forward)(struct backend *be, void *state, const struct backend_layer *bl, int training,
-		       struct dd_err *err);
-	int (*backward)(struct backend *be, void *state, const struct backend_layer *bl, int training,
-			struct dd_err *err);
+	backend_layer_init_fn *layer_init;
+	backend_layer_fini_fn *layer_fini;
+	backend_layer_run_fn *forward;
+	backend_layer_run_fn *backward;
 	int device;          /* the CUDA device to run on (after CUDA_VISIBLE_DEVICES) */
 	int deterministic;   /* 1: cuDNN's deterministic algorithms only */
 };

@@ -23,6 +23,11 @@ struct ref_state {
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+static int no_kernel(const struct net_layer *l, struct dd_err *err)
+{
+	return dd_err_set(err, DD_EINVAL, "layer '%s': no reference kernel for its type", l->name);
+}
+
 int ref_layer_init(struct backend *be, const struct backend_layer *bl, void **state, struct dd_err *err)
 {
 	const struct net_layer *l = bl->l;
@@ -40,7 +45,21 @@ int ref_layer_init(struct backend *be, const struct backend_layer *bl, void **st
 	case NET_LRN: lrn = (size_t)bl->count; break;
 	case NET_BATCH_NORM: bn = (size_t)bl->c; break;
 	case NET_SOFTMAX_LOSS: prob = (size_t)bl->n * (size_t)bl->c * (size_t)bl->inner; break;
-	default: break;
+	case NET_DATA: /* no state */
+	case NET_INPUT:
+	case NET_CONVOLUTION:
+	case NET_INNER_PRODUCT:
+	case NET_RELU:
+	case NET_SIGMOID:
+	case NET_TANH:
+	case NET_POWER:
+	case NET_SCALE:
+	case NET_CONCAT:
+	case NET_FLATTEN:
+	case NET_SOFTMAX:
+	case NET_ACCURACY:
+	case NET_LAYER_TYPE_COUNT:
+		break;
 	}
 	size_t bytes = round64(argmax * 4) + round64(mask) + round64(lrn * 4) + 2 * round64(bn * 4) + round64(prob * 4);
 	*state = NULL;
@@ -79,6 +98,8 @@ int ref_layer_forward(struct backend *be, void *state, const struct backend_laye
 	const struct net_layer *l = bl->l;
 	const float *in = bl->nbottom ? bl->x[0] : NULL;
 	float *out = bl->y;
+	if ((unsigned)l->type >= NET_LAYER_TYPE_COUNT)
+		return no_kernel(l, err);
 	switch (l->type) {
 	case NET_DATA:
 	case NET_INPUT:
@@ -138,8 +159,8 @@ int ref_layer_forward(struct backend *be, void *state, const struct backend_laye
 		out[0] = accuracy_forward(in, bl->x[1], bl->n, bl->c, bl->inner, l->accuracy.top_k,
 					  l->accuracy.has_ignore_label ? l->accuracy.ignore_label : -1);
 		break;
-	default:
-		return dd_err_set(err, DD_EINVAL, "layer '%s': no reference kernel for its type", l->name);
+	case NET_LAYER_TYPE_COUNT: /* refused above */
+		break;
 	}
 	return DD_OK;
 }
@@ -151,6 +172,8 @@ int ref_layer_backward(struct backend *be, void *state, const struct backend_lay
 	const struct net_layer *l = bl->l;
 	float *din = bl->nbottom ? bl->dx[0] : NULL;
 	const float *in = bl->bx, *out = bl->by, *dout = bl->dy;
+	if ((unsigned)l->type >= NET_LAYER_TYPE_COUNT)
+		return no_kernel(l, err);
 	switch (l->type) {
 	case NET_DATA:
 	case NET_INPUT:
@@ -210,8 +233,8 @@ int ref_layer_backward(struct backend *be, void *state, const struct backend_lay
 			softmax_loss_backward(din, s->prob, bl->x[1], bl->n, bl->c, bl->inner,
 					      l->loss.has_ignore_label ? l->loss.ignore_label : -1, dout[0]);
 		break;
-	default:
-		return dd_err_set(err, DD_EINVAL, "layer '%s': no reference kernel for its type", l->name);
+	case NET_LAYER_TYPE_COUNT: /* refused above */
+		break;
 	}
 	return DD_OK;
 }

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "../common/fsutil.h"
+#include "../common/rng.h"
 #include "backend.h"
 #include "../datasets/datum.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/image.h"
 #include "../datasets/lmdbio.h"
 
@@ -57,20 +59,6 @@ struct feed {
 	int quit;
 };
 
-static uint64_t rng_next(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static int64_t rng_below(uint64_t *s, int64_t n)
-{
-	return n <= 1 ? 0 : (int64_t)(rng_next(s) % (uint64_t)n);
-}
-
 /* A value that depends only on (a, b, c): the feed's randomness is counter-based,
  * so a position alone fixes what comes next (a resumed training sees the same
  * batches, and prefetching changes nothing). */
@@ -97,10 +85,6 @@ static void order_for(struct feed *f, int64_t ep)
 	}
 	f->order_epoch = ep;
 }
-
-/* Record i as C×H×W BGR floats into out (c*h*w).  With c/h/w zero (the first
- * call) they are taken from the record. */
-static void feed_planes8(const uint8_t *px, int c, int h, int w, uint8_t *out);
 
 /* Record i into out (floats) or, when out8, its 8-bit planes into out8 (an error
  * for a record of float values); *is8: whether it holds 8-bit pixels. */
@@ -138,10 +122,8 @@ static int load_record(struct feed *f, int64_t i, float *out, uint8_t *out8, int
 		if (!rc && (im.h != *h || im.w != *w))
 			rc = dd_err_set(err, DD_EINVAL, "%s is %dx%d, the dataset's images are %dx%d", name,
 					im.w, im.h, *w, *h);
-		if (!rc && out8)
-			feed_planes8(im.px, im.c, im.h, im.w, out8);
-		else if (!rc && out)
-			feed_planes(im.px, im.c, im.h, im.w, out);
+		if (!rc && (out8 || out))
+			image_to_planes(&im, out8, out);
 		image_free(&im);
 		if (rc)
 			dd_err_prefix(err, "%s", name);
@@ -173,29 +155,6 @@ static int load_record(struct feed *f, int64_t i, float *out, uint8_t *out8, int
 }
 
 static void *producer(void *arg);
-
-/* feed_planes keeping the bytes */
-static void feed_planes8(const uint8_t *px, int c, int h, int w, uint8_t *out)
-{
-	size_t hw = (size_t)h * w;
-	for (int ch = 0; ch < c; ch++) {
-		int src = c == 3 ? 2 - ch : 0;
-		uint8_t *p = out + (size_t)ch * hw;
-		for (size_t k = 0; k < hw; k++)
-			p[k] = px[k * c + src];
-	}
-}
-
-void feed_planes(const uint8_t *px, int c, int h, int w, float *out)
-{
-	size_t hw = (size_t)h * w;
-	for (int ch = 0; ch < c; ch++) {
-		int src = c == 3 ? 2 - ch : 0; /* BGR planes from RGB */
-		float *p = out + (size_t)ch * hw;
-		for (size_t k = 0; k < hw; k++)
-			p[k] = px[k * c + src];
-	}
-}
 
 int feed_mean_load(const char *mean_path, enum feed_mean mode, const float *mean_value, int nmean_value, int c,
 		   int h, int w, float **out, struct dd_err *err)
@@ -311,7 +270,7 @@ int feed_open(const char *dataset_dir, const char *split, const struct feed_opts
 		f->oh = f->ow = o->crop;
 	}
 	if (o->mean_value || o->mean != FEED_MEAN_NONE) {
-		snprintf(path, sizeof path, "%s/mean.binaryproto", dataset_dir);
+		dsinfo_path(dataset_dir, DSINFO_MEAN, path, sizeof path);
 		if ((rc = feed_mean_load(path, o->mean, o->mean_value, o->nmean_value, f->c, f->h, f->w, &f->mean,
 					 err)))
 			goto fail;

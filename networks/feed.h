@@ -100,9 +100,8 @@ void feed_done(struct feed *f);
  * What a feed does to one image, in three steps, so that a model classifying an
  * uploaded image prepares it exactly as training and validation did. */
 
-/* Interleaved 8-bit pixels (h*w*c, c = 1 gray or 3 RGB, as datasets/image.h holds
- * them) into C×H×W float planes, colour planes in BGR order (Caffe's). */
-void feed_planes(const uint8_t *px, int c, int h, int w, float *out);
+/* First, the image's pixels into C×H×W float planes, colour planes in BGR order
+ * (Caffe's): image_to_planes (datasets/image.h), as a raw record holds them. */
 
 /* The mean to subtract from C×H×W images of this shape, as c*h*w floats: explicit
  * mean_value (per channel, or one for all) when non-NULL, else the image of the

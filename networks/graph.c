@@ -47,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/rng.h"
 #include "backend_impl.h"
 #include "ref.h"
 
@@ -85,20 +86,12 @@ struct graph {
 	int profiling;
 };
 
-/* ---- the PRNG of the fillers: splitmix64, as dropout's ---- */
-
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
+/* ---- the PRNG of the fillers: splitmix64 (common/rng.h), as dropout's ---- */
 
 /* uniform in [0, 1) */
 static double next_unit(uint64_t *s)
 {
-	return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+	return rng_unit(rng_next(s));
 }
 
 static double next_gauss(uint64_t *s)
@@ -149,15 +142,12 @@ static void fill(float *w, const struct net_param_blob *p, const struct net_fill
 	}
 }
 
-/* The filler of parameter blob i of a layer; NULL: zeros (BatchNorm's statistics). */
+/* The filler of parameter blob i of a layer (its type's row says where it is);
+ * NULL: zeros (BatchNorm's statistics). */
 static const struct net_filler *filler_of(const struct net_layer *l, int i)
 {
-	switch (l->type) {
-	case NET_CONVOLUTION: return i == 0 ? &l->conv.weight_filler : &l->conv.bias_filler;
-	case NET_INNER_PRODUCT: return i == 0 ? &l->ip.weight_filler : &l->ip.bias_filler;
-	case NET_SCALE: return i == 0 ? &l->scale.filler : &l->scale.bias_filler;
-	default: return NULL;
-	}
+	size_t off = net_layer_type_info(l->type)->filler[i > 0];
+	return off ? (const struct net_filler *)((const char *)l + off) : NULL;
 }
 
 /* ---- carving the scratch arena: pass 1 measures (base NULL), pass 2 assigns ---- */
@@ -182,15 +172,14 @@ static int64_t blob_count(const struct graph *gr, int b)
 /* Does the backward of this type read bottom 0's values? */
 static int reads_input(enum net_layer_type t)
 {
-	return t == NET_CONVOLUTION || t == NET_INNER_PRODUCT || t == NET_RELU || t == NET_POWER || t == NET_LRN ||
-	       t == NET_SCALE;
+	return net_layer_type_info(t)->reads_bottom;
 }
 
 /* Does it read its top's values?  (An in-place ReLU reads its output for the sign.) */
 static int reads_output(enum net_layer_type t, int in_place)
 {
-	return t == NET_SIGMOID || t == NET_TANH || t == NET_BATCH_NORM || t == NET_LRN || t == NET_SOFTMAX ||
-	       (t == NET_RELU && in_place);
+	enum net_reads r = net_layer_type_info(t)->reads_top;
+	return r == NET_READS_YES || (r == NET_READS_IN_PLACE && in_place);
 }
 
 /* Does a node after nd overwrite blob b in place (so nd's backward would find the
@@ -342,7 +331,20 @@ static void describe_node(struct graph *gr, struct gnode *gn, const float **x, f
 	case NET_SCALE:
 		bl->d.scale = (struct scale_desc){ .n = bl->n, .c = bl->c, .inner = bl->inner, .bias = l->scale.bias_term };
 		break;
-	default:
+	case NET_DATA:
+	case NET_INPUT:
+	case NET_RELU:
+	case NET_SIGMOID:
+	case NET_TANH:
+	case NET_POWER:
+	case NET_DROPOUT:
+	case NET_ELTWISE:
+	case NET_CONCAT:
+	case NET_FLATTEN:
+	case NET_SOFTMAX:
+	case NET_SOFTMAX_LOSS:
+	case NET_ACCURACY:
+	case NET_LAYER_TYPE_COUNT: /* no descriptor: the kernels read the layer and the counts */
 		break;
 	}
 }
@@ -672,4 +674,3 @@ const struct graph_param *graph_param(const struct graph *gr, int i)
 }
 float *graph_params(struct graph *gr) { return gr->params; }
 float *graph_grads(struct graph *gr) { return gr->grads; }
-const struct net_graph *graph_net(const struct graph *gr) { return gr->g; }

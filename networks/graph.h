@@ -3,11 +3,14 @@
  * A struct graph takes a struct net_graph (net_instantiate's layers in order, with
  * blob and parameter shapes) and gives it storage in the llm.c way: one float arena
  * for every learned and stored parameter blob, one for their gradients, one for
- * every activation blob, one for the activation gradients, and one scratch arena for
- * what layers keep between forward and backward (pooling argmax, dropout masks, LRN
- * scale, batch-norm statistics, softmax probabilities).  Every tensor is a pointer
- * into its arena.  A backend (backend.h: the reference kernels, oneDNN) runs the
- * layers and owns the memory and the per-layer state.
+ * every activation blob, one for the activation gradients, and one scratch arena
+ * for the saved inputs and outputs of layers whose backward reads a value a later
+ * in-place layer overwrites, plus the in-place layers' output gradient (graph.c's
+ * design note).  Every tensor is a pointer into its arena.  What a layer keeps
+ * between forward and backward (pooling argmax, dropout masks, LRN scale,
+ * batch-norm statistics, softmax probabilities) is not in the arenas: it is the
+ * backend's per-layer state.  A backend (backend.h: the reference kernels, oneDNN,
+ * the CUDA plugin) runs the layers and owns the memory and that state.
  *
  * The data layer's tops ("data" and, in train/val, "label") are inputs: the caller
  * fills them through graph_blob() before graph_forward().
@@ -103,7 +106,5 @@ int graph_bytes_plan(const struct net_graph *g, struct graph_bytes *b);
 /* What gr's arenas really hold (the + 1 and alignment slack left out): equal to
  * graph_bytes_plan of its net_graph, which tests/unit/test_memory.c checks. */
 void graph_bytes_of(const struct graph *gr, struct graph_bytes *b);
-/* The instantiated network it runs (borrowed). */
-const struct net_graph *graph_net(const struct graph *gr);
 
 #endif

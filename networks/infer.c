@@ -22,11 +22,13 @@
 #include "../common/json.h"
 #include "../common/version.h"
 #include "../datasets/datum.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/image.h"
 #include "backend.h"
 #include "bundle.h"
 #include "feed.h"
 #include "graph.h"
+#include "modeldir.h"
 #include "net.h"
 #include "snapshot.h"
 
@@ -118,7 +120,7 @@ static int dataset_dir(const char *dir, const cJSON *settings, char *buf, size_t
 static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32], ds[PATH_MAX];
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	int rc = read_json(path, &h->settings, err);
 	if (rc)
 		return rc;
@@ -138,15 +140,15 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	/* the resize mode: the model's copy, else the dataset's own record */
 	cJSON *pre = NULL;
 	const char *mode = NULL;
-	snprintf(path, sizeof path, "%s/preprocess.json", dir);
+	modeldir_path(dir, MODELDIR_PREPROCESS, path, sizeof path);
 	if (access(path, R_OK) != 0 && have_ds)
-		snprintf(path, sizeof path, "%s/dataset.json", ds);
+		dsinfo_path(ds, DSINFO_FILE, path, sizeof path);
 	if (access(path, R_OK) == 0) {
 		if ((rc = read_json(path, &pre, err)))
 			return rc;
 		mode = cJSON_GetStringValue(get(pre, "resize_mode"));
 		if (!mode)
-			mode = cJSON_GetStringValue(get(get(pre, "options"), "resize_mode"));
+			mode = cJSON_GetStringValue(get(dsinfo_options(pre), "resize_mode"));
 	}
 	rc = DD_OK;
 	if (!mode)
@@ -157,9 +159,9 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	if (rc)
 		return rc;
 
-	snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", dir);
+	modeldir_path(dir, MODELDIR_MEAN, h->mean_path, sizeof h->mean_path);
 	if (access(h->mean_path, R_OK) != 0 && have_ds)
-		snprintf(h->mean_path, sizeof h->mean_path, "%s/mean.binaryproto", ds);
+		dsinfo_path(ds, DSINFO_MEAN, h->mean_path, sizeof h->mean_path);
 	return DD_OK;
 }
 
@@ -168,7 +170,7 @@ static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32];
 	cJSON *j = NULL;
-	snprintf(path, sizeof path, "%s/info.json", dir);
+	snprintf(path, sizeof path, "%s/" BUNDLE_MANIFEST, dir);
 	int rc = read_json(path, &j, err);
 	if (rc)
 		return rc;
@@ -250,7 +252,7 @@ static int check_bundle(struct infer *h, const char *dir, const char *wpath, str
 
 	/* labels.txt: one line a class */
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	modeldir_path(dir, MODELDIR_LABELS, path, sizeof path);
 	char *text = NULL;
 	size_t len = 0;
 	if (access(path, F_OK) == 0) {
@@ -274,7 +276,7 @@ static int check_bundle(struct infer *h, const char *dir, const char *wpath, str
 static int read_labels(struct infer *h, const char *dir, struct dd_err *err)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/labels.txt", dir);
+	modeldir_path(dir, MODELDIR_LABELS, path, sizeof path);
 	size_t len = 0;
 	h->label_buf = NULL;
 	if (access(path, R_OK) == 0) {
@@ -315,7 +317,7 @@ static int open_at(const char *dir, const char *weights, int batch, struct infer
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	char path[PATH_MAX + 32], wpath[PATH_MAX + 32];
 	int rc;
-	snprintf(path, sizeof path, "%s/info.json", dir);
+	snprintf(path, sizeof path, "%s/" BUNDLE_MANIFEST, dir);
 	int bundle = access(path, R_OK) == 0;
 	if ((rc = bundle ? read_bundle(h, dir, err) : read_job(h, dir, err)))
 		goto fail;
@@ -326,7 +328,7 @@ static int open_at(const char *dir, const char *weights, int batch, struct infer
 	snprintf(wpath, sizeof wpath, "%s", weights ? weights : "");
 	if (!weights)
 		snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
-	snprintf(path, sizeof path, "%s/network.prototxt", dir);
+	modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
 	if ((rc = fs_read_file(path, MAX_TEXT, &h->text, NULL, err)))
 		goto fail;
 	if ((rc = net_parse(h->text, strlen(h->text), &h->def, err))) {
@@ -983,7 +985,7 @@ int infer_batch_set_image(struct infer *h, int slot, const struct image *im, str
 			goto out;
 		src = &sized;
 	}
-	feed_planes(src->px, h->prep.c, h->prep.h, h->prep.w, h->img);
+	image_to_planes(src, NULL, h->img);
 	slot_transform(h, slot);
 out:
 	image_free(&conv);
@@ -1028,11 +1030,7 @@ int infer_batch_set_datum(struct infer *h, int slot, const struct datum *d, cons
 	struct image im = { d->width, d->height, d->channels, malloc(d->data_len) };
 	if (!im.px)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
-	for (int ch = 0; ch < d->channels; ch++) {
-		int dst = d->channels == 3 ? 2 - ch : ch;
-		for (size_t i = 0; i < plane; i++)
-			im.px[i * d->channels + dst] = d->data[plane * ch + i];
-	}
+	image_from_planes(&im, d->data);
 	int rc = infer_batch_set_image(h, slot, &im, err);
 	image_free(&im);
 	return rc;

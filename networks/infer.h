@@ -26,7 +26,7 @@
  * that made it, and running it from another crashes.  A struct infer_cache holds
  * open handles, bounded by count and bytes, least recently used first out, each
  * lent to one thread at a time; the inference service gives each of its lanes a
- * cache of its own (app/infer/infer_service.c) for that reason. */
+ * cache of its own (app/infer/service.c) for that reason. */
 #ifndef DD_INFER_H
 #define DD_INFER_H
 

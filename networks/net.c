@@ -1,6 +1,10 @@
 /* net.c — Caffe's NetParameter (the subset deepdesk trains) from a prototxt tree,
  * and its instantiation for one of DIGITS' stages with shape inference.
  *
+ * What is particular to a layer type (its parameter messages' descriptors and
+ * checks, its shape rule, its bottom and top counts) is its row in layers.c; this
+ * file is the machinery the rows drive, and net_impl.h what the two share.
+ *
  * Design note.  Parsing (net_parse) checks everything that can be checked without a
  * dataset: the schema (each message's fields, their kinds and ranges, fields given
  * twice), each layer's own consistency (kernel given, pad below kernel, bottoms and
@@ -30,36 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prototxt.h"
+#include "net_impl.h"
 
 /* ---- names -------------------------------------------------------------------- */
-
-static const char *const type_names[NET_LAYER_TYPE_COUNT] = {
-	[NET_DATA] = "Data",
-	[NET_INPUT] = "Input",
-	[NET_CONVOLUTION] = "Convolution",
-	[NET_POOLING] = "Pooling",
-	[NET_INNER_PRODUCT] = "InnerProduct",
-	[NET_RELU] = "ReLU",
-	[NET_SIGMOID] = "Sigmoid",
-	[NET_TANH] = "TanH",
-	[NET_POWER] = "Power",
-	[NET_DROPOUT] = "Dropout",
-	[NET_LRN] = "LRN",
-	[NET_BATCH_NORM] = "BatchNorm",
-	[NET_SCALE] = "Scale",
-	[NET_ELTWISE] = "Eltwise",
-	[NET_CONCAT] = "Concat",
-	[NET_FLATTEN] = "Flatten",
-	[NET_SOFTMAX] = "Softmax",
-	[NET_SOFTMAX_LOSS] = "SoftmaxWithLoss",
-	[NET_ACCURACY] = "Accuracy",
-};
-
-const char *net_layer_type_name(enum net_layer_type type)
-{
-	return (unsigned)type < NET_LAYER_TYPE_COUNT ? type_names[type] : "?";
-}
 
 static const char *const stage_names[] = { "train", "val", "deploy" };
 
@@ -114,15 +91,7 @@ int net_err_pos(const struct dd_err *err, int *line, int *col)
 
 /* ---- parse context and field readers ------------------------------------------- */
 
-struct pc {
-	struct dd_err *err;
-	struct ptx_doc *doc;
-	char prefix[128];  /* "layer 'conv1': " or "" at the top level */
-	const char *where; /* the message being read: "convolution_param", "" for a layer */
-};
-
-static int perr(struct pc *c, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int perr(struct pc *c, int line, int col, const char *fmt, ...)
+int net_perr(struct pc *c, int line, int col, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
@@ -166,7 +135,7 @@ static int bad_value(struct pc *c, const struct ptx_field *f, const char *expect
 	char p[128], g[80];
 	path(c, f, p, sizeof p);
 	got(f, g, sizeof g);
-	return perr(c, f->vline, f->vcol, "%s: expected %s, got %s", p, expected, g);
+	return net_perr(c, f->vline, f->vcol, "%s: expected %s, got %s", p, expected, g);
 }
 
 static int unknown_field(struct pc *c, const struct ptx_field *f)
@@ -174,8 +143,8 @@ static int unknown_field(struct pc *c, const struct ptx_field *f)
 	char n[80];
 	sanitize(n, sizeof n, f->name, 60);
 	if (c->where && c->where[0])
-		return perr(c, f->line, f->col, "unknown field '%s' in %s", n, c->where);
-	return perr(c, f->line, f->col, "unknown field '%s'", n);
+		return net_perr(c, f->line, f->col, "unknown field '%s' in %s", n, c->where);
+	return net_perr(c, f->line, f->col, "unknown field '%s'", n);
 }
 
 /* A non-repeated field may appear once (as protobuf's own parser insists). */
@@ -186,8 +155,8 @@ static int once(struct pc *c, const struct ptx_msg *m, int i)
 		if (strcmp(m->field[j].name, f->name) == 0) {
 			char p[128];
 			path(c, f, p, sizeof p);
-			return perr(c, f->line, f->col, "%s is given twice (first at %d:%d)", p,
-				    m->field[j].line, m->field[j].col);
+			return net_perr(c, f->line, f->col, "%s is given twice (first at %d:%d)", p,
+					m->field[j].line, m->field[j].col);
 		}
 	return DD_OK;
 }
@@ -292,7 +261,7 @@ static int get_string(struct pc *c, const struct ptx_field *f, const char **out)
 	if (strlen(f->text) != f->len) {
 		char p[128];
 		path(c, f, p, sizeof p);
-		return perr(c, f->vline, f->vcol, "%s: a NUL byte is not allowed in it", p);
+		return net_perr(c, f->vline, f->vcol, "%s: a NUL byte is not allowed in it", p);
 	}
 	*out = f->text;
 	return DD_OK;
@@ -331,147 +300,13 @@ static int strings_of(struct pc *c, const struct ptx_msg *m, const char *name, c
 	return DD_OK;
 }
 
-static int count_of(const struct ptx_msg *m, const char *name)
+int net_count_of(const struct ptx_msg *m, const char *name)
 {
 	int k = 0;
 	for (int i = 0; i < m->nfield; i++)
 		k += strcmp(m->field[i].name, name) == 0;
 	return k;
 }
-
-/* Read a sub-message with c->where set to `where` for its fields' messages. */
-#define WITH_WHERE(c, w, call)                    \
-	do {                                      \
-		const char *saved_ = (c)->where;  \
-		(c)->where = (w);                 \
-		int rc_ = (call);                 \
-		(c)->where = saved_;              \
-		if (rc_)                          \
-			return rc_;               \
-	} while (0)
-
-/* ---- messages -------------------------------------------------------------------- */
-
-static void filler_default(struct net_filler *f, float value)
-{
-	memset(f, 0, sizeof *f);
-	f->type = NET_FILLER_CONSTANT;
-	f->value = value;
-	f->max = 1;
-	f->std = 1;
-	f->variance_norm = NET_FAN_IN;
-}
-
-static int parse_filler(struct pc *c, const struct ptx_msg *m, struct net_filler *out)
-{
-	static const char *const vn[] = { "FAN_IN", "FAN_OUT", "AVERAGE" };
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "type")) {
-			static const char *const types[] = { "constant", "uniform", "gaussian", "xavier", "msra" };
-			const char *s;
-			if ((rc = get_string(c, f, &s)))
-				return rc;
-			int found = -1;
-			for (int k = 0; k < 5; k++)
-				if (!strcmp(s, types[k]))
-					found = k;
-			if (found < 0) {
-				char n[64];
-				sanitize(n, sizeof n, s, 40);
-				return perr(c, f->vline, f->vcol,
-					    "%s.type: filler \"%s\" is not supported (constant, uniform, gaussian, xavier or msra)",
-					    c->where, n);
-			}
-			out->type = (enum net_filler_type)found;
-		} else if (!strcmp(f->name, "value")) {
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->value);
-		} else if (!strcmp(f->name, "min")) {
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->min);
-		} else if (!strcmp(f->name, "max")) {
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->max);
-		} else if (!strcmp(f->name, "mean")) {
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &out->mean);
-		} else if (!strcmp(f->name, "std")) {
-			rc = get_float(c, f, 0, FLT_MAX, &out->std);
-		} else if (!strcmp(f->name, "variance_norm")) {
-			if (!(rc = get_enum(c, f, vn, 3, &v)))
-				out->variance_norm = (enum net_variance_norm)v;
-		} else {
-			return unknown_field(c, f);
-		}
-		if (rc)
-			return rc;
-	}
-	if (out->type == NET_FILLER_UNIFORM && out->min > out->max)
-		return perr(c, m->line, m->col, "%s: uniform min %g is above max %g", c->where, out->min,
-			    out->max);
-	return DD_OK;
-}
-
-static int parse_rule(struct pc *c, const struct ptx_msg *m, struct net_rule *r)
-{
-	static const char *const phases[] = { "TRAIN", "TEST" };
-	int rc;
-	r->phase = -1;
-	r->min_level = INT32_MIN;
-	r->max_level = INT32_MAX;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (!strcmp(f->name, "stage") || !strcmp(f->name, "not_stage"))
-			continue; /* below */
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "phase"))
-			rc = get_enum(c, f, phases, 2, &r->phase);
-		else if (!strcmp(f->name, "min_level"))
-			rc = get_int(c, f, INT32_MIN, INT32_MAX, &r->min_level);
-		else if (!strcmp(f->name, "max_level"))
-			rc = get_int(c, f, INT32_MIN, INT32_MAX, &r->max_level);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	if ((rc = strings_of(c, m, "stage", &r->stage, &r->nstage)))
-		return rc;
-	return strings_of(c, m, "not_stage", &r->not_stage, &r->nnot_stage);
-}
-
-static int parse_param_spec(struct pc *c, const struct ptx_msg *m, struct net_param_spec *p)
-{
-	int rc;
-	p->lr_mult = 1;
-	p->decay_mult = 1;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "lr_mult"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->lr_mult);
-		else if (!strcmp(f->name, "decay_mult"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->decay_mult);
-		else if (!strcmp(f->name, "name") || !strcmp(f->name, "share_mode"))
-			return perr(c, f->line, f->col,
-				    "param.%s: sharing parameters between layers is not supported", f->name);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-/* Caffe's per-axis values: `rep` (repeated: one value for both axes or h then w)
- * or `name_h`/`name_w`; the two ways exclude each other. */
-struct axes {
-	int v[2], n;       /* from the repeated field */
-	int h, w, has_h, has_w;
-	const struct ptx_field *first; /* for messages */
-};
 
 static int axes_add(struct pc *c, const struct ptx_field *f, struct axes *a, int lo, int hi, int repeated)
 {
@@ -480,31 +315,10 @@ static int axes_add(struct pc *c, const struct ptx_field *f, struct axes *a, int
 	if (a->n == 2 || (!repeated && a->n == 1)) {
 		char p[128];
 		path(c, f, p, sizeof p);
-		return perr(c, f->line, f->col, repeated ? "%s: at most two values (height, width)"
+		return net_perr(c, f->line, f->col, repeated ? "%s: at most two values (height, width)"
 							 : "%s is given twice", p);
 	}
 	return get_int(c, f, lo, hi, &a->v[a->n++]);
-}
-
-/* Resolve to (h, w); def when nothing was given.  Returns 1 if anything was.
- * rep is the repeated field's name ("kernel_size"), base the _h/_w fields' ("kernel"). */
-static int axes_get(struct pc *c, const char *rep, const char *base, struct axes *a, int def, int *h, int *w,
-		    int *rc)
-{
-	*rc = DD_OK;
-	if (a->n && (a->has_h || a->has_w)) {
-		*rc = perr(c, a->first->line, a->first->col, "%s: give %s or %s_h and %s_w, not both", c->where,
-			   rep, base, base);
-		return 0;
-	}
-	if (a->n) {
-		*h = a->v[0];
-		*w = a->n == 2 ? a->v[1] : a->v[0];
-		return 1;
-	}
-	*h = a->has_h ? a->h : def;
-	*w = a->has_w ? a->w : def;
-	return a->has_h || a->has_w;
 }
 
 /* The _h/_w form of an axes field: "kernel_h" -> stored in a->h. */
@@ -531,964 +345,218 @@ static int is_name(const char *s, const char *base, const char *suffix)
 	return strncmp(s, base, n) == 0 && strcmp(s + n, suffix) == 0;
 }
 
-#define MAX_KERNEL 65535
 
-static int parse_conv(struct pc *c, const struct ptx_msg *m, struct net_conv_param *p)
-{
-	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
-	struct axes k = { 0 }, s = { 0 }, pad = { 0 }, d = { 0 };
-	int rc, v, has_num = 0;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		const char *n = f->name;
-		if (!strcmp(n, "kernel_size"))
-			rc = axes_add(c, f, &k, 1, MAX_KERNEL, 1);
-		else if (!strcmp(n, "stride"))
-			rc = axes_add(c, f, &s, 1, MAX_KERNEL, 1);
-		else if (!strcmp(n, "pad"))
-			rc = axes_add(c, f, &pad, 0, MAX_KERNEL, 1);
-		else if (!strcmp(n, "dilation"))
-			rc = axes_add(c, f, &d, 1, MAX_KERNEL, 1);
-		else if (is_name(n, "kernel", "_h") || is_name(n, "kernel", "_w"))
-			rc = axes_hw(c, m, i, &k, 1, MAX_KERNEL);
-		else if (is_name(n, "stride", "_h") || is_name(n, "stride", "_w"))
-			rc = axes_hw(c, m, i, &s, 1, MAX_KERNEL);
-		else if (is_name(n, "pad", "_h") || is_name(n, "pad", "_w"))
-			rc = axes_hw(c, m, i, &pad, 0, MAX_KERNEL);
-		else if ((rc = once(c, m, i)))
-			return rc;
-		else if (!strcmp(n, "num_output"))
-			rc = get_int(c, f, 1, 1 << 24, &p->num_output), has_num = 1;
-		else if (!strcmp(n, "bias_term"))
-			rc = get_bool(c, f, &p->bias_term);
-		else if (!strcmp(n, "group"))
-			rc = get_int(c, f, 1, 1 << 24, &p->group);
-		else if (!strcmp(n, "weight_filler") || !strcmp(n, "bias_filler")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			WITH_WHERE(c, n[0] == 'w' ? "convolution_param.weight_filler" : "convolution_param.bias_filler",
-				   parse_filler(c, f->msg, n[0] == 'w' ? &p->weight_filler : &p->bias_filler));
-		} else if (!strcmp(n, "engine"))
-			rc = get_enum(c, f, engines, 3, &v); /* a backend hint: the backend decides */
-		else if (!strcmp(n, "axis")) {
-			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
-				return perr(c, f->vline, f->vcol, "convolution_param.axis: only axis 1 (channels) is supported");
-		} else if (!strcmp(n, "force_nd_im2col"))
-			rc = get_bool(c, f, &v);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	if (!has_num)
-		return perr(c, m->line, m->col, "convolution_param: num_output is required");
-	if (!axes_get(c, "kernel_size", "kernel", &k, 0, &p->kh, &p->kw, &rc)) {
-		if (rc)
-			return rc;
-		return perr(c, m->line, m->col, "convolution_param: give kernel_size, or kernel_h and kernel_w");
-	}
-	if ((k.has_h != k.has_w) && !k.n)
-		return perr(c, m->line, m->col, "convolution_param: kernel_h and kernel_w go together");
-	axes_get(c, "stride", "stride", &s, 1, &p->sh, &p->sw, &rc);
-	if (rc)
-		return rc;
-	axes_get(c, "pad", "pad", &pad, 0, &p->ph, &p->pw, &rc);
-	if (rc)
-		return rc;
-	axes_get(c, "dilation", "dilation", &d, 1, &p->dh, &p->dw, &rc);
-	if (rc)
-		return rc;
-	if (p->num_output % p->group)
-		return perr(c, m->line, m->col, "convolution_param: num_output %d is not a multiple of group %d",
-			    p->num_output, p->group);
-	return DD_OK;
-}
+/* ---- messages: descriptors, and the one loop that reads them ----------------------- */
 
-static int parse_pool(struct pc *c, const struct ptx_msg *m, struct net_pool_param *p)
-{
-	static const char *const methods[] = { "MAX", "AVE", NULL /* STOCHASTIC */ };
-	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
-	struct axes k = { 0 }, s = { 0 }, pad = { 0 };
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		const char *n = f->name;
-		if (!strcmp(n, "kernel_size"))
-			rc = (rc = once(c, m, i)) ? rc : axes_add(c, f, &k, 1, MAX_KERNEL, 0);
-		else if (!strcmp(n, "stride"))
-			rc = (rc = once(c, m, i)) ? rc : axes_add(c, f, &s, 1, MAX_KERNEL, 0);
-		else if (!strcmp(n, "pad"))
-			rc = (rc = once(c, m, i)) ? rc : axes_add(c, f, &pad, 0, MAX_KERNEL, 0);
-		else if (is_name(n, "kernel", "_h") || is_name(n, "kernel", "_w"))
-			rc = axes_hw(c, m, i, &k, 1, MAX_KERNEL);
-		else if (is_name(n, "stride", "_h") || is_name(n, "stride", "_w"))
-			rc = axes_hw(c, m, i, &s, 1, MAX_KERNEL);
-		else if (is_name(n, "pad", "_h") || is_name(n, "pad", "_w"))
-			rc = axes_hw(c, m, i, &pad, 0, MAX_KERNEL);
-		else if ((rc = once(c, m, i)))
-			return rc;
-		else if (!strcmp(n, "pool")) {
-			if (!(rc = get_enum(c, f, methods, 3, &v)))
-				p->pool = (enum net_pool_method)v;
-		} else if (!strcmp(n, "global_pooling"))
-			rc = get_bool(c, f, &p->global);
-		else if (!strcmp(n, "engine"))
-			rc = get_enum(c, f, engines, 3, &v);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	int has_k = axes_get(c, "kernel_size", "kernel", &k, 0, &p->kh, &p->kw, &rc);
-	if (rc)
-		return rc;
-	int has_s = axes_get(c, "stride", "stride", &s, 1, &p->sh, &p->sw, &rc);
-	if (rc)
-		return rc;
-	int has_p = axes_get(c, "pad", "pad", &pad, 0, &p->ph, &p->pw, &rc);
-	if (rc)
-		return rc;
-	if (p->global) {
-		if (has_k)
-			return perr(c, m->line, m->col,
-				    "pooling_param: with global_pooling the kernel is the whole input; remove kernel_size");
-		if ((has_p && (p->ph || p->pw)) || (has_s && (p->sh != 1 || p->sw != 1)))
-			return perr(c, m->line, m->col, "pooling_param: global_pooling takes no pad and stride 1");
-		return DD_OK;
-	}
-	if (!has_k)
-		return perr(c, m->line, m->col,
-			    "pooling_param: give kernel_size, or kernel_h and kernel_w, or global_pooling: true");
-	if (k.has_h != k.has_w)
-		return perr(c, m->line, m->col, "pooling_param: kernel_h and kernel_w go together");
-	if (p->ph >= p->kh || p->pw >= p->kw)
-		return perr(c, m->line, m->col, "pooling_param: pad %dx%d must be smaller than the kernel %dx%d",
-			    p->ph, p->pw, p->kh, p->kw);
-	return DD_OK;
-}
+struct pc;
+struct pmsg;
 
-static int parse_ip(struct pc *c, const struct ptx_msg *m, struct net_ip_param *p)
-{
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		const char *n = f->name;
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(n, "num_output"))
-			rc = get_int(c, f, 1, 1 << 24, &p->num_output);
-		else if (!strcmp(n, "bias_term"))
-			rc = get_bool(c, f, &p->bias_term);
-		else if (!strcmp(n, "weight_filler") || !strcmp(n, "bias_filler")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			WITH_WHERE(c, n[0] == 'w' ? "inner_product_param.weight_filler" : "inner_product_param.bias_filler",
-				   parse_filler(c, f->msg, n[0] == 'w' ? &p->weight_filler : &p->bias_filler));
-		} else if (!strcmp(n, "axis")) {
-			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
-				return perr(c, f->vline, f->vcol,
-					    "inner_product_param.axis: only axis 1 is supported (all of C*H*W is the input)");
-		} else if (!strcmp(n, "transpose")) {
-			if (!(rc = get_bool(c, f, &v)) && v)
-				return perr(c, f->vline, f->vcol, "inner_product_param.transpose is not supported");
-		} else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
+#define NAXES 4
+#define MAX_FIELDS 16
 
-/* relu_param, sigmoid_param, tanh_param, softmax_param: an engine and little else. */
-static int parse_simple(struct pc *c, const struct ptx_msg *m, struct net_layer *l)
-{
-	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "engine"))
-			rc = get_enum(c, f, engines, 3, &v);
-		else if (l->type == NET_RELU && !strcmp(f->name, "negative_slope"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &l->relu.negative_slope);
-		else if ((l->type == NET_SOFTMAX || l->type == NET_SOFTMAX_LOSS) && !strcmp(f->name, "axis")) {
-			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
-				return perr(c, f->vline, f->vcol, "softmax_param.axis: only axis 1 (channels) is supported");
-		} else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
+#define AT(p, off) ((char *)(p) + (off))
 
-static int parse_power(struct pc *c, const struct ptx_msg *m, struct net_power_param *p)
+static void msg_defaults(const struct pmsg *d, void *p)
 {
-	int rc;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "power"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->power);
-		else if (!strcmp(f->name, "scale"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->scale);
-		else if (!strcmp(f->name, "shift"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->shift);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_dropout(struct pc *c, const struct ptx_msg *m, struct net_dropout_param *p)
-{
-	int rc;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "dropout_ratio")) {
-			if ((rc = get_float(c, f, 0, 1, &p->ratio)))
-				return rc;
-			if (p->ratio >= 1)
-				return bad_value(c, f, "a ratio from 0 to below 1");
-		} else {
-			return unknown_field(c, f);
-		}
-	}
-	return DD_OK;
-}
-
-static int parse_lrn(struct pc *c, const struct ptx_msg *m, struct net_lrn_param *p)
-{
-	static const char *const regions[] = { "ACROSS_CHANNELS", NULL /* WITHIN_CHANNEL */ };
-	static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "local_size")) {
-			if ((rc = get_int(c, f, 1, 1023, &p->local_size)))
-				return rc;
-			if (p->local_size % 2 == 0)
-				return bad_value(c, f, "an odd local_size");
-		} else if (!strcmp(f->name, "alpha"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->alpha);
-		else if (!strcmp(f->name, "beta"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->beta);
-		else if (!strcmp(f->name, "k"))
-			rc = get_float(c, f, 1e-30, FLT_MAX, &p->k);
-		else if (!strcmp(f->name, "norm_region"))
-			rc = get_enum(c, f, regions, 2, &v);
-		else if (!strcmp(f->name, "engine"))
-			rc = get_enum(c, f, engines, 3, &v);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_bn(struct pc *c, const struct ptx_msg *m, struct net_bn_param *p)
-{
-	int rc;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "use_global_stats"))
-			rc = get_bool(c, f, &p->use_global_stats);
-		else if (!strcmp(f->name, "moving_average_fraction"))
-			rc = get_float(c, f, 0, 1, &p->moving_average_fraction);
-		else if (!strcmp(f->name, "eps"))
-			rc = get_float(c, f, 1e-30, FLT_MAX, &p->eps);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_scale(struct pc *c, const struct ptx_msg *m, struct net_scale_param *p)
-{
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		const char *n = f->name;
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(n, "bias_term"))
-			rc = get_bool(c, f, &p->bias_term);
-		else if (!strcmp(n, "filler") || !strcmp(n, "bias_filler")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			WITH_WHERE(c, n[0] == 'f' ? "scale_param.filler" : "scale_param.bias_filler",
-				   parse_filler(c, f->msg, n[0] == 'f' ? &p->filler : &p->bias_filler));
-		} else if (!strcmp(n, "axis") || !strcmp(n, "num_axes")) {
-			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
-				return perr(c, f->vline, f->vcol,
-					    "scale_param.%s: only 1 is supported (one factor per channel)", n);
-		} else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_eltwise(struct pc *c, const struct ptx_msg *m, struct net_eltwise_param *p)
-{
-	static const char *const ops[] = { "PROD", "SUM", "MAX" };
-	int rc, v, k = 0;
-	int ncoeff = count_of(m, "coeff");
-	float *coeff = NULL;
-	if (ncoeff && !(coeff = ptx_alloc(c->doc, (size_t)ncoeff * sizeof *coeff)))
-		return nomem(c);
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (!strcmp(f->name, "coeff")) {
-			if ((rc = get_float(c, f, -FLT_MAX, FLT_MAX, &coeff[k++])))
-				return rc;
+	for (int k = 0; k < d->nfield; k++) {
+		const struct field *fd = &d->field[k];
+		if (fd->off == NOWHERE)
 			continue;
+		switch (fd->kind) {
+		case F_INT:
+		case F_BOOL:
+		case F_ENUM:
+		case F_NAMED: *(int *)AT(p, fd->off) = (int)fd->def; break;
+		case F_FLOAT: *(float *)AT(p, fd->off) = (float)fd->def; break;
+		case F_AXES: *(int *)AT(p, fd->off) = *(int *)AT(p, fd->cnt) = (int)fd->def; break;
+		case F_MSG: msg_defaults(fd->sub, AT(p, fd->off)); break;
+		case F_STRING:
+		case F_REFUSED:
+		case F_FLOATS:
+		case F_STRINGS:
+		case F_DIMS:
+		case F_MSGS: break;
 		}
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "operation")) {
-			if (!(rc = get_enum(c, f, ops, 3, &v)))
-				p->op = (enum net_eltwise_op)v;
-		} else if (!strcmp(f->name, "stable_prod_grad"))
-			rc = get_bool(c, f, &v);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
 	}
-	p->coeff = coeff;
-	p->ncoeff = ncoeff;
-	if (ncoeff && p->op != NET_ELTWISE_SUM)
-		return perr(c, m->line, m->col, "eltwise_param: coeff applies only to operation SUM");
-	return DD_OK;
+	if (d->init)
+		d->init(p);
 }
 
-static int parse_concat(struct pc *c, const struct ptx_msg *m)
+static int parse_msg(struct pc *c, const struct ptx_msg *m, const struct pmsg *d, void *p);
+
+/* Read f's message with d, where its errors say "WHERE.NAME" ("convolution_param.weight_filler"). */
+static int read_sub(struct pc *c, const struct ptx_field *f, const struct pmsg *d, void *p)
 {
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (strcmp(f->name, "axis") != 0 && strcmp(f->name, "concat_dim") != 0)
-			return unknown_field(c, f);
-		if ((rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)))
-			return rc;
-		if (v != 1)
-			return perr(c, f->vline, f->vcol, "concat_param.%s: only 1 (channels) is supported", f->name);
-	}
-	return DD_OK;
-}
-
-static int parse_loss(struct pc *c, const struct ptx_msg *m, struct net_loss_param *p)
-{
-	static const char *const norms[] = { NULL /* FULL */, "VALID", NULL /* BATCH_SIZE */, NULL /* NONE */ };
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "ignore_label"))
-			rc = get_int(c, f, INT32_MIN, INT32_MAX, &p->ignore_label), p->has_ignore_label = 1;
-		else if (!strcmp(f->name, "normalization"))
-			rc = get_enum(c, f, norms, 4, &v);
-		else if (!strcmp(f->name, "normalize")) {
-			if (!(rc = get_bool(c, f, &v)) && !v)
-				return perr(c, f->vline, f->vcol,
-					    "loss_param.normalize: false is not supported (the loss is always normalised by the number of labels)");
-		} else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_accuracy(struct pc *c, const struct ptx_msg *m, struct net_accuracy_param *p)
-{
-	int rc, v;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "top_k"))
-			rc = get_int(c, f, 1, 1 << 24, &p->top_k);
-		else if (!strcmp(f->name, "ignore_label"))
-			rc = get_int(c, f, INT32_MIN, INT32_MAX, &p->ignore_label), p->has_ignore_label = 1;
-		else if (!strcmp(f->name, "axis")) {
-			if (!(rc = get_int(c, f, INT32_MIN, INT32_MAX, &v)) && v != 1)
-				return perr(c, f->vline, f->vcol, "accuracy_param.axis: only axis 1 is supported");
-		} else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_data(struct pc *c, const struct ptx_msg *m, struct net_data_param *p)
-{
-	static const char *const backends[] = { "LEVELDB", "LMDB" };
-	int rc, v;
-	const char *s;
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "batch_size"))
-			rc = get_int(c, f, 1, 1 << 20, &p->batch_size);
-		else if (!strcmp(f->name, "source")) /* DIGITS sets it to the dataset's */
-			rc = get_string(c, f, &s);
-		else if (!strcmp(f->name, "backend"))
-			rc = get_enum(c, f, backends, 2, &v);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	return DD_OK;
-}
-
-static int parse_transform(struct pc *c, const struct ptx_msg *m, struct net_data_param *p)
-{
-	int rc, k = 0;
-	int nmean = count_of(m, "mean_value");
-	float *mean = NULL;
-	if (nmean && !(mean = ptx_alloc(c->doc, (size_t)nmean * sizeof *mean)))
-		return nomem(c);
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (!strcmp(f->name, "mean_value")) {
-			if ((rc = get_float(c, f, -FLT_MAX, FLT_MAX, &mean[k++])))
-				return rc;
-			continue;
-		}
-		if ((rc = once(c, m, i)))
-			return rc;
-		if (!strcmp(f->name, "scale"))
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &p->scale);
-		else if (!strcmp(f->name, "mirror"))
-			rc = get_bool(c, f, &p->mirror);
-		else if (!strcmp(f->name, "crop_size"))
-			rc = get_int(c, f, 0, MAX_KERNEL, &p->crop_size);
-		else if (!strcmp(f->name, "mean_file"))
-			rc = get_string(c, f, &p->mean_file);
-		else
-			return unknown_field(c, f);
-		if (rc)
-			return rc;
-	}
-	if (nmean && p->mean_file)
-		return perr(c, m->line, m->col, "transform_param: give mean_file or mean_value, not both");
-	p->mean_value = mean;
-	p->nmean_value = nmean;
-	return DD_OK;
-}
-
-/* shape { dim: 1 dim: 3 ... }: 1 to 4 dims, each at least 1. */
-static int parse_shape(struct pc *c, const struct ptx_msg *m, struct net_shape *s)
-{
-	int rc, v;
-	memset(s, 0, sizeof *s);
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (strcmp(f->name, "dim") != 0)
-			return unknown_field(c, f);
-		if (s->ndim == NET_MAX_DIMS)
-			return perr(c, f->line, f->col, "%s: at most %d dims (N, C, H, W)", c->where, NET_MAX_DIMS);
-		if ((rc = get_int(c, f, 1, 1 << 24, &v)))
-			return rc;
-		s->dim[s->ndim++] = v;
-	}
-	if (!s->ndim)
-		return perr(c, m->line, m->col, "%s: no dim given", c->where);
-	return DD_OK;
-}
-
-static int parse_input(struct pc *c, const struct ptx_msg *m, struct net_input_param *p)
-{
-	int rc, k = 0;
-	int n = count_of(m, "shape");
-	struct net_shape *s = n ? ptx_alloc(c->doc, (size_t)n * sizeof *s) : NULL;
-	if (n && !s)
-		return nomem(c);
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (strcmp(f->name, "shape") != 0)
-			return unknown_field(c, f);
-		if ((rc = want_msg(c, f)))
-			return rc;
-		WITH_WHERE(c, "input_param.shape", parse_shape(c, f->msg, &s[k++]));
-	}
-	p->shape = s;
-	p->nshape = n;
-	return DD_OK;
-}
-
-/* ---- layers ------------------------------------------------------------------------ */
-
-static void layer_defaults(struct net_layer *l)
-{
-	switch (l->type) {
-	case NET_CONVOLUTION:
-		l->conv.sh = l->conv.sw = l->conv.dh = l->conv.dw = l->conv.group = l->conv.bias_term = 1;
-		filler_default(&l->conv.weight_filler, 0);
-		filler_default(&l->conv.bias_filler, 0);
-		break;
-	case NET_POOLING: l->pool.sh = l->pool.sw = 1; break;
-	case NET_INNER_PRODUCT:
-		l->ip.bias_term = 1;
-		filler_default(&l->ip.weight_filler, 0);
-		filler_default(&l->ip.bias_filler, 0);
-		break;
-	case NET_POWER: l->power.power = l->power.scale = 1; break;
-	case NET_DROPOUT: l->dropout.ratio = 0.5f; break;
-	case NET_LRN:
-		l->lrn.local_size = 5;
-		l->lrn.alpha = 1;
-		l->lrn.beta = 0.75f;
-		l->lrn.k = 1;
-		break;
-	case NET_BATCH_NORM:
-		l->bn.use_global_stats = -1;
-		l->bn.moving_average_fraction = 0.999f;
-		l->bn.eps = 1e-5f;
-		break;
-	case NET_SCALE:
-		filler_default(&l->scale.filler, 1);
-		filler_default(&l->scale.bias_filler, 0);
-		break;
-	case NET_ELTWISE: l->eltwise.op = NET_ELTWISE_SUM; break;
-	case NET_SOFTMAX: l->softmax.axis = 1; break;
-	case NET_SOFTMAX_LOSS: l->loss.axis = 1; break;
-	case NET_ACCURACY: l->accuracy.top_k = 1; break;
-	case NET_DATA: l->data.scale = 1; break;
-	default: break;
-	}
-}
-
-/* Which *_param messages each type reads. */
-static const char *const param_msgs[] = { "data_param", "transform_param", "input_param",
-	"convolution_param", "pooling_param", "inner_product_param", "relu_param", "sigmoid_param",
-	"tanh_param", "power_param", "dropout_param", "lrn_param", "batch_norm_param", "scale_param",
-	"eltwise_param", "concat_param", "softmax_param", "loss_param", "accuracy_param", NULL };
-
-static int applies(enum net_layer_type t, const char *msg)
-{
-	switch (t) {
-	case NET_DATA: return !strcmp(msg, "data_param") || !strcmp(msg, "transform_param");
-	case NET_INPUT: return !strcmp(msg, "input_param");
-	case NET_CONVOLUTION: return !strcmp(msg, "convolution_param");
-	case NET_POOLING: return !strcmp(msg, "pooling_param");
-	case NET_INNER_PRODUCT: return !strcmp(msg, "inner_product_param");
-	case NET_RELU: return !strcmp(msg, "relu_param");
-	case NET_SIGMOID: return !strcmp(msg, "sigmoid_param");
-	case NET_TANH: return !strcmp(msg, "tanh_param");
-	case NET_POWER: return !strcmp(msg, "power_param");
-	case NET_DROPOUT: return !strcmp(msg, "dropout_param");
-	case NET_LRN: return !strcmp(msg, "lrn_param");
-	case NET_BATCH_NORM: return !strcmp(msg, "batch_norm_param");
-	case NET_SCALE: return !strcmp(msg, "scale_param");
-	case NET_ELTWISE: return !strcmp(msg, "eltwise_param");
-	case NET_CONCAT: return !strcmp(msg, "concat_param");
-	case NET_SOFTMAX: return !strcmp(msg, "softmax_param");
-	case NET_SOFTMAX_LOSS: return !strcmp(msg, "softmax_param") || !strcmp(msg, "loss_param");
-	case NET_ACCURACY: return !strcmp(msg, "accuracy_param");
-	default: return 0;
-	}
-}
-
-static int parse_type_param(struct pc *c, const struct ptx_field *f, struct net_layer *l)
-{
-	const struct ptx_msg *m = f->msg;
-	const char *n = f->name;
-	int rc;
+	char w[128];
 	const char *saved = c->where;
-	c->where = n;
-	if (!strcmp(n, "data_param"))
-		rc = parse_data(c, m, &l->data);
-	else if (!strcmp(n, "transform_param"))
-		rc = parse_transform(c, m, &l->data);
-	else if (!strcmp(n, "input_param"))
-		rc = parse_input(c, m, &l->input);
-	else if (!strcmp(n, "convolution_param"))
-		rc = parse_conv(c, m, &l->conv);
-	else if (!strcmp(n, "pooling_param"))
-		rc = parse_pool(c, m, &l->pool);
-	else if (!strcmp(n, "inner_product_param"))
-		rc = parse_ip(c, m, &l->ip);
-	else if (!strcmp(n, "power_param"))
-		rc = parse_power(c, m, &l->power);
-	else if (!strcmp(n, "dropout_param"))
-		rc = parse_dropout(c, m, &l->dropout);
-	else if (!strcmp(n, "lrn_param"))
-		rc = parse_lrn(c, m, &l->lrn);
-	else if (!strcmp(n, "batch_norm_param"))
-		rc = parse_bn(c, m, &l->bn);
-	else if (!strcmp(n, "scale_param"))
-		rc = parse_scale(c, m, &l->scale);
-	else if (!strcmp(n, "eltwise_param"))
-		rc = parse_eltwise(c, m, &l->eltwise);
-	else if (!strcmp(n, "concat_param"))
-		rc = parse_concat(c, m);
-	else if (!strcmp(n, "loss_param"))
-		rc = parse_loss(c, m, &l->loss);
-	else if (!strcmp(n, "accuracy_param"))
-		rc = parse_accuracy(c, m, &l->accuracy);
-	else /* relu, sigmoid, tanh, softmax */
-		rc = parse_simple(c, m, l);
+	int rc = want_msg(c, f);
+	if (rc)
+		return rc;
+	if (saved && saved[0])
+		snprintf(w, sizeof w, "%s.%s", saved, f->name);
+	else
+		snprintf(w, sizeof w, "%s", f->name);
+	c->where = w;
+	rc = parse_msg(c, f->msg, d, p);
 	c->where = saved;
 	return rc;
 }
 
-/* "a" or "an" before a type name, for messages. */
-static const char *article(const char *word)
+/* The descriptor of field `name`; *hw set when it is an F_AXES field's _h/_w form. */
+static const struct field *field_of(const struct pmsg *d, const char *name, int *hw)
 {
-	return strchr("AEIOU", word[0]) ? "an" : "a";
+	*hw = 0;
+	for (int k = 0; k < d->nfield; k++) {
+		const struct field *fd = &d->field[k];
+		if (!strcmp(name, fd->name))
+			return fd;
+		if (fd->kind == F_AXES && fd->base && (is_name(name, fd->base, "_h") || is_name(name, fd->base, "_w"))) {
+			*hw = 1;
+			return fd;
+		}
+	}
+	return NULL;
 }
 
-static int is_elementwise(enum net_layer_type t)
+/* What a scalar field's value must also meet, then keep it. */
+static int keep(struct pc *c, const struct ptx_field *f, const struct field *fd, double v, void *p)
 {
-	return t == NET_RELU || t == NET_SIGMOID || t == NET_TANH || t == NET_POWER || t == NET_DROPOUT ||
-	       t == NET_BATCH_NORM || t == NET_SCALE;
-}
-
-/* How many bottoms and tops a type takes: [lo, hi]. */
-static void io_counts(enum net_layer_type t, int *blo, int *bhi, int *tlo, int *thi)
-{
-	*blo = *bhi = *tlo = *thi = 1;
-	switch (t) {
-	case NET_DATA: *blo = *bhi = 0; *thi = 2; break;
-	case NET_INPUT: *blo = *bhi = 0; *thi = 1 << 16; break;
-	case NET_ELTWISE: *blo = 2; *bhi = 1 << 16; break;
-	case NET_CONCAT: *bhi = 1 << 16; break;
-	case NET_SOFTMAX_LOSS:
-	case NET_ACCURACY: *blo = *bhi = 2; break;
-	default: break;
+	if (fd->valid && !fd->valid(v))
+		return bad_value(c, f, fd->expect);
+	if (fd->only && v != fd->want)
+		return net_perr(c, f->vline, f->vcol, "%s", fd->only);
+	if (fd->off != NOWHERE) {
+		if (fd->kind == F_FLOAT)
+			*(float *)AT(p, fd->off) = (float)v;
+		else
+			*(int *)AT(p, fd->off) = (int)v;
 	}
-}
-
-static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, struct net_layer *l)
-{
-	const struct ptx_msg *m = lf->msg;
-	const struct ptx_field *type = NULL;
-	int rc;
-	l->name = "";
-	l->line = lf->line;
-	l->col = lf->col;
-	c->where = "";
-	c->prefix[0] = 0;
-	/* the name and type first: every later message names the layer */
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (!strcmp(f->name, "name")) {
-			if ((rc = once(c, m, i)) || (rc = get_string(c, f, &l->name)))
-				return rc;
-		}
-	}
-	char label[100];
-	net_layer_label(l, index, label, sizeof label);
-	snprintf(c->prefix, sizeof c->prefix, "layer %s: ", label);
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		if (!strcmp(f->name, "type")) {
-			if ((rc = once(c, m, i)))
-				return rc;
-			type = f;
-		}
-	}
-	if (!type)
-		return perr(c, lf->line, lf->col, "no type given (type: \"Convolution\", ...)");
-	if (type->kind == PTX_IDENT)
-		return perr(c, type->vline, type->vcol,
-			    "type %s is Caffe's old (V1) spelling; write the type as a string, e.g. type: \"Convolution\"",
-			    type->text);
-	const char *tn;
-	if ((rc = get_string(c, type, &tn)))
-		return rc;
-	int t = -1;
-	for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++)
-		if (!strcmp(tn, type_names[k]))
-			t = k;
-	if (t < 0) {
-		char s[64], all[400] = "";
-		sanitize(s, sizeof s, tn, 40);
-		for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++) {
-			size_t n = strlen(all);
-			snprintf(all + n, sizeof all - n, "%s%s", k ? ", " : "", type_names[k]);
-		}
-		return perr(c, type->vline, type->vcol, "unknown type \"%s\" (deepdesk knows %s)", s, all);
-	}
-	l->type = (enum net_layer_type)t;
-	layer_defaults(l);
-
-	/* the repeated fields, counted and then filled */
-	if ((rc = strings_of(c, m, "bottom", &l->bottom, &l->nbottom)) ||
-	    (rc = strings_of(c, m, "top", &l->top, &l->ntop)))
-		return rc;
-	int ninc = count_of(m, "include"), nexc = count_of(m, "exclude"), nparam = count_of(m, "param");
-	int nlw = count_of(m, "loss_weight");
-	struct net_rule *inc = ninc ? ptx_alloc(c->doc, (size_t)ninc * sizeof *inc) : NULL;
-	struct net_rule *exc = nexc ? ptx_alloc(c->doc, (size_t)nexc * sizeof *exc) : NULL;
-	struct net_param_spec *ps = nparam ? ptx_alloc(c->doc, (size_t)nparam * sizeof *ps) : NULL;
-	float *lw = nlw ? ptx_alloc(c->doc, (size_t)nlw * sizeof *lw) : NULL;
-	if ((ninc && !inc) || (nexc && !exc) || (nparam && !ps) || (nlw && !lw))
-		return nomem(c);
-	l->include = inc;
-	l->exclude = exc;
-	l->param = ps;
-	l->loss_weight = lw;
-
-	for (int i = 0; i < m->nfield; i++) {
-		const struct ptx_field *f = &m->field[i];
-		const char *n = f->name;
-		rc = DD_OK;
-		if (!strcmp(n, "name") || !strcmp(n, "type") || !strcmp(n, "bottom") || !strcmp(n, "top")) {
-			continue;
-		} else if (!strcmp(n, "include") || !strcmp(n, "exclude")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			WITH_WHERE(c, n, parse_rule(c, f->msg, n[0] == 'i' ? &inc[l->ninclude++] : &exc[l->nexclude++]));
-		} else if (!strcmp(n, "param")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			WITH_WHERE(c, "param", parse_param_spec(c, f->msg, &ps[l->nparam++]));
-		} else if (!strcmp(n, "loss_weight")) {
-			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &lw[l->nloss_weight++]);
-		} else if (!strcmp(n, "layers") || !strcmp(n, "phase")) {
-			return unknown_field(c, f);
-		} else {
-			int known = 0;
-			for (int k = 0; param_msgs[k]; k++)
-				known |= !strcmp(n, param_msgs[k]);
-			if (!known)
-				return unknown_field(c, f);
-			if (!applies(l->type, n))
-				return perr(c, f->line, f->col, "%s does not apply to %s %s layer", n, article(tn), tn);
-			if ((rc = once(c, m, i)) || (rc = want_msg(c, f)))
-				return rc;
-			rc = parse_type_param(c, f, l);
-		}
-		if (rc)
-			return rc;
-	}
-	/* the two types whose params have no usable defaults (their checks live in
-	 * parse_conv and parse_pool, which run only when the message is there) */
-	if (l->type == NET_CONVOLUTION && !count_of(m, "convolution_param"))
-		return perr(c, lf->line, lf->col, "convolution_param { num_output: ... kernel_size: ... } is required");
-	if (l->type == NET_POOLING && !count_of(m, "pooling_param"))
-		return perr(c, lf->line, lf->col,
-			    "pooling_param { kernel_size: ... } (or global_pooling: true) is required");
-
-	/* what Caffe checks of every layer */
-	int blo, bhi, tlo, thi;
-	io_counts(l->type, &blo, &bhi, &tlo, &thi);
-	if (l->nbottom < blo || l->nbottom > bhi) {
-		if (blo == bhi)
-			return perr(c, lf->line, lf->col, "%s %s layer takes %d bottom%s, not %d", article(tn), tn, blo,
-				    blo == 1 ? "" : "s", l->nbottom);
-		return perr(c, lf->line, lf->col, "%s %s layer takes at least %d bottoms, not %d", article(tn), tn, blo,
-			    l->nbottom);
-	}
-	if (l->ntop < tlo || l->ntop > thi) {
-		if (tlo == thi)
-			return perr(c, lf->line, lf->col, "%s %s layer makes %d top, not %d", article(tn), tn, tlo, l->ntop);
-		if (thi > 16)
-			return perr(c, lf->line, lf->col, "%s %s layer makes at least %d top", article(tn), tn, tlo);
-		return perr(c, lf->line, lf->col, "%s %s layer makes %d to %d tops, not %d", article(tn), tn, tlo, thi, l->ntop);
-	}
-	for (int i = 0; i < l->nbottom; i++)
-		if (!l->bottom[i][0])
-			return perr(c, lf->line, lf->col, "bottom %d has an empty name", i + 1);
-	for (int i = 0; i < l->ntop; i++)
-		if (!l->top[i][0])
-			return perr(c, lf->line, lf->col, "top %d has an empty name", i + 1);
-	if (l->ninclude && l->nexclude)
-		return perr(c, lf->line, lf->col, "give include rules or exclude rules, not both (as Caffe requires)");
-	if (l->nloss_weight && l->nloss_weight != l->ntop)
-		return perr(c, lf->line, lf->col, "%d loss_weight values for %d tops: give one per top or none",
-			    l->nloss_weight, l->ntop);
-	if (l->type != NET_SOFTMAX_LOSS)
-		for (int i = 0; i < l->nloss_weight; i++)
-			if (l->loss_weight[i] != 0)
-				return perr(c, lf->line, lf->col, "loss_weight applies only to SoftmaxWithLoss layers");
-	if (l->type == NET_ELTWISE && l->eltwise.ncoeff && l->eltwise.ncoeff != l->nbottom)
-		return perr(c, lf->line, lf->col, "eltwise_param has %d coeff values for %d bottoms", l->eltwise.ncoeff,
-			    l->nbottom);
-	if (l->type == NET_INPUT && l->input.nshape != 1 && l->input.nshape != l->ntop)
-		return perr(c, lf->line, lf->col, "input_param needs one shape, or one per top (%d)", l->ntop);
-	for (int i = 0; i < l->ntop; i++) {
-		int b = i < l->nbottom && !strcmp(l->top[i], l->bottom[i]);
-		if (b && !is_elementwise(l->type)) {
-			char s[80];
-			sanitize(s, sizeof s, l->top[i], 60);
-			return perr(c, lf->line, lf->col,
-				    "%s %s layer cannot work in place (top '%s' is also its bottom)", article(tn), tn, s);
-		}
-	}
+	if (fd->has)
+		*(int *)AT(p, fd->has) = 1;
 	return DD_OK;
 }
 
-static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
+/* A string that must be one of names[]: "convolution_param.weight_filler.type:
+ * filler "x" is not supported (constant, uniform, ...)". */
+static int get_named(struct pc *c, const struct ptx_field *f, const struct field *fd, int *out)
 {
-	int rc, nl = count_of(root, "layer"), k = 0;
-	if (nl > NET_MAX_LAYERS)
-		return dd_err_set(c->err, DD_ETOOBIG, "%d layers: the limit is %d", nl, NET_MAX_LAYERS);
-	struct net_layer *layers = nl ? ptx_alloc(c->doc, (size_t)nl * sizeof *layers) : NULL;
-	if (nl && !layers)
-		return nomem(c);
-	net->name = "";
-	net->layer = layers;
-	int ndims = count_of(root, "input_dim"), nshape = count_of(root, "input_shape");
-	const struct ptx_field *first_input = NULL, *first_dim = NULL;
-	for (int i = root->nfield - 1; i >= 0; i--) {
-		if (!strcmp(root->field[i].name, "input"))
-			first_input = &root->field[i];
-		if (!strcmp(root->field[i].name, "input_dim") || !strcmp(root->field[i].name, "input_shape"))
-			first_dim = &root->field[i];
-	}
-	if (ndims && nshape)
-		return perr(c, first_dim->line, first_dim->col, "give input_shape or input_dim, not both");
-	struct net_shape *shapes = NULL;
-	if (ndims || nshape) {
-		int n = ndims ? (ndims + 3) / 4 : nshape;
-		if (!(shapes = ptx_alloc(c->doc, (size_t)n * sizeof *shapes)))
-			return nomem(c);
-	}
-	int nd = 0;
-	for (int i = 0; i < root->nfield; i++) {
-		const struct ptx_field *f = &root->field[i];
-		c->prefix[0] = 0;
-		c->where = "";
-		if (!strcmp(f->name, "layer")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			if ((rc = parse_layer(c, f, k, &layers[k])))
-				return rc;
-			k++;
-		} else if (!strcmp(f->name, "name")) {
-			if ((rc = once(c, root, i)) || (rc = get_string(c, f, &net->name)))
-				return rc;
-		} else if (!strcmp(f->name, "input")) {
-			continue; /* below */
-		} else if (!strcmp(f->name, "input_shape")) {
-			if ((rc = want_msg(c, f)))
-				return rc;
-			WITH_WHERE(c, "input_shape", parse_shape(c, f->msg, &shapes[net->ninput_shape++]));
-		} else if (!strcmp(f->name, "input_dim")) {
-			int v;
-			if ((rc = get_int(c, f, 1, 1 << 24, &v)))
-				return rc;
-			struct net_shape *s = &shapes[nd / 4];
-			s->dim[s->ndim++] = v;
-			if (nd++ % 4 == 0)
-				net->ninput_shape++;
-		} else if (!strcmp(f->name, "force_backward") || !strcmp(f->name, "debug_info")) {
-			int v;
-			if ((rc = get_bool(c, f, &v)))
-				return rc;
-		} else if (!strcmp(f->name, "layers")) {
-			return perr(c, f->line, f->col,
-				    "'layers' is Caffe's old (V1) format: write 'layer' blocks with string types "
-				    "(Caffe's upgrade_net_proto_text converts a file)");
-		} else {
-			char n[80];
-			sanitize(n, sizeof n, f->name, 60);
-			return perr(c, f->line, f->col,
-				    "unknown field '%s' at the top level (expected name, layer, input, input_shape or input_dim)",
-				    n);
-		}
-	}
-	net->nlayer = k;
-	c->prefix[0] = 0;
-	if ((rc = strings_of(c, root, "input", &net->input, &net->ninput)))
-		return rc;
-	net->input_shape = shapes;
-	if (ndims % 4)
-		return perr(c, first_dim->line, first_dim->col,
-			    "input_dim needs four values (N, C, H, W) per input, got %d", ndims);
-	if (net->ninput_shape != net->ninput) {
-		const struct ptx_field *f = first_input ? first_input : first_dim;
-		return perr(c, f->line, f->col, "%d input shape%s for %d input%s: give each input its shape",
-			    net->ninput_shape, net->ninput_shape == 1 ? "" : "s", net->ninput, net->ninput == 1 ? "" : "s");
-	}
-	return DD_OK;
-}
-
-int net_parse(const char *text, size_t len, struct net **out, struct dd_err *err)
-{
-	struct ptx_doc *doc = NULL;
-	struct net *net = NULL;
-	*out = NULL;
-	int rc = ptx_parse(text, len, &doc, err);
+	const char *s;
+	int rc = get_string(c, f, &s);
 	if (rc)
 		return rc;
-	struct pc c = { .err = err, .doc = doc, .where = "" };
-	net = ptx_alloc(doc, sizeof *net);
-	if (!net) {
-		rc = nomem(&c);
-		goto fail;
+	for (int k = 0; k < fd->nnames; k++)
+		if (!strcmp(s, fd->names[k])) {
+			*out = k;
+			return DD_OK;
+		}
+	char n[64], p[128], all[160] = "";
+	sanitize(n, sizeof n, s, 40);
+	path(c, f, p, sizeof p);
+	for (int k = 0; k < fd->nnames; k++) {
+		size_t len = strlen(all);
+		snprintf(all + len, sizeof all - len, "%s%s", k == 0 ? "" : k == fd->nnames - 1 ? " or " : ", ",
+			 fd->names[k]);
 	}
-	net->doc_ = doc;
-	if ((rc = parse_net(&c, ptx_root(doc), net)))
-		goto fail;
-	*out = net;
-	return DD_OK;
-fail:
-	ptx_free(doc); /* net lives in it */
-	return rc;
+	return net_perr(c, f->vline, f->vcol, "%s: %s \"%s\" is not supported (%s)", p, fd->noun, n, all);
 }
 
-void net_free(struct net *net)
+/* Field i of m, whose descriptor is fd. */
+static int read_field(struct pc *c, const struct ptx_msg *m, int i, const struct field *fd, int hw, void *p,
+		      struct axes *ax, void *arr, int *n)
 {
-	if (net)
-		ptx_free(net->doc_);
+	const struct ptx_field *f = &m->field[i];
+	int rc = DD_OK, v = 0;
+	float x = 0;
+	switch (fd->kind) {
+	/* the scalars: read, then what keep() checks and stores */
+	case F_INT: rc = get_int(c, f, (int64_t)fd->min, (int64_t)fd->max, &v); break;
+	case F_FLOAT: return (rc = get_float(c, f, fd->min, fd->max, &x)) ? rc : keep(c, f, fd, x, p);
+	case F_BOOL: rc = get_bool(c, f, &v); break;
+	case F_ENUM: rc = get_enum(c, f, fd->names, fd->nnames, &v); break;
+	case F_NAMED: rc = get_named(c, f, fd, &v); break;
+	case F_STRING: {
+		const char *s;
+		if ((rc = get_string(c, f, &s)))
+			return rc;
+		if (fd->off != NOWHERE)
+			memcpy(AT(p, fd->off), &s, sizeof s);
+		return DD_OK;
+	}
+	case F_REFUSED: return net_perr(c, f->line, f->col, "%s", fd->only);
+	case F_FLOATS: return get_float(c, f, fd->min, fd->max, (float *)arr + (*n)++);
+	case F_STRINGS: return DD_OK; /* after the other fields */
+	case F_DIMS: {
+		int *nd = (int *)AT(p, fd->cnt);
+		if (*nd == NET_MAX_DIMS)
+			return net_perr(c, f->line, f->col, "%s: at most %d dims (N, C, H, W)", c->where, NET_MAX_DIMS);
+		if ((rc = get_int(c, f, (int64_t)fd->min, (int64_t)fd->max, &v)))
+			return rc;
+		((int64_t *)AT(p, fd->off))[(*nd)++] = v;
+		return DD_OK;
+	}
+	case F_MSG: return read_sub(c, f, fd->sub, AT(p, fd->off));
+	case F_MSGS: return read_sub(c, f, fd->sub, (char *)arr + (size_t)(*n)++ * fd->sub->size);
+	case F_AXES:
+		if (hw)
+			return axes_hw(c, m, i, &ax[fd->slot], (int)fd->min, (int)fd->max);
+		return axes_add(c, f, &ax[fd->slot], (int)fd->min, (int)fd->max, fd->repeated);
+	}
+	return rc ? rc : keep(c, f, fd, v, p); /* the int kinds */
 }
 
-int net_declared_input(const struct net *def, struct net_input *in)
+/* The one loop: every field of m by its descriptor in d, into p (whose defaults are
+ * set already), then the repeated strings, then d's check.  DD_OK or the first error. */
+static int parse_msg(struct pc *c, const struct ptx_msg *m, const struct pmsg *d, void *p)
 {
-	const struct net_shape *s = NULL;
-	for (int i = 0; i < def->nlayer && !s; i++)
-		if (def->layer[i].type == NET_INPUT && def->layer[i].input.nshape)
-			s = &def->layer[i].input.shape[0];
-	if (!s && def->ninput_shape)
-		s = &def->input_shape[0];
-	if (!s || s->ndim < 2)
-		return DD_ENOENT;
-	/* (N, C, H, W), (N, C, H) or (N, C) */
-	in->n = (int)s->dim[0];
-	in->c = (int)s->dim[1];
-	in->h = s->ndim > 2 ? (int)s->dim[2] : 1;
-	in->w = s->ndim > 3 ? (int)s->dim[3] : 1;
-	return DD_OK;
+	struct axes ax[NAXES];
+	void *arr[MAX_FIELDS] = { NULL };
+	int n[MAX_FIELDS] = { 0 }, rc;
+	memset(ax, 0, sizeof ax);
+	/* the arrays of the repeated fields first, sized by a count */
+	for (int k = 0; k < d->nfield; k++) {
+		const struct field *fd = &d->field[k];
+		size_t size = fd->kind == F_FLOATS ? sizeof(float) : fd->kind == F_MSGS ? fd->sub->size : 0;
+		int cnt = size ? net_count_of(m, fd->name) : 0;
+		if (cnt && !(arr[k] = ptx_alloc(c->doc, (size_t)cnt * size)))
+			return nomem(c);
+		for (int e = 0; fd->kind == F_MSGS && e < cnt; e++)
+			msg_defaults(fd->sub, (char *)arr[k] + (size_t)e * size);
+	}
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		int hw;
+		const struct field *fd = field_of(d, f->name, &hw);
+		if (!fd)
+			return unknown_field(c, f);
+		int repeated = fd->kind == F_FLOATS || fd->kind == F_STRINGS || fd->kind == F_DIMS ||
+			       fd->kind == F_MSGS || (fd->kind == F_AXES && (hw || fd->repeated));
+		if (!repeated && (rc = once(c, m, i)))
+			return rc;
+		int k = (int)(fd - d->field);
+		if ((rc = read_field(c, m, i, fd, hw, p, ax, arr[k], &n[k])))
+			return rc;
+	}
+	for (int k = 0; k < d->nfield; k++) {
+		const struct field *fd = &d->field[k];
+		if (fd->kind == F_STRINGS) {
+			const char *const *s;
+			if ((rc = strings_of(c, m, fd->name, &s, &n[k])))
+				return rc;
+			arr[k] = (void *)s;
+		}
+		if (fd->kind == F_FLOATS || fd->kind == F_STRINGS || fd->kind == F_MSGS) {
+			const void *a = n[k] ? arr[k] : NULL;
+			memcpy(AT(p, fd->off), &a, sizeof a);
+			*(int *)AT(p, fd->cnt) = n[k];
+		}
+	}
+	return d->check ? d->check(c, m, p, ax) : DD_OK;
 }
 
-/* ---- instantiation ----------------------------------------------------------------- */
+
+/* ---- instantiation: lookups, rules, errors, and the helpers the shape rules use ---- */
 
 #define MAX_COUNT INT32_MAX /* elements in one blob: the kernels index with int */
-
-struct ic {
-	const struct net *def;
-	struct net_graph *g;
-	struct dd_err *err;
-	int *hash; /* blob name -> blob index; -1 empty */
-	unsigned hmask;
-	int *lhash; /* layer name -> node index */
-};
 
 static unsigned hash_str(const char *s)
 {
@@ -1558,8 +626,7 @@ static int layer_in_state(const struct net_layer *l, int phase, const char *stag
 	return in;
 }
 
-static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
+int net_lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
 {
 	char msg[380], label[100];
 	va_list ap;
@@ -1572,7 +639,7 @@ static int lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
 	return dd_err_set(x->err, DD_EINVAL, "layer %s (added by deepdesk): %s", label, msg);
 }
 
-static void shape_str(const struct net_shape *s, char *buf, size_t n)
+void net_shape_str(const struct net_shape *s, char *buf, size_t n)
 {
 	if (s->ndim == 0) {
 		snprintf(buf, n, "scalar");
@@ -1593,14 +660,14 @@ static int64_t shape_count(const struct net_shape *s)
 	return c;
 }
 
-static const char *bname(const struct ic *x, int b, char *buf, size_t n)
+const char *net_blob_name(const struct ic *x, int b, char *buf, size_t n)
 {
 	sanitize(buf, n, x->g->blob[b].name, 60);
 	return buf;
 }
 
 /* Give top i of node k its shape. */
-static int set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int64_t *dim)
+int net_set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int64_t *dim)
 {
 	struct net_blob *b = &x->g->blob[nd->top[i]];
 	b->shape.ndim = ndim;
@@ -1609,14 +676,14 @@ static int set_top(struct ic *x, struct net_node *nd, int i, int ndim, const int
 	b->count = shape_count(&b->shape);
 	if (b->count < 0) {
 		char s[80], sh[80];
-		shape_str(&b->shape, sh, sizeof sh);
-		return lerr(x, nd, "top '%s' would be %s: more than %d values in one blob", bname(x, nd->top[i], s, sizeof s),
-			    sh, MAX_COUNT);
+		net_shape_str(&b->shape, sh, sizeof sh);
+		return net_lerr(x, nd, "top '%s' would be %s: more than %d values in one blob", net_blob_name(x, nd->top[i], s, sizeof s),
+				sh, MAX_COUNT);
 	}
 	return DD_OK;
 }
 
-static int add_param(struct ic *x, struct net_node *nd, const char *role, int ndim, const int64_t *dim,
+int net_add_param(struct ic *x, struct net_node *nd, const char *role, int ndim, const int64_t *dim,
 		     int stat)
 {
 	struct net_param_blob *p = &nd->param[nd->nparam];
@@ -1627,8 +694,8 @@ static int add_param(struct ic *x, struct net_node *nd, const char *role, int nd
 	p->count = shape_count(&p->shape);
 	if (p->count < 0) {
 		char sh[80];
-		shape_str(&p->shape, sh, sizeof sh);
-		return lerr(x, nd, "its %s would be %s: more than %d values", role, sh, MAX_COUNT);
+		net_shape_str(&p->shape, sh, sizeof sh);
+		return net_lerr(x, nd, "its %s would be %s: more than %d values", role, sh, MAX_COUNT);
 	}
 	p->lr_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].lr_mult : 1;
 	p->decay_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].decay_mult : 1;
@@ -1644,219 +711,343 @@ static int need_axes(struct ic *x, struct net_node *nd, const struct net_shape *
 	if (s->ndim >= lo && s->ndim <= hi)
 		return DD_OK;
 	char sh[80], bn[80];
-	shape_str(s, sh, sizeof sh);
-	return lerr(x, nd, "needs %s; bottom '%s' is %s", what, bname(x, nd->bottom[0], bn, sizeof bn), sh);
+	net_shape_str(s, sh, sizeof sh);
+	return net_lerr(x, nd, "needs %s; bottom '%s' is %s", what, net_blob_name(x, nd->bottom[0], bn, sizeof bn), sh);
 }
 
-/* The fix for a kernel that no longer fits: the images, or the layers above, are too small. */
-#define SHRINK_FIX                                                                                  \
-	"use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a " \
-	"dataset of larger images"
+/* ---- layer types: what the rows (layers.c) are asked ------------------------------- */
+
+/* The params of a layer: the union, whose members all start here. */
+static void *params_of(struct net_layer *l)
+{
+	return &l->data;
+}
+
+static void layer_defaults(struct net_layer *l)
+{
+	const struct layer_type *t = &net_layer_types[l->type];
+	for (int k = 0; k < 2; k++)
+		if (t->msg[k])
+			msg_defaults(t->msg[k], params_of(l));
+}
+
+/* The *_param message called name that some type reads, or NULL. */
+static const struct pmsg *msg_named(const char *name)
+{
+	for (int t = 0; t < NET_LAYER_TYPE_COUNT; t++)
+		for (int k = 0; k < 2; k++)
+			if (net_layer_types[t].msg[k] && !strcmp(net_layer_types[t].msg[k]->name, name))
+				return net_layer_types[t].msg[k];
+	return NULL;
+}
 
 /* Output shapes and parameter blobs of node nd from its bottoms' shapes. */
 static int infer(struct ic *x, struct net_node *nd)
 {
-	struct net_layer *l = &nd->l;
-	const struct net_shape *s = l->nbottom ? &x->g->blob[nd->bottom[0]].shape : NULL;
-	int64_t o[NET_MAX_DIMS];
-	char a[80], b[80], sa[80], sb[80];
-	int rc;
-	switch (l->type) {
-	case NET_DATA:
-	case NET_INPUT: {
-		if (l->type == NET_INPUT) /* only the one deepdesk adds for deploy */
-			return set_top(x, nd, 0, l->input.shape[0].ndim, l->input.shape[0].dim);
-		/* Caffe's rule: one mean_value for every channel, or one per channel */
-		if (l->data.nmean_value > 1 && l->data.nmean_value != x->g->in.c)
-			return lerr(x, nd,
-				    "transform_param has %d mean_value entries but the images have %d channel%s: give "
-				    "one mean_value for all channels, or exactly %d",
-				    l->data.nmean_value, x->g->in.c, x->g->in.c == 1 ? "" : "s", x->g->in.c);
-		int64_t d[4] = { l->data.batch_size, x->g->in.c, x->g->in.h, x->g->in.w };
-		if (x->g->in.crop)
-			d[2] = d[3] = x->g->in.crop;
-		if ((rc = set_top(x, nd, 0, 4, d)))
+	if ((unsigned)nd->l.type >= NET_LAYER_TYPE_COUNT)
+		return dd_err_set(x->err, DD_EINTERNAL, "layer type %d has no shape rule", (int)nd->l.type);
+	const struct layer_type *t = &net_layer_types[nd->l.type];
+	if (t->axes_what) {
+		int rc = need_axes(x, nd, &x->g->blob[nd->bottom[0]].shape, t->axes_min, t->axes_max, t->axes_what);
+		if (rc)
 			return rc;
-		return l->ntop > 1 ? set_top(x, nd, 1, 1, d) : DD_OK;
 	}
-	case NET_CONVOLUTION: {
-		struct net_conv_param *p = &l->conv;
-		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
-			return rc;
-		if (s->dim[1] % p->group)
-			return lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
-					   "divisor of %lld (1 always works)",
-				    (long long)s->dim[1], p->group, (long long)s->dim[1]);
-		int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
-		int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
-		if (ekh > hp || ekw > wp) {
-			char kern[64];
-			if (p->dh > 1 || p->dw > 1)
-				snprintf(kern, sizeof kern, "kernel %dx%d dilated by %d, %d (%lldx%lld)", p->kh, p->kw,
-					 p->dh, p->dw, (long long)ekh, (long long)ekw);
-			else
-				snprintf(kern, sizeof kern, "kernel %dx%d", p->kh, p->kw);
-			return lerr(x, nd, "%s is larger than its input %lldx%lld (padded by %d, %d): %s", kern,
-				    (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
-		}
-		o[0] = s->dim[0];
-		o[1] = p->num_output;
-		o[2] = (hp - ekh) / p->sh + 1;
-		o[3] = (wp - ekw) / p->sw + 1;
-		if ((rc = set_top(x, nd, 0, 4, o)))
-			return rc;
-		int64_t w[4] = { p->num_output, s->dim[1] / p->group, p->kh, p->kw };
-		if ((rc = add_param(x, nd, "weights", 4, w, 0)))
-			return rc;
-		return p->bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
-	}
-	case NET_POOLING: {
-		struct net_pool_param *p = &l->pool;
-		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
-			return rc;
-		if (p->global) {
-			p->kh = (int)s->dim[2];
-			p->kw = (int)s->dim[3];
-		}
-		int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
-		if (p->kh > hp || p->kw > wp)
-			return lerr(x, nd, "kernel %dx%d is larger than its input %lldx%lld (padded by %d, %d): %s", p->kh,
-				    p->kw, (long long)s->dim[2], (long long)s->dim[3], p->ph, p->pw, SHRINK_FIX);
-		/* Caffe rounds up, then drops a last window that would start in the padding */
-		int64_t ho = (hp - p->kh + p->sh - 1) / p->sh + 1, wo = (wp - p->kw + p->sw - 1) / p->sw + 1;
-		if (p->ph || p->pw) {
-			if ((ho - 1) * p->sh >= s->dim[2] + p->ph)
-				ho--;
-			if ((wo - 1) * p->sw >= s->dim[3] + p->pw)
-				wo--;
-		}
-		o[0] = s->dim[0];
-		o[1] = s->dim[1];
-		o[2] = ho;
-		o[3] = wo;
-		return set_top(x, nd, 0, 4, o);
-	}
-	case NET_INNER_PRODUCT: {
-		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a batch axis and at least one more")))
-			return rc;
-		if (l->ip.num_output == 0) {
-			if (x->g->in.classes <= 0)
-				return lerr(x, nd, "num_output is not set, which DIGITS fills with the dataset's class "
-						   "count, and no class count was given");
-			l->ip.num_output = x->g->in.classes;
-		}
-		int64_t k = x->g->blob[nd->bottom[0]].count / s->dim[0];
-		o[0] = s->dim[0];
-		o[1] = l->ip.num_output;
-		if ((rc = set_top(x, nd, 0, 2, o)))
-			return rc;
-		int64_t w[2] = { l->ip.num_output, k };
-		if ((rc = add_param(x, nd, "weights", 2, w, 0)))
-			return rc;
-		return l->ip.bias_term ? add_param(x, nd, "bias", 1, w, 0) : DD_OK;
-	}
-	case NET_LRN:
-		if ((rc = need_axes(x, nd, s, 4, 4, "a 4-axis input (N, C, H, W)")))
-			return rc;
-		return set_top(x, nd, 0, s->ndim, s->dim);
-	case NET_RELU:
-	case NET_SIGMOID:
-	case NET_TANH:
-	case NET_POWER:
-	case NET_DROPOUT:
-		return set_top(x, nd, 0, s->ndim, s->dim);
-	case NET_BATCH_NORM: {
-		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a channel axis")))
-			return rc;
-		int64_t c = s->dim[1], one = 1;
-		if (l->bn.use_global_stats < 0) /* Caffe's default: batch statistics in training only */
-			l->bn.use_global_stats = x->g->stage != NET_STAGE_TRAIN;
-		if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "mean", 1, &c, 1)) ||
-		    (rc = add_param(x, nd, "variance", 1, &c, 1)))
-			return rc;
-		return add_param(x, nd, "factor", 1, &one, 1);
-	}
-	case NET_SCALE: {
-		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a channel axis")))
-			return rc;
-		int64_t c = s->dim[1];
-		if ((rc = set_top(x, nd, 0, s->ndim, s->dim)) || (rc = add_param(x, nd, "scale", 1, &c, 0)))
-			return rc;
-		return l->scale.bias_term ? add_param(x, nd, "bias", 1, &c, 0) : DD_OK;
-	}
-	case NET_ELTWISE:
-		for (int i = 1; i < l->nbottom; i++) {
-			const struct net_shape *t = &x->g->blob[nd->bottom[i]].shape;
-			int same = t->ndim == s->ndim;
-			for (int d = 0; same && d < s->ndim; d++)
-				same = t->dim[d] == s->dim[d];
-			if (!same) {
-				shape_str(s, sa, sizeof sa);
-				shape_str(t, sb, sizeof sb);
-				return lerr(x, nd, "bottom '%s' is %s but bottom '%s' is %s: Eltwise needs equal shapes",
-					    bname(x, nd->bottom[0], a, sizeof a), sa, bname(x, nd->bottom[i], b, sizeof b),
-					    sb);
-			}
-		}
-		return set_top(x, nd, 0, s->ndim, s->dim);
-	case NET_CONCAT: {
-		if ((rc = need_axes(x, nd, s, 2, 4, "inputs with a channel axis")))
-			return rc;
-		int64_t c = 0;
-		for (int i = 0; i < l->nbottom; i++) {
-			const struct net_shape *t = &x->g->blob[nd->bottom[i]].shape;
-			int same = t->ndim == s->ndim;
-			for (int d = 0; same && d < s->ndim; d++)
-				same = d == 1 || t->dim[d] == s->dim[d];
-			if (!same) {
-				shape_str(s, sa, sizeof sa);
-				shape_str(t, sb, sizeof sb);
-				return lerr(x, nd,
-					    "bottom '%s' is %s but bottom '%s' is %s: Concat needs equal shapes but for the "
-					    "channels",
-					    bname(x, nd->bottom[0], a, sizeof a), sa, bname(x, nd->bottom[i], b, sizeof b),
-					    sb);
-			}
-			c += t->dim[1];
-		}
-		memcpy(o, s->dim, sizeof o);
-		o[1] = c;
-		return set_top(x, nd, 0, s->ndim, o);
-	}
-	case NET_FLATTEN:
-		if ((rc = need_axes(x, nd, s, 1, 4, "an input with a batch axis")))
-			return rc;
-		o[0] = s->dim[0];
-		o[1] = x->g->blob[nd->bottom[0]].count / s->dim[0];
-		return set_top(x, nd, 0, 2, o);
-	case NET_SOFTMAX:
-		if ((rc = need_axes(x, nd, s, 2, 4, "an input with a class axis")))
-			return rc;
-		return set_top(x, nd, 0, s->ndim, s->dim);
-	case NET_SOFTMAX_LOSS:
-	case NET_ACCURACY: {
-		if ((rc = need_axes(x, nd, s, 2, 4, "scores with a class axis (N, classes, ...)")))
-			return rc;
-		const struct net_blob *lb = &x->g->blob[nd->bottom[1]];
-		int64_t inner = x->g->blob[nd->bottom[0]].count / (s->dim[0] * s->dim[1]);
-		if (lb->count != s->dim[0] * inner) {
-			shape_str(s, sa, sizeof sa);
-			shape_str(&lb->shape, sb, sizeof sb);
-			return lerr(x, nd, "bottom '%s' holds %lld labels (%s) but the scores '%s' (%s) need %lld, "
-					   "one per image%s",
-				    bname(x, nd->bottom[1], b, sizeof b), (long long)lb->count, sb,
-				    bname(x, nd->bottom[0], a, sizeof a), sa, (long long)(s->dim[0] * inner),
-				    inner > 1 ? " and position" : "");
-		}
-		if (l->type == NET_ACCURACY && l->accuracy.top_k > s->dim[1])
-			return lerr(x, nd, "top_k %d is more than the %lld classes of '%s'", l->accuracy.top_k,
-				    (long long)s->dim[1], bname(x, nd->bottom[0], a, sizeof a));
-		return set_top(x, nd, 0, 0, o);
-	}
-	default:
-		return dd_err_set(x->err, DD_EINTERNAL, "layer type %d has no shape rule", (int)l->type);
-	}
+	return t->infer(x, nd);
 }
+
+
+/* ---- layers and the description --------------------------------------------------- */
+
+/* "a" or "an" before a type name, for messages. */
+static const char *article(const char *word)
+{
+	return strchr("AEIOU", word[0]) ? "an" : "a";
+}
+
+static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, struct net_layer *l)
+{
+	const struct ptx_msg *m = lf->msg;
+	const struct ptx_field *type = NULL;
+	int rc;
+	l->name = "";
+	l->line = lf->line;
+	l->col = lf->col;
+	c->where = "";
+	c->prefix[0] = 0;
+	/* the name and type first: every later message names the layer */
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "name")) {
+			if ((rc = once(c, m, i)) || (rc = get_string(c, f, &l->name)))
+				return rc;
+		}
+	}
+	char label[100];
+	net_layer_label(l, index, label, sizeof label);
+	snprintf(c->prefix, sizeof c->prefix, "layer %s: ", label);
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		if (!strcmp(f->name, "type")) {
+			if ((rc = once(c, m, i)))
+				return rc;
+			type = f;
+		}
+	}
+	if (!type)
+		return net_perr(c, lf->line, lf->col, "no type given (type: \"Convolution\", ...)");
+	if (type->kind == PTX_IDENT)
+		return net_perr(c, type->vline, type->vcol,
+				"type %s is Caffe's old (V1) spelling; write the type as a string, e.g. type: \"Convolution\"",
+				type->text);
+	const char *tn;
+	if ((rc = get_string(c, type, &tn)))
+		return rc;
+	int t = -1;
+	for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++)
+		if (!strcmp(tn, net_layer_types[k].info.name))
+			t = k;
+	if (t < 0) {
+		char s[64], all[400] = "";
+		sanitize(s, sizeof s, tn, 40);
+		for (int k = 0; k < NET_LAYER_TYPE_COUNT; k++) {
+			size_t n = strlen(all);
+			snprintf(all + n, sizeof all - n, "%s%s", k ? ", " : "", net_layer_types[k].info.name);
+		}
+		return net_perr(c, type->vline, type->vcol, "unknown type \"%s\" (deepdesk knows %s)", s, all);
+	}
+	l->type = (enum net_layer_type)t;
+	const struct layer_type *lt = &net_layer_types[t];
+	layer_defaults(l);
+
+	/* the repeated fields, counted and then filled */
+	if ((rc = strings_of(c, m, "bottom", &l->bottom, &l->nbottom)) ||
+	    (rc = strings_of(c, m, "top", &l->top, &l->ntop)))
+		return rc;
+	int ninc = net_count_of(m, "include"), nexc = net_count_of(m, "exclude"), nparam = net_count_of(m, "param");
+	int nlw = net_count_of(m, "loss_weight");
+	struct net_rule *inc = ninc ? ptx_alloc(c->doc, (size_t)ninc * sizeof *inc) : NULL;
+	struct net_rule *exc = nexc ? ptx_alloc(c->doc, (size_t)nexc * sizeof *exc) : NULL;
+	struct net_param_spec *ps = nparam ? ptx_alloc(c->doc, (size_t)nparam * sizeof *ps) : NULL;
+	float *lw = nlw ? ptx_alloc(c->doc, (size_t)nlw * sizeof *lw) : NULL;
+	if ((ninc && !inc) || (nexc && !exc) || (nparam && !ps) || (nlw && !lw))
+		return nomem(c);
+	l->include = inc;
+	l->exclude = exc;
+	l->param = ps;
+	l->loss_weight = lw;
+
+	for (int i = 0; i < m->nfield; i++) {
+		const struct ptx_field *f = &m->field[i];
+		const char *n = f->name;
+		rc = DD_OK;
+		if (!strcmp(n, "name") || !strcmp(n, "type") || !strcmp(n, "bottom") || !strcmp(n, "top")) {
+			continue;
+		} else if (!strcmp(n, "include") || !strcmp(n, "exclude")) {
+			struct net_rule *r = n[0] == 'i' ? &inc[l->ninclude++] : &exc[l->nexclude++];
+			msg_defaults(&net_rule_msg, r);
+			rc = read_sub(c, f, &net_rule_msg, r);
+		} else if (!strcmp(n, "param")) {
+			msg_defaults(&net_param_spec_msg, &ps[l->nparam]);
+			rc = read_sub(c, f, &net_param_spec_msg, &ps[l->nparam++]);
+		} else if (!strcmp(n, "loss_weight")) {
+			rc = get_float(c, f, -FLT_MAX, FLT_MAX, &lw[l->nloss_weight++]);
+		} else {
+			const struct pmsg *d = msg_named(n);
+			if (!d)
+				return unknown_field(c, f);
+			if (d != lt->msg[0] && d != lt->msg[1])
+				return net_perr(c, f->line, f->col, "%s does not apply to %s %s layer", n, article(tn), tn);
+			if ((rc = once(c, m, i)))
+				return rc;
+			rc = read_sub(c, f, d, params_of(l));
+		}
+		if (rc)
+			return rc;
+	}
+	/* the types whose params have no usable defaults (their messages' checks run
+	 * only when the message is there) */
+	if (lt->required && !net_count_of(m, lt->msg[0]->name))
+		return net_perr(c, lf->line, lf->col, "%s", lt->required);
+
+	/* what Caffe checks of every layer */
+	int blo = lt->info.bottom_min, bhi = lt->info.bottom_max, tlo = lt->info.top_min, thi = lt->info.top_max;
+	if (l->nbottom < blo || l->nbottom > bhi) {
+		if (blo == bhi)
+			return net_perr(c, lf->line, lf->col, "%s %s layer takes %d bottom%s, not %d", article(tn), tn, blo,
+					blo == 1 ? "" : "s", l->nbottom);
+		return net_perr(c, lf->line, lf->col, "%s %s layer takes at least %d bottoms, not %d", article(tn), tn, blo,
+				l->nbottom);
+	}
+	if (l->ntop < tlo || l->ntop > thi) {
+		if (tlo == thi)
+			return net_perr(c, lf->line, lf->col, "%s %s layer makes %d top, not %d", article(tn), tn, tlo, l->ntop);
+		if (thi > 16)
+			return net_perr(c, lf->line, lf->col, "%s %s layer makes at least %d top", article(tn), tn, tlo);
+		return net_perr(c, lf->line, lf->col, "%s %s layer makes %d to %d tops, not %d", article(tn), tn, tlo, thi, l->ntop);
+	}
+	for (int i = 0; i < l->nbottom; i++)
+		if (!l->bottom[i][0])
+			return net_perr(c, lf->line, lf->col, "bottom %d has an empty name", i + 1);
+	for (int i = 0; i < l->ntop; i++)
+		if (!l->top[i][0])
+			return net_perr(c, lf->line, lf->col, "top %d has an empty name", i + 1);
+	if (l->ninclude && l->nexclude)
+		return net_perr(c, lf->line, lf->col, "give include rules or exclude rules, not both (as Caffe requires)");
+	if (l->nloss_weight && l->nloss_weight != l->ntop)
+		return net_perr(c, lf->line, lf->col, "%d loss_weight values for %d tops: give one per top or none",
+				l->nloss_weight, l->ntop);
+	if (!lt->loss)
+		for (int i = 0; i < l->nloss_weight; i++)
+			if (l->loss_weight[i] != 0)
+				return net_perr(c, lf->line, lf->col, "loss_weight applies only to SoftmaxWithLoss layers");
+	if (lt->check && (rc = lt->check(c, lf, l)))
+		return rc;
+	for (int i = 0; i < l->ntop; i++) {
+		int b = i < l->nbottom && !strcmp(l->top[i], l->bottom[i]);
+		if (b && !lt->info.elementwise) {
+			char s[80];
+			sanitize(s, sizeof s, l->top[i], 60);
+			return net_perr(c, lf->line, lf->col,
+					"%s %s layer cannot work in place (top '%s' is also its bottom)", article(tn), tn, s);
+		}
+	}
+	return DD_OK;
+}
+
+static int parse_net(struct pc *c, const struct ptx_msg *root, struct net *net)
+{
+	int rc, nl = net_count_of(root, "layer"), k = 0;
+	if (nl > NET_MAX_LAYERS)
+		return dd_err_set(c->err, DD_ETOOBIG, "%d layers: the limit is %d", nl, NET_MAX_LAYERS);
+	struct net_layer *layers = nl ? ptx_alloc(c->doc, (size_t)nl * sizeof *layers) : NULL;
+	if (nl && !layers)
+		return nomem(c);
+	net->name = "";
+	net->layer = layers;
+	int ndims = net_count_of(root, "input_dim"), nshape = net_count_of(root, "input_shape");
+	const struct ptx_field *first_input = NULL, *first_dim = NULL;
+	for (int i = root->nfield - 1; i >= 0; i--) {
+		if (!strcmp(root->field[i].name, "input"))
+			first_input = &root->field[i];
+		if (!strcmp(root->field[i].name, "input_dim") || !strcmp(root->field[i].name, "input_shape"))
+			first_dim = &root->field[i];
+	}
+	if (ndims && nshape)
+		return net_perr(c, first_dim->line, first_dim->col, "give input_shape or input_dim, not both");
+	struct net_shape *shapes = NULL;
+	if (ndims || nshape) {
+		int n = ndims ? (ndims + 3) / 4 : nshape;
+		if (!(shapes = ptx_alloc(c->doc, (size_t)n * sizeof *shapes)))
+			return nomem(c);
+	}
+	int nd = 0;
+	for (int i = 0; i < root->nfield; i++) {
+		const struct ptx_field *f = &root->field[i];
+		c->prefix[0] = 0;
+		c->where = "";
+		if (!strcmp(f->name, "layer")) {
+			if ((rc = want_msg(c, f)))
+				return rc;
+			if ((rc = parse_layer(c, f, k, &layers[k])))
+				return rc;
+			k++;
+		} else if (!strcmp(f->name, "name")) {
+			if ((rc = once(c, root, i)) || (rc = get_string(c, f, &net->name)))
+				return rc;
+		} else if (!strcmp(f->name, "input")) {
+			continue; /* below */
+		} else if (!strcmp(f->name, "input_shape")) {
+			if ((rc = read_sub(c, f, &net_shape_msg, &shapes[net->ninput_shape++])))
+				return rc;
+		} else if (!strcmp(f->name, "input_dim")) {
+			int v;
+			if ((rc = get_int(c, f, 1, 1 << 24, &v)))
+				return rc;
+			struct net_shape *s = &shapes[nd / 4];
+			s->dim[s->ndim++] = v;
+			if (nd++ % 4 == 0)
+				net->ninput_shape++;
+		} else if (!strcmp(f->name, "force_backward") || !strcmp(f->name, "debug_info")) {
+			int v;
+			if ((rc = get_bool(c, f, &v)))
+				return rc;
+		} else if (!strcmp(f->name, "layers")) {
+			return net_perr(c, f->line, f->col,
+					"'layers' is Caffe's old (V1) format: write 'layer' blocks with string types "
+					"(Caffe's upgrade_net_proto_text converts a file)");
+		} else {
+			char n[80];
+			sanitize(n, sizeof n, f->name, 60);
+			return net_perr(c, f->line, f->col,
+					"unknown field '%s' at the top level (expected name, layer, input, input_shape or input_dim)",
+					n);
+		}
+	}
+	net->nlayer = k;
+	c->prefix[0] = 0;
+	if ((rc = strings_of(c, root, "input", &net->input, &net->ninput)))
+		return rc;
+	net->input_shape = shapes;
+	if (ndims % 4)
+		return net_perr(c, first_dim->line, first_dim->col,
+				"input_dim needs four values (N, C, H, W) per input, got %d", ndims);
+	if (net->ninput_shape != net->ninput) {
+		const struct ptx_field *f = first_input ? first_input : first_dim;
+		return net_perr(c, f->line, f->col, "%d input shape%s for %d input%s: give each input its shape",
+				net->ninput_shape, net->ninput_shape == 1 ? "" : "s", net->ninput, net->ninput == 1 ? "" : "s");
+	}
+	return DD_OK;
+}
+
+int net_parse(const char *text, size_t len, struct net **out, struct dd_err *err)
+{
+	struct ptx_doc *doc = NULL;
+	struct net *net = NULL;
+	*out = NULL;
+	int rc = ptx_parse(text, len, &doc, err);
+	if (rc)
+		return rc;
+	struct pc c = { .err = err, .doc = doc, .where = "" };
+	net = ptx_alloc(doc, sizeof *net);
+	if (!net) {
+		rc = nomem(&c);
+		goto fail;
+	}
+	net->doc_ = doc;
+	if ((rc = parse_net(&c, ptx_root(doc), net)))
+		goto fail;
+	*out = net;
+	return DD_OK;
+fail:
+	ptx_free(doc); /* net lives in it */
+	return rc;
+}
+
+void net_free(struct net *net)
+{
+	if (net)
+		ptx_free(net->doc_);
+}
+
+int net_declared_input(const struct net *def, struct net_input *in)
+{
+	const struct net_shape *s = NULL;
+	for (int i = 0; i < def->nlayer && !s; i++)
+		if (def->layer[i].type == NET_INPUT && def->layer[i].input.nshape)
+			s = &def->layer[i].input.shape[0];
+	if (!s && def->ninput_shape)
+		s = &def->input_shape[0];
+	if (!s || s->ndim < 2)
+		return DD_ENOENT;
+	/* (N, C, H, W), (N, C, H) or (N, C) */
+	in->n = (int)s->dim[0];
+	in->c = (int)s->dim[1];
+	in->h = s->ndim > 2 ? (int)s->dim[2] : 1;
+	in->w = s->ndim > 3 ? (int)s->dim[3] : 1;
+	return DD_OK;
+}
+
+/* ---- instantiation ----------------------------------------------------------------- */
 
 /* Which of nodes k+1.. makes `name`, or -1. */
 static int later_producer(const struct net_graph *g, int k, const char *name)
@@ -1917,14 +1108,14 @@ static int missing_bottom(struct ic *x, int k, const char *name)
 	if (j >= 0) {
 		net_layer_label(&g->node[j].l, g->node[j].index, other, sizeof other);
 		if (depends_on(g, k, j))
-			return lerr(x, nd,
-				    "bottom '%s' is made by layer %s (line %d), which itself depends on this layer: "
-				    "the layers form a cycle",
-				    s, other, g->node[j].l.line);
-		return lerr(x, nd,
-			    "bottom '%s' is made by layer %s (line %d), which comes later: layers run in the order "
-			    "written, so move it above",
-			    s, other, g->node[j].l.line);
+			return net_lerr(x, nd,
+					"bottom '%s' is made by layer %s (line %d), which itself depends on this layer: "
+					"the layers form a cycle",
+					s, other, g->node[j].l.line);
+		return net_lerr(x, nd,
+				"bottom '%s' is made by layer %s (line %d), which comes later: layers run in the order "
+				"written, so move it above",
+				s, other, g->node[j].l.line);
 	}
 	for (int i = 0; i < x->def->nlayer; i++) {
 		const struct net_layer *l = &x->def->layer[i];
@@ -1933,23 +1124,23 @@ static int missing_bottom(struct ic *x, int k, const char *name)
 				continue;
 			net_layer_label(l, i, other, sizeof other);
 			if (l->type == NET_INPUT)
-				return lerr(x, nd,
-					    "bottom '%s' comes from Input layer %s, which deepdesk replaces (as DIGITS "
-					    "does) by the dataset's images in \"data\" (and labels in \"label\")",
+				return net_lerr(x, nd,
+						"bottom '%s' comes from Input layer %s, which deepdesk replaces (as DIGITS "
+						"does) by the dataset's images in \"data\" (and labels in \"label\")",
 					    s, other);
 			if (g->stage == NET_STAGE_DEPLOY && l->type == NET_DATA)
-				return lerr(x, nd,
-					    "bottom '%s' comes from data layer %s, which the deploy stage does not have "
-					    "(it reads images only)%s",
-					    s, other,
-					    l->ntop > 1 && !strcmp(name, l->top[1])
+				return net_lerr(x, nd,
+						"bottom '%s' comes from data layer %s, which the deploy stage does not have "
+						"(it reads images only)%s",
+						s, other,
+						l->ntop > 1 && !strcmp(name, l->top[1])
 						    ? ": exclude this layer from deploy with exclude { stage: \"deploy\" }"
 						    : "");
-			return lerr(x, nd, "bottom '%s' is made by layer %s (line %d), which is not in the %s stage", s,
-				    other, l->line, net_stage_name(g->stage));
+			return net_lerr(x, nd, "bottom '%s' is made by layer %s (line %d), which is not in the %s stage", s,
+					other, l->line, net_stage_name(g->stage));
 		}
 	}
-	return lerr(x, nd, "bottom '%s' is not made by any layer", s);
+	return net_lerr(x, nd, "bottom '%s' is not made by any layer", s);
 }
 
 static int check_input(const struct net_input *in, struct dd_err *err)
@@ -2131,11 +1322,11 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 			int other = layer_name_seen(&x, k);
 			if (other >= 0) {
 				if (g->node[other].index < 0)
-					rc = lerr(&x, nd, "the name is already used by the data layer deepdesk adds for "
+					rc = net_lerr(&x, nd, "the name is already used by the data layer deepdesk adds for "
 							  "this stage; rename it");
 				else
-					rc = lerr(&x, nd, "the name is already used by the layer at line %d",
-						  g->node[other].l.line);
+					rc = net_lerr(&x, nd, "the name is already used by the layer at line %d",
+						      g->node[other].l.line);
 				goto fail;
 			}
 		}
@@ -2166,10 +1357,10 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 				char s[80], other[100];
 				const struct net_node *p = &g->node[g->blob[b].producer];
 				net_layer_label(&p->l, p->index, other, sizeof other);
-				rc = lerr(&x, nd,
-					  "top '%s' is already made by layer %s: each blob is made once (only an "
-					  "element-wise layer may rewrite its bottom, in place)",
-					  bname(&x, b, s, sizeof s), other);
+				rc = net_lerr(&x, nd,
+					      "top '%s' is already made by layer %s: each blob is made once (only an "
+					      "element-wise layer may rewrite its bottom, in place)",
+					  net_blob_name(&x, b, s, sizeof s), other);
 				goto fail;
 			}
 			b = g->nblob++;
@@ -2181,13 +1372,13 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 		if ((rc = infer(&x, nd)))
 			goto fail;
 		if (l->nparam > nd->nparam) {
-			rc = lerr(&x, nd, "%d param { } blocks for %d parameter blob%s", l->nparam, nd->nparam,
-				  nd->nparam == 1 ? "" : "s");
+			rc = net_lerr(&x, nd, "%d param { } blocks for %d parameter blob%s", l->nparam, nd->nparam,
+				      nd->nparam == 1 ? "" : "s");
 			goto fail;
 		}
-		nd->loss_weight = l->nloss_weight ? l->loss_weight[0] : l->type == NET_SOFTMAX_LOSS ? 1 : 0;
+		nd->loss_weight = l->nloss_weight ? l->loss_weight[0] : net_layer_types[l->type].loss;
 		has_softmax |= l->type == NET_SOFTMAX;
-		has_loss |= l->type == NET_SOFTMAX_LOSS;
+		has_loss |= net_layer_types[l->type].loss;
 		g->params += nd->nparams;
 		for (int p = 0; p < nd->nparam; p++)
 			if (nd->param[p].learned)
@@ -2204,7 +1395,7 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 			    nd->l.type != NET_INPUT && nd->l.type != NET_SOFTMAX) {
 				net_layer_label(&nd->l, nd->index, lbl, sizeof lbl);
 				snprintf(after, sizeof after, " after layer %s (bottom: \"%s\"%s)", lbl,
-					 bname(&x, nd->top[0], top, sizeof top),
+					 net_blob_name(&x, nd->top[0], top, sizeof top),
 					 stage == NET_STAGE_TRAIN ? " bottom: \"label\"" : "");
 				break;
 			}
@@ -2279,7 +1470,7 @@ int net_graph_print(const struct net_graph *g, FILE *f)
 		for (int t = 0; t < nd->l.ntop; t++) {
 			n = (int)strlen(g->blob[nd->top[t]].name);
 			wb = n > wb ? n : wb;
-			shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
+			net_shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
 			n = (int)strlen(sh);
 			ws = n > ws ? n : ws;
 		}
@@ -2306,7 +1497,7 @@ int net_graph_print(const struct net_graph *g, FILE *f)
 			sh[0] = 0;
 			if (t < nd->l.ntop) {
 				sanitize(b, sizeof b, g->blob[nd->top[t]].name, 60);
-				shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
+				net_shape_str(&g->blob[nd->top[t]].shape, sh, sizeof sh);
 			}
 			if (t == 0)
 				fprintf(f, "%-*s  %-*s  %-*s  %-*s  %12s\n", wn, s, wt, net_layer_type_name(nd->l.type), wb,

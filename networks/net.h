@@ -83,6 +83,23 @@ enum net_layer_type {
 /* Caffe's type string: "Convolution", "SoftmaxWithLoss", ... */
 const char *net_layer_type_name(enum net_layer_type type);
 
+/* What a layer type is, for the code that builds and runs one: networks/net.c holds
+ * one row per type (its name, bottom and top counts, parameter messages with their
+ * fields' bounds and defaults, shape rule); this is the part the rest may read. */
+enum net_reads { NET_READS_NO, NET_READS_YES, NET_READS_IN_PLACE };
+struct net_layer_type_info {
+	const char *name;           /* Caffe's type string */
+	int bottom_min, bottom_max; /* how many bottoms it takes */
+	int top_min, top_max;       /* how many tops it makes */
+	int elementwise;            /* top 0 has bottom 0's shape, value by value: it may work in place */
+	int reads_bottom;           /* its backward reads bottom 0's values */
+	enum net_reads reads_top;   /* its backward reads top 0's: no, yes, or only in place (ReLU) */
+	size_t filler[2];           /* offsetof(struct net_layer, ...) of the filler of parameter
+				     * blob 0, and of the later ones; 0: none (they start at zero) */
+};
+/* The row of type; NULL for a value outside the enum.  Static, never freed. */
+const struct net_layer_type_info *net_layer_type_info(enum net_layer_type type);
+
 enum net_filler_type { NET_FILLER_CONSTANT, NET_FILLER_UNIFORM, NET_FILLER_GAUSSIAN, NET_FILLER_XAVIER, NET_FILLER_MSRA };
 enum net_variance_norm { NET_FAN_IN, NET_FAN_OUT, NET_FAN_AVERAGE };
 

@@ -36,18 +36,24 @@ static void hw(FILE *f, const char *name, int h, int w, int skip)
 		fprintf(f, " %s_h: %d %s_w: %d", name, h, name, w);
 }
 
+/* A window's kernel, stride and pad, each in Caffe's shortest form. */
+static void window(FILE *f, int kh, int kw, int sh, int sw, int ph, int pw)
+{
+	if (kh == kw)
+		fprintf(f, " kernel_size: %d", kh);
+	else
+		fprintf(f, " kernel_h: %d kernel_w: %d", kh, kw);
+	hw(f, "stride", sh, sw, 1);
+	hw(f, "pad", ph, pw, 0);
+}
+
 static void params(FILE *f, const struct net_layer *l)
 {
 	switch (l->type) {
 	case NET_CONVOLUTION: {
 		const struct net_conv_param *p = &l->conv;
 		fprintf(f, "  convolution_param { num_output: %d", p->num_output);
-		if (p->kh == p->kw)
-			fprintf(f, " kernel_size: %d", p->kh);
-		else
-			fprintf(f, " kernel_h: %d kernel_w: %d", p->kh, p->kw);
-		hw(f, "stride", p->sh, p->sw, 1);
-		hw(f, "pad", p->ph, p->pw, 0);
+		window(f, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw);
 		if (p->dh != 1 || p->dw != 1)
 			fprintf(f, " dilation: %d dilation: %d", p->dh, p->dw);
 		if (p->group != 1)
@@ -62,14 +68,8 @@ static void params(FILE *f, const struct net_layer *l)
 		fprintf(f, "  pooling_param { pool: %s", p->pool == NET_POOL_MAX ? "MAX" : "AVE");
 		if (p->global)
 			fprintf(f, " global_pooling: true");
-		else {
-			if (p->kh == p->kw)
-				fprintf(f, " kernel_size: %d", p->kh);
-			else
-				fprintf(f, " kernel_h: %d kernel_w: %d", p->kh, p->kw);
-			hw(f, "stride", p->sh, p->sw, 1);
-			hw(f, "pad", p->ph, p->pw, 0);
-		}
+		else
+			window(f, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw);
 		fprintf(f, " }\n");
 		break;
 	}
@@ -112,7 +112,15 @@ static void params(FILE *f, const struct net_layer *l)
 		if (l->accuracy.top_k != 1)
 			fprintf(f, "  accuracy_param { top_k: %d }\n", l->accuracy.top_k);
 		break;
-	default: /* Sigmoid, TanH, Concat (axis 1), Flatten, Softmax (axis 1): no params */
+	case NET_DATA: /* not printed: the graph's input is declared instead */
+	case NET_INPUT:
+	case NET_SIGMOID: /* no params, or only the ones deepdesk takes as given */
+	case NET_TANH:
+	case NET_CONCAT: /* axis 1 */
+	case NET_FLATTEN:
+	case NET_SOFTMAX: /* axis 1 */
+	case NET_SOFTMAX_LOSS: /* its loss_param (ignore_label) only training reads */
+	case NET_LAYER_TYPE_COUNT:
 		break;
 	}
 }

@@ -641,23 +641,29 @@ static int parse_value(struct parser *ps, struct ptx_field *f, int depth)
 	return lex(ps);
 }
 
+/* One field called nm (its name token at `name`) and its value, appended at depth. */
+static int parse_one(struct parser *ps, int depth, const struct token *name, const char *nm)
+{
+	int idx = 0, rc = push_field(ps, depth, name, &idx);
+	struct ptx_field tmp;
+	if (rc != DD_OK)
+		return rc;
+	memset(&tmp, 0, sizeof tmp);
+	tmp.name = nm;
+	tmp.line = name->line;
+	tmp.col = name->col;
+	rc = parse_value(ps, &tmp, depth);
+	ps->vec[depth].f[idx] = tmp;
+	return rc;
+}
+
 /* After a field name and ':': one value, or a [list] of them (one field each). */
 static int parse_field(struct parser *ps, int depth, const struct token *name, const char *nm,
 		       int colon)
 {
-	int rc, idx;
-	struct ptx_field tmp;
-	if (!colon || !is_sym(&ps->tok, '[')) {
-		if ((rc = push_field(ps, depth, name, &idx)) != DD_OK)
-			return rc;
-		memset(&tmp, 0, sizeof tmp);
-		tmp.name = nm;
-		tmp.line = name->line;
-		tmp.col = name->col;
-		rc = parse_value(ps, &tmp, depth);
-		ps->vec[depth].f[idx] = tmp;
-		return rc;
-	}
+	int rc;
+	if (!colon || !is_sym(&ps->tok, '['))
+		return parse_one(ps, depth, name, nm);
 	int open_line = ps->tok.line, open_col = ps->tok.col;
 	if ((rc = lex(ps)) != DD_OK)
 		return rc;
@@ -666,15 +672,7 @@ static int parse_field(struct parser *ps, int depth, const struct token *name, c
 	for (;;) {
 		if (is_sym(&ps->tok, '['))
 			return fail_at(ps, ps->tok.line, ps->tok.col, "a list cannot hold another list");
-		if ((rc = push_field(ps, depth, name, &idx)) != DD_OK)
-			return rc;
-		memset(&tmp, 0, sizeof tmp);
-		tmp.name = nm;
-		tmp.line = name->line;
-		tmp.col = name->col;
-		rc = parse_value(ps, &tmp, depth);
-		ps->vec[depth].f[idx] = tmp;
-		if (rc != DD_OK)
+		if ((rc = parse_one(ps, depth, name, nm)) != DD_OK)
 			return rc;
 		if (is_sym(&ps->tok, ','))  {
 			if ((rc = lex(ps)) != DD_OK)

@@ -22,6 +22,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "../common/rng.h"
+
 /* ---- convolution ------------------------------------------------------------ */
 
 void conv_out_size(struct conv_desc *d)
@@ -150,6 +152,15 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const fl
 
 /* ---- inner product ------------------------------------------------------------ */
 
+/* acc + Σ_{i<len} a[i·sa] · b[i·sb], added in order in double: each of the inner
+ * product's three matrix products is this sum, along a row or a column. */
+static double dot(double acc, const float *a, size_t sa, const float *b, size_t sb, int len)
+{
+	for (int i = 0; i < len; i++)
+		acc += (double)a[i * sa] * b[i * sb];
+	return acc;
+}
+
 /* out[n,m] = b[m] + Σ_k in[n,k] · w[m,k] */
 void ip_forward(float *out, const float *in, const float *w, const float *b, const struct ip_desc *d)
 {
@@ -157,10 +168,7 @@ void ip_forward(float *out, const float *in, const float *w, const float *b, con
 		for (int m = 0; m < d->m; m++) {
 			const float *x = in + (size_t)n * d->k; /* (K) */
 			const float *wm = w + (size_t)m * d->k;  /* (K) */
-			double acc = b ? b[m] : 0.0;
-			for (int k = 0; k < d->k; k++)
-				acc += (double)x[k] * wm[k];
-			out[(size_t)n * d->m + m] = (float)acc;
+			out[(size_t)n * d->m + m] = (float)dot(b ? b[m] : 0.0, x, 1, wm, 1, d->k);
 		}
 }
 
@@ -168,22 +176,14 @@ void ip_forward(float *out, const float *in, const float *w, const float *b, con
 void ip_backward(float *din, float *dw, float *db, const float *dout, const float *in,
 		 const float *w, const struct ip_desc *d)
 {
-	if (din)
+	if (din) /* row n of dout · column k of w */
 		for (int n = 0; n < d->n; n++)
-			for (int k = 0; k < d->k; k++) {
-				double acc = 0.0;
-				for (int m = 0; m < d->m; m++)
-					acc += (double)dout[(size_t)n * d->m + m] * w[(size_t)m * d->k + k];
-				din[(size_t)n * d->k + k] += (float)acc;
-			}
-	if (dw)
+			for (int k = 0; k < d->k; k++)
+				din[(size_t)n * d->k + k] += (float)dot(0.0, dout + (size_t)n * d->m, 1, w + k, (size_t)d->k, d->m);
+	if (dw) /* column m of dout · column k of in */
 		for (int m = 0; m < d->m; m++)
-			for (int k = 0; k < d->k; k++) {
-				double acc = 0.0;
-				for (int n = 0; n < d->n; n++)
-					acc += (double)dout[(size_t)n * d->m + m] * in[(size_t)n * d->k + k];
-				dw[(size_t)m * d->k + k] += (float)acc;
-			}
+			for (int k = 0; k < d->k; k++)
+				dw[(size_t)m * d->k + k] += (float)dot(0.0, dout + m, (size_t)d->m, in + k, (size_t)d->k, d->n);
 	if (db)
 		for (int m = 0; m < d->m; m++) {
 			double acc = 0.0;
@@ -422,15 +422,6 @@ void power_backward(float *din, const float *dout, const float *in, int64_t coun
 
 /* ---- dropout -------------------------------------------------------------------- */
 
-/* splitmix64: one 64-bit state, good enough for masks, cheap to seed. */
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Training: keep each value with probability 1 - ratio (u ∈ [0,1) drawn per value,
  * kept when u ≥ ratio) and scale the kept ones by 1/(1 - ratio), so the expectation
  * is unchanged and the test phase is the identity (Caffe's inverted dropout).  Test
@@ -449,7 +440,7 @@ void dropout_forward(float *out, uint8_t *mask, const float *in, int64_t count, 
 	}
 	float scale = 1.0f / (1.0f - ratio);
 	for (int64_t i = 0; i < count; i++) {
-		double u = (double)(splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0); /* 2^-53 */
+		double u = rng_unit(rng_next(rng)); /* rng: splitmix64 (common/rng.h) */
 		mask[i] = u >= ratio;
 		out[i] = mask[i] ? in[i] * scale : 0.0f;
 	}

@@ -16,8 +16,11 @@
 
 #include "../common/fsutil.h"
 #include "../common/json.h"
+#include "../common/rng.h"
+#include "../datasets/dsinfo.h"
 #include "backend.h"
 #include "graph.h"
+#include "modeldir.h"
 #include "net.h"
 #include "snapshot.h"
 
@@ -66,29 +69,20 @@ static void logf_(const struct train_hooks *h, const char *level, const char *fm
 
 int train_dataset_input(const char *dir, struct net_input *in, struct dd_err *err)
 {
-	char path[PATH_MAX], *buf = NULL;
-	size_t len;
-	snprintf(path, sizeof path, "%s/dataset.json", dir);
-	int rc = fs_read_file(path, 64u << 20, &buf, &len, err);
-	if (rc)
-		return rc == DD_ENOENT ? dd_err_set(err, DD_ENOENT, "%s: no such dataset (no dataset.json)", dir) : rc;
 	cJSON *j = NULL;
-	rc = json_parse(buf, len, path, &j, err);
-	free(buf);
+	int rc = dsinfo_read(dir, &j, err);
 	if (rc)
-		return rc;
-	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "options");
-	const cJSON *w = cJSON_GetObjectItemCaseSensitive(opt, "width");
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(opt, "height");
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(opt, "channels");
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(j, "labels");
-	if (!cJSON_IsNumber(w) || !cJSON_IsNumber(h) || !cJSON_IsNumber(c) || !cJSON_IsArray(labels))
+		return rc == DD_ENOENT ? dd_err_set(err, DD_ENOENT, "%s: no such dataset (no " DSINFO_FILE ")", dir) : rc;
+	struct dsinfo_shape sh;
+	if (!dsinfo_shape(j, &sh)) {
+		char path[PATH_MAX + 16];
+		dsinfo_path(dir, DSINFO_FILE, path, sizeof path);
 		rc = dd_err_set(err, DD_EINVAL, "%s lacks options.width/height/channels or labels", path);
-	else {
-		in->w = w->valueint;
-		in->h = h->valueint;
-		in->c = c->valueint;
-		in->classes = cJSON_GetArraySize(labels);
+	} else {
+		in->w = sh.width;
+		in->h = sh.height;
+		in->c = sh.channels;
+		in->classes = sh.classes;
 	}
 	cJSON_Delete(j);
 	return rc;
@@ -179,35 +173,20 @@ struct run {
 };
 
 /* "3" for a whole epoch, "2.5" or "1.4167" for a part of one. */
-static void epoch_label(char *buf, size_t len, int64_t it, int64_t ipe)
-{
-	if (it % ipe == 0)
-		snprintf(buf, len, "%lld", (long long)(it / ipe));
-	else {
-		snprintf(buf, len, "%.4f", (double)it / (double)ipe);
-		size_t n = strlen(buf);
-		while (n > 0 && buf[n - 1] == '0')
-			buf[--n] = 0;
-	}
-}
-
 /* What stands when a newer snapshot could not be written, as a phrase for the
  * user: the last snapshot this run wrote, else the one it resumed from. */
 static int last_good_snapshot(const struct run *r, char *buf, size_t len)
 {
-	static const char pre[] = "snapshot_epoch_", ext[] = ".safetensors";
-	const size_t pl = sizeof pre - 1, el = sizeof ext - 1;
 	const char *p = r->res->snapshot[0] ? r->res->snapshot : r->o->resume;
 	if (!p) {
 		snprintf(buf, len, "there is no snapshot yet");
 		return 0;
 	}
-	const char *name = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
-	size_t n = strlen(name);
-	if (n > pl + el && !strncmp(name, pre, pl) && !strcmp(name + n - el, ext))
-		snprintf(buf, len, "the latest snapshot is still the one at epoch %.*s", (int)(n - pl - el), name + pl);
+	struct modeldir_snapshot one;
+	if (modeldir_snapshot_parse(p, &one))
+		snprintf(buf, len, "the latest snapshot is still the one at epoch %s", one.label);
 	else
-		snprintf(buf, len, "the latest snapshot is still %s", name);
+		snprintf(buf, len, "the latest snapshot is still %s", strrchr(p, '/') ? strrchr(p, '/') + 1 : p);
 	return 1;
 }
 
@@ -227,10 +206,10 @@ static int write_snapshot(struct run *r, int64_t it, struct dd_err *err)
 	if (rc)
 		return rc;
 	char ep[32], s_it[32], s_cls[32], s_shape[64], s_fe[32], s_fp[32], s_rng[32], s_total[32], s_seed[32];
-	epoch_label(ep, sizeof ep, it, r->ipe);
+	modeldir_label_at(it, r->ipe, ep, sizeof ep);
 	char path[PATH_MAX], spath[PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/snapshot_epoch_%s.safetensors", o->out_dir, ep);
-	snprintf(spath, sizeof spath, "%s/snapshot_epoch_%s.solverstate", o->out_dir, ep);
+	modeldir_snapshot_path(o->out_dir, ep, MODELDIR_SNAP_WEIGHTS, path, sizeof path);
+	modeldir_snapshot_path(o->out_dir, ep, MODELDIR_SNAP_STATE, spath, sizeof spath);
 	snprintf(s_it, sizeof s_it, "%lld", (long long)it);
 	snprintf(s_cls, sizeof s_cls, "%d", r->in.classes);
 	snprintf(s_shape, sizeof s_shape, "%dx%dx%d", r->fc, r->fh, r->fw);
@@ -292,13 +271,8 @@ static int meta_i64(const struct st_file *f, const char *key, int64_t *out, cons
 static int restore(struct run *r, const char *weights, int64_t *start, uint64_t *rng, struct dd_err *err)
 {
 	char spath[PATH_MAX];
-	size_t n = strlen(weights);
-	const char ext[] = ".safetensors";
-	if (n > sizeof ext - 1 && !strcmp(weights + n - (sizeof ext - 1), ext))
-		n -= sizeof ext - 1;
-	if (n + 16 > sizeof spath)
+	if (modeldir_state_of(weights, spath, sizeof spath))
 		return dd_err_set(err, DD_EINVAL, "%s: the path is too long", weights);
-	snprintf(spath, sizeof spath, "%.*s.solverstate", (int)n, weights);
 	int rc = snapshot_load_weights(r->tr, weights, 0, NULL, 0, err);
 	if (rc)
 		return rc;
@@ -400,14 +374,6 @@ static int create_backends(struct run *r, struct dd_err *err)
 	return DD_OK;
 }
 
-static uint64_t rng_split(uint64_t x, int i)
-{
-	uint64_t z = x + (uint64_t)i * 0x9E3779B97F4A7C15ull;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Copy 0's parameters (BatchNorm statistics too) and solver history to the other
  * copies — after the fillers, a fine-tuning's load or a resume — and give each copy
  * its own dropout stream: rng[i] where a resume read one, else one split from copy
@@ -424,7 +390,7 @@ static void broadcast(struct run *r, const uint64_t *rng)
 		memcpy(graph_params(p->tr), graph_params(r->tr), bytes);
 		for (int k = 0; k < solver_nhistory(r->sol); k++)
 			memcpy(solver_history(p->sol, k), solver_history(r->sol, k), bytes);
-		*graph_rng(p->tr) = rng && rng[i] ? rng[i] : rng_split(*graph_rng(r->tr), i);
+		*graph_rng(p->tr) = rng && rng[i] ? rng[i] : rng_at(*graph_rng(r->tr), (uint64_t)i);
 	}
 }
 

@@ -1,10 +1,11 @@
-/* store.h — deepdesk.db: the SQLite store of jobs and of classes (their
- * members, shared datasets and lab presets), and the schema of the accounts
- * tables that app/accounts/auth.c reads and writes.
+/* store.h — deepdesk.db, the store: jobs, the fair queue and quotas, classes
+ * (their members, shared datasets and lab presets), and through accounts.h the
+ * accounts tables.  store/ is the only code that speaks SQL; this header knows
+ * no SQLite, and callers see rows, JSON and DD_E* codes.
  *
  * One connection per thread (opened on first use, closed by store_thread_end), WAL,
- * a busy timeout and foreign keys on.  The schema is versioned in PRAGMA
- * user_version and moved forward by store_init's migrations, each in one
+ * a busy timeout and foreign keys on (store/db.c).  The schema is versioned in
+ * PRAGMA user_version and moved forward by store_init's migrations, each in one
  * transaction.  Everything that changes a job's state goes through
  * store_job_move so that the transition rules (jobs/job.h) and the state history
  * are kept in one place. */
@@ -14,10 +15,10 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
 
 #include "../common/err.h"
 #include "../jobs/job.h"
+#include "accounts.h"
 
 #define STORE_FILE "deepdesk.db"
 
@@ -39,8 +40,6 @@ struct job_row {
 int store_init(const char *data_dir, struct dd_err *err);
 /* The schema version this build writes. */
 int store_schema_version(void);
-/* This thread's connection, opened on first use; NULL with err filled on failure. */
-sqlite3 *store_conn(struct dd_err *err);
 /* Close this thread's connection (call as a thread ends; harmless when none). */
 void store_thread_end(void);
 
@@ -135,8 +134,6 @@ int store_quota_set(int64_t user_id, const struct store_quota *q, struct dd_err 
 int store_usage(int64_t user_id, int64_t since_ms, struct store_usage *u, struct dd_err *err);
 /* The ids of user_id's jobs; caller frees *ids. */
 int store_job_ids_of(int64_t user_id, int64_t **ids, int *n, struct dd_err *err);
-/* Disable (ending its sessions) or enable an account. */
-int store_user_set_disabled(int64_t user_id, int disabled, struct dd_err *err);
 /* How many GPUs job id holds in its run (counted into its owner's GPU minutes). */
 int store_job_set_gpus_held(int64_t id, int n, struct dd_err *err);
 /* When a job of owner_id (0: the local user) last started, epoch ms; 0: never. */
@@ -144,8 +141,6 @@ int64_t store_owner_last_start(int64_t owner_id);
 /* For /metrics: how long the oldest queued job has waited, and the sum and
  * count of the waits (creation to start) of every job that started. */
 void store_queue_waits(double *oldest_s, double *sum_s, double *count);
-/* The id of the account called name, 0 when none (the local user). */
-int64_t store_user_id(const char *name);
 /* {"queued": n, "running": n, …} over all jobs; caller frees *out. */
 int store_jobs_by_state(cJSON **out, struct dd_err *err);
 

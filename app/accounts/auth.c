@@ -252,72 +252,18 @@ void ratelimit_reset(struct ratelimit *rl, const char *key)
 	pthread_mutex_unlock(&rl->lock);
 }
 
-/* ---- store helpers ---- */
+/* ---- accounts in the store ---- */
 
-/* A statement on this thread's connection; finalize after use. */
-static sqlite3_stmt *prep(const char *sql, struct dd_err *err)
-{
-	sqlite3 *db = store_conn(err);
-	if (!db)
-		return NULL;
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		dd_err_set(err, DD_EIO, "store: %s", sqlite3_errmsg(db));
-		return NULL;
-	}
-	return st;
-}
+_Static_assert(STORE_HASH_LEN == AUTH_HASH_LEN, "the store keeps whole Argon2id strings");
+_Static_assert(STORE_NAME_LEN > AUTH_NAME_MAX, "the store keeps whole names");
+_Static_assert(STORE_CSRF_LEN > AUTH_TOKEN_LEN, "the store keeps whole CSRF tokens");
 
-static int fail_db(sqlite3_stmt *st, const char *what, struct dd_err *err)
+/* u from the store's row (an unknown role reads as a learner). */
+static void user_of(const struct store_user *su, struct auth_user *u)
 {
-	sqlite3 *db = sqlite3_db_handle(st);
-	int rc = dd_err_set(err, sqlite3_errcode(db) == SQLITE_BUSY ? DD_EBUSY : DD_EIO, "store: %s: %s", what,
-			    sqlite3_errmsg(db));
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Step a query and finalize it: *out = {key: [row(st) for each row]}.  DD_OK, or
- * the store's error saying what it was doing (and *out NULL). */
-static int list_rows(sqlite3_stmt *st, const char *key, cJSON *(*row)(sqlite3_stmt *st), const char *what,
-		     cJSON **out, struct dd_err *err)
-{
-	cJSON *body = cJSON_CreateObject();
-	cJSON *arr = cJSON_AddArrayToObject(body, key);
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		cJSON_AddItemToArray(arr, row(st));
-	if (rc != SQLITE_DONE) {
-		cJSON_Delete(body);
-		return fail_db(st, what, err);
-	}
-	sqlite3_finalize(st);
-	*out = body;
-	return DD_OK;
-}
-
-/* Step a statement that returns nothing and finalize it; *changes gets the
- * number of rows changed when not NULL. */
-static int run(sqlite3_stmt *st, const char *what, int *changes, struct dd_err *err)
-{
-	if (!st)
-		return err ? err->code : DD_EIO;
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_CONSTRAINT)
-		return fail_db(st, what, err), DD_EEXIST;
-	if (rc != SQLITE_DONE)
-		return fail_db(st, what, err);
-	if (changes)
-		*changes = sqlite3_changes(sqlite3_db_handle(st));
-	sqlite3_finalize(st);
-	return DD_OK;
-}
-
-static void fill_user(sqlite3_stmt *st, int col, struct auth_user *u)
-{
-	u->id = sqlite3_column_int64(st, col);
-	snprintf(u->name, sizeof u->name, "%s", (const char *)sqlite3_column_text(st, col + 1));
-	if (auth_role_parse((const char *)sqlite3_column_text(st, col + 2), &u->role) != 0)
+	u->id = su->id;
+	snprintf(u->name, sizeof u->name, "%s", su->name);
+	if (auth_role_parse(su->role, &u->role) != 0)
 		u->role = ROLE_LEARNER;
 }
 
@@ -333,6 +279,18 @@ cJSON *auth_user_json(const struct auth_user *u)
 	return o;
 }
 
+/* {key: list} or, when list is NULL (the store failed), rc and *out NULL. */
+static int wrap_list(int rc, const char *key, cJSON *list, cJSON **out)
+{
+	*out = NULL;
+	if (rc != DD_OK)
+		return rc;
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, key, list);
+	*out = body;
+	return DD_OK;
+}
+
 /* ---- users ---- */
 
 int auth_user_add(const char *name, enum auth_role role, const char *pw, int64_t *id, struct dd_err *err)
@@ -342,154 +300,78 @@ int auth_user_add(const char *name, enum auth_role role, const char *pw, int64_t
 	if ((rc = auth_name_check(name, err)) || (rc = auth_password_check(pw, err)) ||
 	    (rc = auth_password_hash(pw, hash, err)))
 		return rc;
-	sqlite3_stmt *st = prep("INSERT INTO users(name,role,pwhash,created_at) VALUES(?,?,?,?)", err);
-	if (st) {
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 2, auth_role_name(role), -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, hash, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(st, 4, fs_now_ms());
-	}
-	rc = run(st, "adding a user", NULL, err);
+	rc = store_user_add(name, auth_role_name(role), hash, fs_now_ms(), id, err);
 	sodium_memzero(hash, sizeof hash);
-	if (rc == DD_EEXIST)
-		return dd_err_set(err, DD_EEXIST, "a user called \"%s\" already exists", name);
-	if (rc == DD_OK && id)
-		*id = sqlite3_last_insert_rowid(store_conn(NULL));
 	return rc;
-}
-
-static int user_lookup(sqlite3_stmt *st, const char *what, struct auth_user *u, char *hash, int *disabled,
-		       struct dd_err *err)
-{
-	if (!st)
-		return err ? err->code : DD_EIO;
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		sqlite3_finalize(st);
-		return dd_err_set(err, DD_ENOENT, "there is no user %s", what);
-	}
-	if (rc != SQLITE_ROW)
-		return fail_db(st, "reading a user", err);
-	fill_user(st, 0, u);
-	if (hash)
-		snprintf(hash, AUTH_HASH_LEN, "%s", (const char *)sqlite3_column_text(st, 3));
-	if (disabled)
-		*disabled = sqlite3_column_int(st, 4);
-	sqlite3_finalize(st);
-	return DD_OK;
 }
 
 int auth_user_find(const char *name, struct auth_user *u, char hash[AUTH_HASH_LEN], int *disabled,
 		   struct dd_err *err)
 {
-	sqlite3_stmt *st = prep("SELECT id,name,role,pwhash,disabled FROM users WHERE name=?", err);
-	if (st)
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-	char what[AUTH_NAME_MAX + 8];
-	snprintf(what, sizeof what, "\"%.*s\"", AUTH_NAME_MAX, name);
-	return user_lookup(st, what, u, hash, disabled, err);
+	struct store_user su;
+	int rc = store_user_find(name, &su, hash, err);
+	if (rc == DD_OK) {
+		user_of(&su, u);
+		if (disabled)
+			*disabled = su.disabled;
+	}
+	return rc;
 }
 
 int auth_user_get(int64_t id, struct auth_user *u, char hash[AUTH_HASH_LEN], struct dd_err *err)
 {
-	sqlite3_stmt *st = prep("SELECT id,name,role,pwhash,disabled FROM users WHERE id=?", err);
-	if (st)
-		sqlite3_bind_int64(st, 1, id);
-	char what[32];
-	snprintf(what, sizeof what, "%lld", (long long)id);
-	return user_lookup(st, what, u, hash, NULL, err);
-}
-
-static cJSON *user_row(sqlite3_stmt *st)
-{
-	struct auth_user u;
-	fill_user(st, 0, &u);
-	cJSON *o = auth_user_json(&u);
-	cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 3));
-	cJSON_AddBoolToObject(o, "disabled", sqlite3_column_int(st, 4));
-	return o;
+	struct store_user su;
+	int rc = store_user_get(id, &su, hash, err);
+	if (rc == DD_OK)
+		user_of(&su, u);
+	return rc;
 }
 
 int auth_user_list(cJSON **out, struct dd_err *err)
 {
-	*out = NULL;
-	sqlite3_stmt *st = prep("SELECT id,name,role,created_at,disabled FROM users ORDER BY name", err);
-	if (!st)
-		return err ? err->code : DD_EIO;
-	return list_rows(st, "users", user_row, "listing users", out, err);
+	struct store_user *rows = NULL;
+	int n = 0;
+	int rc = store_user_list(&rows, &n, err);
+	cJSON *arr = rc == DD_OK ? cJSON_CreateArray() : NULL;
+	for (int i = 0; arr && i < n; i++) {
+		struct auth_user u;
+		user_of(&rows[i], &u);
+		cJSON *o = auth_user_json(&u);
+		cJSON_AddNumberToObject(o, "created_at", (double)rows[i].created_at);
+		cJSON_AddBoolToObject(o, "disabled", rows[i].disabled);
+		cJSON_AddItemToArray(arr, o);
+	}
+	free(rows);
+	return wrap_list(rc, "users", arr, out);
 }
 
 int auth_user_count(int64_t *n, struct dd_err *err)
 {
-	*n = 0;
-	sqlite3_stmt *st = prep("SELECT count(*) FROM users WHERE disabled=0", err);
-	if (!st)
-		return err ? err->code : DD_EIO;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		*n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return DD_OK;
-}
-
-static int one_user_changed(int rc, int changes, int64_t id, struct dd_err *err)
-{
-	if (rc == DD_OK && changes == 0)
-		return dd_err_set(err, DD_ENOENT, "there is no user %lld", (long long)id);
-	return rc;
+	return store_user_count(n, err);
 }
 
 int auth_user_set_password(int64_t id, const char *pw, int64_t keep_session, int revoke_tokens,
 			   struct dd_err *err)
 {
-	int rc, changes = 0;
+	int rc;
 	char hash[AUTH_HASH_LEN];
 	if ((rc = auth_password_check(pw, err)) || (rc = auth_password_hash(pw, hash, err)))
 		return rc;
-	sqlite3_stmt *st = prep("UPDATE users SET pwhash=? WHERE id=?", err);
-	if (st) {
-		sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(st, 2, id);
-	}
-	rc = run(st, "changing a password", &changes, err);
-	rc = one_user_changed(rc, changes, id, err);
+	rc = store_user_set_pwhash(id, hash, err);
 	sodium_memzero(hash, sizeof hash);
-	if (rc)
+	if (rc || (rc = store_sessions_end(id, keep_session, err)) || !revoke_tokens)
 		return rc;
-	st = prep("DELETE FROM sessions WHERE user_id=? AND id<>?", err);
-	if (st) {
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_int64(st, 2, keep_session);
-	}
-	if ((rc = run(st, "ending the other sessions", NULL, err)) || !revoke_tokens)
-		return rc;
-	st = prep("UPDATE api_tokens SET revoked_at=? WHERE user_id=? AND revoked_at IS NULL", err);
-	if (st) {
-		sqlite3_bind_int64(st, 1, fs_now_ms());
-		sqlite3_bind_int64(st, 2, id);
-	}
-	return run(st, "revoking the API tokens", NULL, err);
+	return store_tokens_revoke_all(id, fs_now_ms(), err);
 }
 
 int auth_user_set_role(int64_t id, enum auth_role role, struct dd_err *err)
 {
-	int changes = 0;
-	sqlite3_stmt *st = prep("UPDATE users SET role=? WHERE id=?", err);
-	if (st) {
-		sqlite3_bind_text(st, 1, auth_role_name(role), -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, id);
-	}
-	int rc = run(st, "changing a role", &changes, err);
-	return one_user_changed(rc, changes, id, err);
+	return store_user_set_role(id, auth_role_name(role), err);
 }
 
 int auth_user_remove(int64_t id, struct dd_err *err)
 {
-	int changes = 0;
-	sqlite3_stmt *st = prep("DELETE FROM users WHERE id=?", err);
-	if (st)
-		sqlite3_bind_int64(st, 1, id);
-	int rc = run(st, "removing a user", &changes, err);
-	return one_user_changed(rc, changes, id, err);
+	return store_user_remove(id, err);
 }
 
 /* ---- sessions ---- */
@@ -503,113 +385,54 @@ int auth_session_create(int64_t user_id, char token[AUTH_TOKEN_LEN + 1], char cs
 	auth_token_digest(token, digest);
 	int64_t now = fs_now_ms();
 	*expires_ms = now + cfg.max_ms;
-	sqlite3_stmt *st = prep("INSERT INTO sessions(token_hash,user_id,created_at,expires_at,last_seen,csrf)"
-				" VALUES(?,?,?,?,?,?)",
-				err);
-	if (st) {
-		sqlite3_bind_text(st, 1, digest, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(st, 2, user_id);
-		sqlite3_bind_int64(st, 3, now);
-		sqlite3_bind_int64(st, 4, *expires_ms);
-		sqlite3_bind_int64(st, 5, now);
-		sqlite3_bind_text(st, 6, csrf, -1, SQLITE_TRANSIENT);
-	}
-	int rc = run(st, "starting a session", NULL, err);
-	if (rc == DD_OK)
-		*session_id = sqlite3_last_insert_rowid(store_conn(NULL));
-	return rc;
+	return store_session_add(user_id, digest, csrf, now, *expires_ms, session_id, err);
 }
 
 int auth_sessions_sweep(struct dd_err *err)
 {
 	int64_t now = fs_now_ms();
-	sqlite3_stmt *st = prep("DELETE FROM sessions WHERE expires_at<=? OR last_seen<=?", err);
-	if (st) {
-		sqlite3_bind_int64(st, 1, now);
-		sqlite3_bind_int64(st, 2, now - cfg.idle_ms);
-	}
-	return run(st, "removing ended sessions", NULL, err);
+	return store_sessions_sweep(now, now - cfg.idle_ms, err);
 }
 
 int auth_session_delete(int64_t session_id, struct dd_err *err)
 {
-	sqlite3_stmt *st = prep("DELETE FROM sessions WHERE id=?", err);
-	if (st)
-		sqlite3_bind_int64(st, 1, session_id);
-	return run(st, "ending a session", NULL, err);
+	return store_session_delete(session_id, err);
 }
 
 int auth_session_refresh(struct auth_state *as)
 {
 	if (!as->session_id && !as->token_id)
 		return 0;
-	sqlite3_stmt *st = as->session_id
-		? prep("SELECT u.id,u.name,u.role FROM sessions s JOIN users u ON u.id=s.user_id"
-		       " WHERE s.id=? AND s.expires_at>? AND u.disabled=0",
-		       NULL)
-		: prep("SELECT u.id,u.name,u.role FROM api_tokens t JOIN users u ON u.id=t.user_id"
-		       " WHERE t.id=? AND t.revoked_at IS NULL AND u.disabled=0 AND ?>0",
-		       NULL);
-	if (!st)
-		return 0; /* the store is busy: keep what we had, ask again later */
-	sqlite3_bind_int64(st, 1, as->session_id ? as->session_id : as->token_id);
-	sqlite3_bind_int64(st, 2, fs_now_ms());
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		fill_user(st, 0, &as->user);
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -1 : 0;
-}
-
-/* sql (one parameter: a token's digest) stepped to the row of secret, or NULL
- * when there is none; the caller finalizes it. */
-static sqlite3_stmt *row_of_token(const char *sql, const char *secret)
-{
-	char digest[65];
-	auth_token_digest(secret, digest);
-	sqlite3_stmt *st = prep(sql, NULL);
-	if (!st)
-		return NULL;
-	sqlite3_bind_text(st, 1, digest, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
-		return NULL;
-	}
-	return st;
+	struct store_user su;
+	int live = as->session_id ? store_session_user(as->session_id, fs_now_ms(), &su)
+				  : store_token_user(as->token_id, &su);
+	if (live > 0)
+		user_of(&su, &as->user);
+	/* the store could not say (busy): keep what we had, ask again later */
+	return live == 0 ? -1 : 0;
 }
 
 /* The session whose token is token, into st; 0 when none is live. */
 static int session_lookup(const char *token, struct auth_state *as)
 {
-	int64_t now = fs_now_ms();
-	sqlite3_stmt *st = row_of_token("SELECT u.id,u.name,u.role,s.id,s.expires_at,s.last_seen,s.csrf"
-					" FROM sessions s JOIN users u ON u.id=s.user_id"
-					" WHERE s.token_hash=? AND u.disabled=0",
-					token);
-	if (!st)
+	char digest[65];
+	auth_token_digest(token, digest);
+	struct store_session s;
+	if (!store_session_find(digest, &s))
 		return 0;
-	int64_t sid = sqlite3_column_int64(st, 3), expires = sqlite3_column_int64(st, 4),
-		last = sqlite3_column_int64(st, 5);
-	if (now >= expires || now - last >= cfg.idle_ms) {
-		sqlite3_finalize(st);
-		auth_session_delete(sid, NULL);
+	int64_t now = fs_now_ms();
+	if (now >= s.expires_at || now - s.last_seen >= cfg.idle_ms) {
+		auth_session_delete(s.id, NULL);
 		return 0;
 	}
-	fill_user(st, 0, &as->user);
-	as->session_id = sid;
-	snprintf(as->csrf, sizeof as->csrf, "%s", (const char *)sqlite3_column_text(st, 6));
-	sqlite3_finalize(st);
+	user_of(&s.user, &as->user);
+	as->session_id = s.id;
+	snprintf(as->csrf, sizeof as->csrf, "%s", s.csrf);
 	/* last_seen is written at most every quarter of the idle time (and every
 	 * minute at most), not on every request */
 	int64_t every = cfg.idle_ms / 4 < 60000 ? cfg.idle_ms / 4 : 60000;
-	if (now - last >= every) {
-		st = prep("UPDATE sessions SET last_seen=? WHERE id=?", NULL);
-		if (st) {
-			sqlite3_bind_int64(st, 1, now);
-			sqlite3_bind_int64(st, 2, sid);
-		}
-		run(st, "touching a session", NULL, NULL);
-	}
+	if (now - s.last_seen >= every)
+		store_session_touch(s.id, now);
 	return 1;
 }
 
@@ -622,81 +445,36 @@ int auth_apitoken_create(int64_t user_id, const char *name, char secret[AUTH_TOK
 	auth_token_new(raw);
 	snprintf(secret, AUTH_TOKEN_LEN + 8, AUTH_API_PREFIX "%s", raw);
 	auth_token_digest(secret, digest);
-	sqlite3_stmt *st = prep("INSERT INTO api_tokens(user_id,name,token_hash,created_at) VALUES(?,?,?,?)", err);
-	if (st) {
-		sqlite3_bind_int64(st, 1, user_id);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 3, digest, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(st, 4, fs_now_ms());
-	}
-	int rc = run(st, "creating an API token", NULL, err);
-	if (rc == DD_OK)
-		*id = sqlite3_last_insert_rowid(store_conn(NULL));
-	return rc;
-}
-
-static cJSON *token_row(sqlite3_stmt *st)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
-	cJSON_AddStringToObject(o, "name", (const char *)sqlite3_column_text(st, 1));
-	cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 2));
-	if (sqlite3_column_type(st, 3) == SQLITE_NULL)
-		cJSON_AddNullToObject(o, "last_used");
-	else
-		cJSON_AddNumberToObject(o, "last_used", (double)sqlite3_column_int64(st, 3));
-	cJSON_AddBoolToObject(o, "revoked", sqlite3_column_int(st, 4));
-	return o;
+	return store_token_add(user_id, name, digest, id, err);
 }
 
 int auth_apitoken_list(int64_t user_id, cJSON **out, struct dd_err *err)
 {
-	*out = NULL;
-	sqlite3_stmt *st = prep("SELECT id,name,created_at,last_used,revoked_at IS NOT NULL FROM api_tokens"
-				" WHERE user_id=? ORDER BY id",
-				err);
-	if (!st)
-		return err ? err->code : DD_EIO;
-	sqlite3_bind_int64(st, 1, user_id);
-	return list_rows(st, "tokens", token_row, "listing API tokens", out, err);
+	cJSON *list = NULL;
+	int rc = store_token_list(user_id, &list, err);
+	return wrap_list(rc, "tokens", list, out);
 }
 
 int auth_apitoken_revoke(int64_t user_id, int64_t id, struct dd_err *err)
 {
-	int changes = 0;
-	sqlite3_stmt *st = prep("UPDATE api_tokens SET revoked_at=coalesce(revoked_at,?) WHERE id=? AND user_id=?", err);
-	if (st) {
-		sqlite3_bind_int64(st, 1, fs_now_ms());
-		sqlite3_bind_int64(st, 2, id);
-		sqlite3_bind_int64(st, 3, user_id);
-	}
-	int rc = run(st, "revoking an API token", &changes, err);
-	if (rc == DD_OK && changes == 0)
+	int rc = store_token_revoke(user_id, id, fs_now_ms(), err);
+	if (rc == DD_ENOENT)
 		return dd_err_set(err, DD_ENOENT, "you have no API token %lld", (long long)id);
 	return rc;
 }
 
 static int apitoken_lookup(const char *secret, struct auth_state *as)
 {
-	sqlite3_stmt *st = row_of_token("SELECT u.id,u.name,u.role,t.id,coalesce(t.last_used,0) FROM api_tokens t"
-					" JOIN users u ON u.id=t.user_id"
-					" WHERE t.token_hash=? AND t.revoked_at IS NULL AND u.disabled=0",
-					secret);
-	if (!st)
+	char digest[65];
+	auth_token_digest(secret, digest);
+	struct store_token t;
+	if (!store_token_find(digest, &t))
 		return 0;
-	fill_user(st, 0, &as->user);
-	int64_t tid = sqlite3_column_int64(st, 3), last = sqlite3_column_int64(st, 4);
-	sqlite3_finalize(st);
-	as->token_id = tid;
+	user_of(&t.user, &as->user);
+	as->token_id = t.id;
 	int64_t now = fs_now_ms();
-	if (now - last >= 60000) { /* last_used to the minute */
-		st = prep("UPDATE api_tokens SET last_used=? WHERE id=?", NULL);
-		if (st) {
-			sqlite3_bind_int64(st, 1, now);
-			sqlite3_bind_int64(st, 2, tid);
-		}
-		run(st, "noting a token's use", NULL, NULL);
-	}
+	if (now - t.last_used >= 60000) /* last_used to the minute */
+		store_token_touch(t.id, now);
 	return 1;
 }
 
@@ -736,45 +514,14 @@ void auth_identify(const struct mg_connection *c, struct auth_state *as)
 void auth_audit(const struct auth_user *u, const char *action, const char *target, const char *address)
 {
 	struct dd_err err = { 0 };
-	sqlite3_stmt *st = prep("INSERT INTO audit(at,user_id,user_name,action,target,address) VALUES(?,?,?,?,?,?)",
-				&err);
-	if (st) {
-		sqlite3_bind_int64(st, 1, fs_now_ms());
-		if (u && u->id)
-			sqlite3_bind_int64(st, 2, u->id);
-		if (u && u->name[0])
-			sqlite3_bind_text(st, 3, u->name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 4, action, -1, SQLITE_TRANSIENT);
-		if (target)
-			sqlite3_bind_text(st, 5, target, -1, SQLITE_TRANSIENT);
-		if (address)
-			sqlite3_bind_text(st, 6, address, -1, SQLITE_TRANSIENT);
-	}
-	if (run(st, "writing the audit log", NULL, &err) != DD_OK)
+	if (store_audit_add(fs_now_ms(), u ? u->id : 0, u && u->name[0] ? u->name : NULL, action, target, address,
+			    &err) != DD_OK)
 		log_warn("audit: %s (%s %s)", err.msg, action, target ? target : "");
-}
-
-static cJSON *audit_row(sqlite3_stmt *st)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "at", (double)sqlite3_column_int64(st, 0));
-	static const char *const keys[] = { NULL, "user", "action", "target", "address" };
-	for (int k = 1; k <= 4; k++) {
-		const char *s = (const char *)sqlite3_column_text(st, k);
-		if (s)
-			cJSON_AddStringToObject(o, keys[k], s);
-		else
-			cJSON_AddNullToObject(o, keys[k]);
-	}
-	return o;
 }
 
 int auth_audit_list(int limit, cJSON **out, struct dd_err *err)
 {
-	*out = NULL;
-	sqlite3_stmt *st = prep("SELECT at,user_name,action,target,address FROM audit ORDER BY id DESC LIMIT ?", err);
-	if (!st)
-		return err ? err->code : DD_EIO;
-	sqlite3_bind_int(st, 1, limit);
-	return list_rows(st, "audit", audit_row, "reading the audit log", out, err);
+	cJSON *list = NULL;
+	int rc = store_audit_list(limit, &list, err);
+	return wrap_list(rc, "audit", list, out);
 }

@@ -8,8 +8,10 @@
  * useless without the cookie.  Who may do what is perm.c's business; this file
  * only says who is asking.
  *
- * The store functions use this thread's SQLite connection (store_conn) and are
- * safe on any thread.  The rate limiter is a fixed table under its own lock. */
+ * The rows live in the store (store/accounts.h), which this file calls for
+ * every read and write; the hashing, the tokens, the rate limiter and the rules
+ * are here.  Everything is safe on any thread; the rate limiter is a fixed
+ * table under its own lock. */
 #ifndef DD_AUTH_H
 #define DD_AUTH_H
 

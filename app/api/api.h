@@ -101,6 +101,13 @@ struct job_row;
  * the kinds' validate uses); the error names field ("dataset",
  * "network.previous"): 400 for no such job or another kind (api_jobs.c). */
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row);
+/* One page of the jobs of kind r's user sees (?limit from 1 to 1000, 100 when
+ * absent; ?offset), newest first, into *jobs (caller frees with cJSON_Delete())
+ * and how many there are in all into *total (api_jobs.c). */
+int api_jobs_page(struct req *r, const char *kind, cJSON **jobs, int *total);
+/* Job r->id as the API shows it, params included, into *job (caller frees with
+ * cJSON_Delete(); api_jobs.c). */
+int api_job_json(struct req *r, cJSON **job);
 /* Job id as the image-classification dataset something is made from: a finished
  * dataset job with dataset.json and train_db (409 while it is not finished, saying
  * "; <purpose>"); its folder into dir (api_datasets.c). */

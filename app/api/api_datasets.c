@@ -22,10 +22,12 @@
 #include "../../datasets/archive.h"
 #include "../../datasets/create.h"
 #include "../../datasets/datum.h"
+#include "../../datasets/dsinfo.h"
 #include "../../datasets/example.h"
 #include "../../datasets/image.h"
 #include "../../datasets/lmdbio.h"
 #include "../../jobs/kind_check.h"
+#include "../../jobs/jobdir.h"
 #include "../../jobs/sched.h"
 #include "api.h"
 #include "../http/perm.h"
@@ -36,7 +38,7 @@
 
 /* ---- uploads ---- */
 
-static void upload_dir(char *buf, size_t len) { snprintf(buf, len, "%s/uploads", server_data_dir()); }
+static void upload_dir(char *buf, size_t len) { jobdir_uploads(server_data_dir(), buf, len); }
 
 static const char *archive_ext(const char *name)
 {
@@ -61,7 +63,7 @@ static int new_upload_path(const char *name, char *path, size_t len, char *id, s
 	if (rc)
 		return rc;
 	const char *ext = archive_ext(name);
-	snprintf(path, len, "%s/%s%s", dir, id, strcasecmp(ext, ".tgz") == 0 ? ".tar.gz" : ext);
+	jobdir_upload(server_data_dir(), id, strcasecmp(ext, ".tgz") == 0 ? ".tar.gz" : ext, path, len);
 	return DD_OK;
 }
 
@@ -76,7 +78,7 @@ static int upload_begin(const struct req *r, const char *name, char *path, size_
 	if (rc || (rc = new_upload_path(name, path, len, id, err)))
 		return rc;
 	char side[PATH_MAX + 8], num[32];
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	int n = snprintf(num, sizeof num, "%lld\n", (long long)pc.c.user_id);
 	return fs_write_file_atomic(side, num, (size_t)n, err);
 }
@@ -84,7 +86,7 @@ static int upload_begin(const struct req *r, const char *name, char *path, size_
 void api_upload_drop(const char *path)
 {
 	char side[PATH_MAX + 8];
-	kind_upload_owner_path(path, side, sizeof side);
+	jobdir_upload_owner(path, side, sizeof side);
 	unlink(path);
 	unlink(side);
 }
@@ -144,28 +146,18 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 			status = http_error(c, 413, "too_large", "the upload is over the %lld-byte limit", cap);
 			break;
 		}
-		const char *p = buf;
-		while (n > 0) {
-			ssize_t w = write(fd, p, (size_t)n);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				if (errno == ENOSPC || errno == EDQUOT) {
-					/* measured before the partial file goes (below): what
-					 * the writer found */
-					fs_err_nospace(&err, path, "the upload was not kept (%.1f MiB received)",
-						       (double)total / (1024.0 * 1024.0));
-					status = http_error_dd(c, &err);
-				} else {
-					status = http_error(c, 500, "internal", "cannot store the upload");
-				}
-				break;
+		if (fs_write_all(fd, buf, (size_t)n) != 0) {
+			if (errno == ENOSPC || errno == EDQUOT) {
+				/* measured before the partial file goes (below): what the
+				 * writer found */
+				fs_err_nospace(&err, path, "the upload was not kept (%.1f MiB received)",
+					       (double)total / (1024.0 * 1024.0));
+				status = http_error_dd(c, &err);
+			} else {
+				status = http_error(c, 500, "internal", "cannot store the upload");
 			}
-			p += w;
-			n -= (int)w;
-		}
-		if (status)
 			break;
+		}
 	}
 	free(buf);
 	if (close(fd) != 0 && !status) {
@@ -307,9 +299,9 @@ static int form_get(const char *key, const char *value, size_t len, void *ud)
 {
 	struct form *f = ud;
 	if (!strcmp(key, "name"))
-		snprintf(f->name + strlen(f->name), sizeof f->name - strlen(f->name), "%.*s", (int)len, value);
+		http_form_append(f->name, sizeof f->name, value, len);
 	else if (!strcmp(key, "group"))
-		snprintf(f->group + strlen(f->group), sizeof f->group - strlen(f->group), "%.*s", (int)len, value);
+		http_form_append(f->group, sizeof f->group, value, len);
 	else if ((!strcmp(key, "options") && append(&f->options, value, len)) ||
 		 (!strcmp(key, "source") && append(&f->source, value, len))) {
 		f->bad = 1;
@@ -319,12 +311,20 @@ static int form_get(const char *key, const char *value, size_t len, void *ud)
 	return MG_FORM_FIELD_HANDLE_GET;
 }
 
-static int form_store(const char *path, long long size, void *ud)
+/* The JSON object a form field named what holds (text), into *out (caller frees
+ * with cJSON_Delete()); 0 or the status of the 400 sent. */
+static int form_object(struct req *r, const char *text, const char *what, cJSON **out)
 {
-	(void)path;
-	(void)size;
-	(void)ud;
-	return MG_FORM_FIELD_HANDLE_NEXT;
+	struct dd_err jerr = { 0 };
+	*out = NULL;
+	if (json_parse_str(text, what, out, &jerr))
+		return http_error(r->c, 400, "invalid", "%s", jerr.msg);
+	if (!cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return http_error(r->c, 400, "invalid", "%s: must be a JSON object", what);
+	}
+	return 0;
 }
 
 static int create_multipart(struct req *r)
@@ -335,7 +335,7 @@ static int create_multipart(struct req *r)
 		return http_error(r->c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
 				  r->ri->content_length, server_max_upload());
 	struct form f = { .r = r };
-	struct mg_form_data_handler h = { form_found, form_get, form_store, &f };
+	struct mg_form_data_handler h = { form_found, form_get, http_form_stored, &f };
 	int n = mg_handle_form_request(r->c, &h);
 	int status = 0;
 	cJSON *body = NULL;
@@ -362,31 +362,18 @@ static int create_multipart(struct req *r)
 		cJSON_AddStringToObject(body, "group", f.group);
 	if (f.options && *f.options) {
 		cJSON *o = NULL;
-		struct dd_err jerr = { 0 };
-		if (json_parse_str(f.options, "options", &o, &jerr)) {
-			status = http_error(r->c, 400, "invalid", "%s", jerr.msg);
+		if ((status = form_object(r, f.options, "options", &o)))
 			goto out;
-		}
-		if (!cJSON_IsObject(o)) {
-			cJSON_Delete(o);
-			status = http_error(r->c, 400, "invalid", "options: must be a JSON object");
-			goto out;
-		}
 		cJSON_AddItemToObject(body, "options", o);
 	}
 	cJSON *src = NULL;
-	struct dd_err serr = { 0 };
-	if (!(f.source && *f.source))
-		src = cJSON_CreateObject();
-	else if (json_parse_str(f.source, "source", &src, &serr)) {
-		status = http_error(r->c, 400, "invalid", "%s", serr.msg);
+	if (!(f.source && *f.source)) {
+		if (!(src = cJSON_CreateObject())) {
+			status = http_error(r->c, 400, "invalid", "source: must be a JSON object");
+			goto out;
+		}
+	} else if ((status = form_object(r, f.source, "source", &src)))
 		goto out;
-	}
-	if (!cJSON_IsObject(src)) {
-		cJSON_Delete(src);
-		status = http_error(r->c, 400, "invalid", "source: must be a JSON object");
-		goto out;
-	}
 	if (f.archive_id[0]) {
 		cJSON_DeleteItemFromObjectCaseSensitive(src, "type");
 		cJSON_DeleteItemFromObjectCaseSensitive(src, "upload");
@@ -434,27 +421,27 @@ static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
 	if (strcmp(row.kind, "dataset") != 0)
 		return http_error(r->c, 404, "not_found", "job %lld is not a dataset", (long long)r->id);
 	sched_job_dir(r->id, dir, len);
-	char path[PATH_MAX + 16], *text = NULL;
-	snprintf(path, sizeof path, "%s/dataset.json", dir);
-	if (row.state != JOB_DONE || fs_read_file(path, 64u << 20, &text, NULL, NULL) != DD_OK)
-		return 0; /* not finished: no summary yet */
-	json_parse_str(text, "dataset.json", summary, NULL);
-	free(text);
+	if (row.state == JOB_DONE)
+		dsinfo_read(dir, summary, NULL); /* none: not finished, no summary yet */
 	return 0;
+}
+
+/* load_summary of a dataset that must be finished: 409 while it is not. */
+static int finished_summary(struct req *r, char *dir, size_t len, cJSON **summary)
+{
+	int rc = load_summary(r, dir, len, summary);
+	if (rc == 0 && !*summary)
+		rc = http_error(r->c, 409, "conflict", "dataset %lld is not finished", (long long)r->id);
+	return rc;
 }
 
 int api_datasets_list(struct req *r)
 {
-	struct dd_err err = { 0 };
 	cJSON *jobs = NULL;
 	int total = 0;
-	long long limit, offset;
-	int rc;
-	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
-	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
+	int rc = api_jobs_page(r, "dataset", &jobs, &total);
+	if (rc)
 		return rc;
-	if (store_job_list_for(perm_list_owner(r), "dataset", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
 	cJSON *j;
 	cJSON_ArrayForEach(j, jobs)
 	{
@@ -485,10 +472,9 @@ int api_dataset_get(struct req *r)
 	if (rc)
 		return rc;
 	cJSON *job = NULL;
-	struct dd_err err = { 0 };
-	if (store_job_json(r->id, 1, &job, &err) != DD_OK) {
+	if ((rc = api_job_json(r, &job))) {
 		cJSON_Delete(summary);
-		return http_error_dd(r->c, &err);
+		return rc;
 	}
 	cJSON_AddItemToObject(job, "summary", summary ? summary : cJSON_CreateNull());
 	cJSON *body = cJSON_CreateObject();
@@ -538,7 +524,7 @@ static struct cached *reader(int64_t id, int split, const char *dir, struct dd_e
 		lmdbr_close(hit->rd);
 		hit->rd = NULL;
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof path, "%s/%s_db", dir, ds_split_name((enum ds_split)split));
+		dsinfo_db_path(dir, ds_split_name((enum ds_split)split), path, sizeof path);
 		if (lmdbr_open(path, &hit->rd, err) != DD_OK) {
 			hit->rd = NULL;
 			pthread_mutex_unlock(&hit->use);
@@ -565,11 +551,9 @@ int api_dataset_images(struct req *r)
 {
 	char dir[PATH_MAX], split_s[16] = "train";
 	cJSON *summary = NULL;
-	int rc = load_summary(r, dir, sizeof dir, &summary);
+	int rc = finished_summary(r, dir, sizeof dir, &summary);
 	if (rc)
 		return rc;
-	if (!summary)
-		return http_error(r->c, 409, "conflict", "dataset %lld is not finished", (long long)r->id);
 	http_query(r->ri, "split", split_s, sizeof split_s);
 	int split = parse_split(split_s);
 	long long label, page, size;
@@ -629,11 +613,9 @@ int api_dataset_image(struct req *r)
 {
 	char dir[PATH_MAX];
 	cJSON *summary = NULL;
-	int rc = load_summary(r, dir, sizeof dir, &summary);
+	int rc = finished_summary(r, dir, sizeof dir, &summary);
 	if (rc)
 		return rc;
-	if (!summary)
-		return http_error(r->c, 409, "conflict", "dataset %lld is not finished", (long long)r->id);
 	cJSON_Delete(summary);
 	int split = parse_split(r->name);
 	if (split < 0)
@@ -663,12 +645,8 @@ int api_dataset_image(struct req *r)
 	} else {
 		/* raw records are C×H×W with BGR planes: back to interleaved RGB */
 		struct image img = { d.width, d.height, d.channels, malloc(d.data_len) };
-		size_t plane = (size_t)d.width * d.height;
-		for (int ch = 0; img.px && ch < d.channels; ch++) {
-			int dst = d.channels == 3 ? 2 - ch : ch;
-			for (size_t i = 0; i < plane; i++)
-				img.px[i * d.channels + dst] = d.data[plane * ch + i];
-		}
+		if (img.px)
+			image_from_planes(&img, d.data);
 		if (img.px && image_encode_png(&img, 1, &png, &plen, &err) == DD_OK) {
 			send_blob(r->c, "image/png", png, plen);
 			status = 200;

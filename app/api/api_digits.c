@@ -37,7 +37,9 @@
 #include "../../common/fsutil.h"
 #include "../../common/json.h"
 #include "../../common/version.h"
-#include "../../jobs/kind_train.h"
+#include "../../datasets/dsinfo.h"
+#include "../../jobs/jobdir.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "api.h"
 #include "../http/perm.h"
@@ -99,7 +101,7 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 	int64_t id = (int64_t)get(job, "id")->valuedouble;
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
-	cJSON *settings = read_json(dir, "settings.json"), *pre = read_json(dir, "preprocess.json");
+	cJSON *settings = read_json(dir, MODELDIR_SETTINGS), *pre = read_json(dir, MODELDIR_PREPROCESS);
 	const cJSON *ds = get(settings, "dataset");
 	if (cJSON_IsNumber(ds))
 		cJSON_AddNumberToObject(d, "dataset_id", ds->valuedouble);
@@ -124,17 +126,17 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 		cJSON_AddStringToObject(d, "image resize mode", mode);
 	cJSON_AddStringToObject(d, "labels file", "labels.txt");
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/mean.binaryproto", dir);
+	modeldir_path(dir, MODELDIR_MEAN, path, sizeof path);
 	if (access(path, R_OK) == 0)
 		cJSON_AddStringToObject(d, "mean file", "mean.binaryproto");
 	const char *mean = cJSON_GetStringValue(get(settings, "mean"));
 	cJSON_AddStringToObject(d, "mean subtraction", mean ? mean : "image");
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	model_snapshots(dir, &snaps, &n, NULL);
+	modeldir_snapshots(dir, &snaps, &n, NULL);
 	if (n > 0) {
 		char file[PATH_MAX + 64];
-		model_snapshot_path("", snaps[n - 1].label, "safetensors", file, sizeof file);
+		modeldir_snapshot_path("", snaps[n - 1].label, MODELDIR_SNAP_WEIGHTS, file, sizeof file);
 		cJSON_AddStringToObject(d, "snapshot file", file + 1); /* no leading '/' */
 	} else
 		cJSON_AddStringToObject(d, "snapshot file", "no snapshots");
@@ -190,7 +192,7 @@ int api_digits_index(struct req *r)
 	struct dd_err err = { 0 };
 	cJSON *body = cJSON_CreateObject();
 	char jobs[PATH_MAX];
-	snprintf(jobs, sizeof jobs, "%s/jobs", server_data_dir());
+	jobdir_jobs(server_data_dir(), jobs, sizeof jobs);
 	cJSON_AddStringToObject(body, "version", DD_VERSION);
 	if (perm_sees_server_paths(r))
 		cJSON_AddStringToObject(body, "jobs_dir", jobs);
@@ -231,7 +233,8 @@ int api_digits_dataset(struct req *r)
 	if (perm_sees_server_paths(r))
 		cJSON_AddStringToObject(d, "directory", dir);
 	cJSON *parse = cJSON_AddArrayToObject(d, "ParseFolderTasks"), *dbs = cJSON_AddArrayToObject(d, "CreateDbTasks");
-	cJSON *sum = read_json(dir, "dataset.json"); /* written when the dataset is done */
+	cJSON *sum = NULL;
+	dsinfo_read(dir, &sum, NULL); /* written when the dataset is done */
 	if (sum) {
 		const cJSON *opt = get(sum, "options"), *splits = get(sum, "splits");
 		static const char *const names[] = { "train", "val", "test" };

@@ -31,6 +31,7 @@
 #include "../../datasets/image.h"
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
+#include "../../jobs/jobdir.h"
 #include "../../jobs/kind_train.h"
 #include "../../jobs/sched.h"
 #include "api.h"
@@ -112,7 +113,7 @@ static int load_metrics(struct req *r, cJSON **out)
 	int rc = eval_dir(r, dir, sizeof dir);
 	if (rc)
 		return rc;
-	snprintf(path, sizeof path, "%s/metrics.json", dir);
+	jobdir_file(dir, JOBDIR_METRICS, path, sizeof path);
 	char *text = NULL;
 	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) != DD_OK)
 		return http_error(r->c, 409, "conflict", "evaluation %lld has no metrics yet: they come when it ends",
@@ -145,18 +146,15 @@ int api_eval_get(struct req *r)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	int rc = eval_dir(r, dir, sizeof dir);
-	if (rc)
-		return rc;
-	struct dd_err err = { 0 };
 	cJSON *job = NULL;
-	if (store_job_json(r->id, 1, &job, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
+	if (rc || (rc = api_job_json(r, &job)))
+		return rc;
 	struct last_partial p = { 0 };
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/%s", dir, EVENTS_FILE);
+	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	events_tail_poll(&t, scan_partial, &p, NULL);
 	cJSON_AddItemToObject(job, "partial", p.ev ? p.ev : cJSON_CreateNull());
-	snprintf(path, sizeof path, "%s/metrics.json", dir);
+	jobdir_file(dir, JOBDIR_METRICS, path, sizeof path);
 	char *text = NULL;
 	cJSON *m = NULL;
 	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) == DD_OK)
@@ -401,7 +399,7 @@ static int stream_lines(struct req *r, const char *file, int as_array, long tail
 
 int api_eval_results_csv(struct req *r)
 {
-	return stream_lines(r, "results.csv", 0, 0, "text/csv; charset=utf-8", "results.csv");
+	return stream_lines(r, JOBDIR_RESULTS_CSV, 0, 0, "text/csv; charset=utf-8", "results.csv");
 }
 
 int api_eval_results_json(struct req *r)
@@ -410,7 +408,7 @@ int api_eval_results_json(struct req *r)
 	int rc = http_query_int(r->c, "tail", 0, 0, 10000, &tail);
 	if (rc)
 		return rc;
-	return stream_lines(r, "results.jsonl", 1, (long)tail, "application/json", "results.json");
+	return stream_lines(r, JOBDIR_RESULTS, 1, (long)tail, "application/json", "results.json");
 }
 
 /* api_eval_image with its buffers (PATH_MAX, PATH_MAX + 32, PATH_MAX, 2 * PATH_MAX, PATH_MAX + 16 bytes). */
@@ -419,9 +417,9 @@ static int serve_image(struct req *r, char *dir, char *path, char *rel, char *fu
 	int rc = eval_dir(r, dir, (PATH_MAX));
 	if (rc)
 		return rc;
-	snprintf(path, (PATH_MAX + 32), "%s/files.idx", dir);
+	jobdir_file(dir, JOBDIR_EVAL_INDEX, path, (PATH_MAX + 32));
 	FILE *fi = fopen(path, "rb");
-	snprintf(path, (PATH_MAX + 32), "%s/files.txt", dir);
+	jobdir_file(dir, JOBDIR_EVAL_FILES, path, (PATH_MAX + 32));
 	FILE *ft = fopen(path, "r");
 	uint8_t b[8];
 	int found = 0;
@@ -441,7 +439,7 @@ static int serve_image(struct req *r, char *dir, char *path, char *rel, char *fu
 	if (!found)
 		return http_error(r->c, 404, "not_found", "evaluation %lld has no uploaded image %lld", (long long)r->id,
 				  (long long)r->n);
-	snprintf(images, (PATH_MAX + 16), "%s/images", dir);
+	jobdir_file(dir, JOBDIR_EVAL_IMAGES, images, (PATH_MAX + 16));
 	snprintf(full, (PATH_MAX * 2), "%s/%s", images, rel);
 	char *data = NULL;
 	size_t len = 0;

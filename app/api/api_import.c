@@ -41,7 +41,8 @@
 #include "../../common/version.h"
 #include "../../datasets/archive.h"
 #include "../../jobs/events.h"
-#include "../../jobs/kind_train.h"
+#include "../../jobs/jobdir.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/bundle.h"
 #include "../../networks/infer.h"
@@ -65,7 +66,7 @@ static int scratch_path(const char *prefix, const char *ext, char *path, size_t 
 	char dir[PATH_MAX], hex[17];
 	for (size_t i = 0; i < sizeof rnd; i++)
 		sprintf(hex + 2 * i, "%02x", rnd[i]);
-	snprintf(dir, sizeof dir, "%s/uploads", server_data_dir());
+	jobdir_uploads(server_data_dir(), dir, sizeof dir);
 	int rc = fs_mkdir_p(dir, err);
 	if (rc)
 		return rc;
@@ -109,16 +110,8 @@ static int form_get(const char *key, const char *value, size_t len, void *ud)
 {
 	struct form *f = ud;
 	if (!strcmp(key, "name"))
-		snprintf(f->name + strlen(f->name), sizeof f->name - strlen(f->name), "%.*s", (int)len, value);
+		http_form_append(f->name, sizeof f->name, value, len);
 	return MG_FORM_FIELD_HANDLE_GET;
-}
-
-static int form_store(const char *path, long long size, void *ud)
-{
-	(void)path;
-	(void)size;
-	(void)ud;
-	return MG_FORM_FIELD_HANDLE_NEXT;
 }
 
 /* The archive into f: a multipart form, or JSON naming an upload.  0 or the
@@ -130,7 +123,7 @@ static int read_request(struct req *r, struct form *f)
 		if (r->ri->content_length > server_max_upload())
 			return http_error(r->c, 413, "too_large", "the upload is %lld bytes, over the %lld-byte limit",
 					  r->ri->content_length, server_max_upload());
-		struct mg_form_data_handler h = { form_found, form_get, form_store, f };
+		struct mg_form_data_handler h = { form_found, form_get, http_form_stored, f };
 		int n = mg_handle_form_request(r->c, &h);
 		if (f->bad || n < 0 || !f->archive[0]) {
 			if (f->archive[0])
@@ -269,7 +262,7 @@ static int fill_folder(const char *src, const char *dst, const cJSON *man, const
 		if (keep[i][1])
 			snprintf(to, sizeof to, "%s/%s", dst, keep[i][1]);
 		else
-			model_snapshot_path(dst, label, "safetensors", to, sizeof to);
+			modeldir_snapshot_path(dst, label, MODELDIR_SNAP_WEIGHTS, to, sizeof to);
 		if (access(from, F_OK) != 0)
 			continue;
 		if (rename(from, to) != 0)
@@ -335,7 +328,7 @@ int api_models_import(struct req *r)
 	int status = read_request(r, &f);
 	if (status)
 		return status;
-	char scratch[PATH_MAX] = "", dir[PATH_MAX] = "", label[MODEL_LABEL_MAX] = "1";
+	char scratch[PATH_MAX] = "", dir[PATH_MAX] = "", label[MODELDIR_LABEL_MAX] = "1";
 	struct dd_err err = { 0 };
 	cJSON *man = NULL;
 	int64_t id = 0;
@@ -377,7 +370,7 @@ int api_models_import(struct req *r)
 		goto bad;
 	}
 	const char *snap = cJSON_GetStringValue(get(man, "snapshot"));
-	if (snap && model_snapshot_label_ok(snap, NULL) && strlen(snap) < sizeof label)
+	if (snap && modeldir_label_ok(snap, NULL) && strlen(snap) < sizeof label)
 		snprintf(label, sizeof label, "%s", snap);
 
 	/* the job: queued (no job.json: the scheduler leaves it), its folder, done */
@@ -404,7 +397,7 @@ int api_models_import(struct req *r)
 	sched_job_dir(id, dir, sizeof dir);
 	char evpath[PATH_MAX + 32];
 	struct stat evst;
-	snprintf(evpath, sizeof evpath, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, evpath, sizeof evpath);
 	if ((rc = fill_folder(scratch, dir, man, label, &err)) || (rc = store_job_started(id, 0, 0, &err)) ||
 	    (rc = store_job_tail_save(id, stat(evpath, &evst) == 0 ? (int64_t)evst.st_size : 0, 1, &err)) ||
 	    (rc = store_job_progress(id, 1.0, 0, &err)) || (rc = store_job_move(id, JOB_DONE, NULL, 0, -1, &err)) ||

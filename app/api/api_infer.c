@@ -38,7 +38,7 @@
 #include "../../common/json.h"
 #include "../../common/log.h"
 #include "../../jobs/job.h"
-#include "../../jobs/kind_train.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/bundle.h"
 #include "../../networks/infer.h"
@@ -57,7 +57,7 @@
 struct pick {
 	char dir[PATH_MAX];
 	char weights[PATH_MAX + 64];
-	char label[MODEL_LABEL_MAX];
+	char label[MODELDIR_LABEL_MAX];
 };
 
 /* Model id's snapshot `want` (a label; NULL or "": the latest) into p.  0, or the
@@ -74,15 +74,15 @@ static int pick_snapshot(struct mg_connection *c, int64_t id, const char *want, 
 	if (strcmp(row.kind, "model") != 0)
 		return http_error(c, 404, "not_found", "job %lld is not a model", (long long)id);
 	double epoch = -1;
-	if (want && *want && !model_snapshot_label_ok(want, &epoch))
+	if (want && *want && !modeldir_label_ok(want, &epoch))
 		return http_error(c, 400, "invalid",
 				  "snapshot: \"%.32s\" is not a snapshot's epoch (a number like 3 or 1.4167)", want);
 	sched_job_dir(id, p->dir, sizeof p->dir);
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	if (model_snapshots(p->dir, &snaps, &n, &err) != DD_OK)
+	if (modeldir_snapshots(p->dir, &snaps, &n, &err) != DD_OK)
 		return http_error_dd(c, &err);
-	int i = model_snapshot_find(snaps, n, epoch);
+	int i = modeldir_snapshot_find(snaps, n, epoch);
 	if (i < 0) {
 		free(snaps);
 		if (epoch >= 0)
@@ -94,7 +94,7 @@ static int pick_snapshot(struct mg_connection *c, int64_t id, const char *want, 
 	}
 	snprintf(p->label, sizeof p->label, "%s", snaps[i].label);
 	free(snaps);
-	model_snapshot_path(p->dir, p->label, "safetensors", p->weights, sizeof p->weights);
+	modeldir_snapshot_path(p->dir, p->label, MODELDIR_SNAP_WEIGHTS, p->weights, sizeof p->weights);
 	return 0;
 }
 
@@ -180,14 +180,6 @@ static int up_get(const char *key, const char *value, size_t len, void *ud)
 	return MG_FORM_FIELD_HANDLE_GET;
 }
 
-static int up_store(const char *path, long long size, void *ud)
-{
-	(void)path;
-	(void)size;
-	(void)ud;
-	return MG_FORM_FIELD_HANDLE_NEXT;
-}
-
 /* Read the image: a multipart form's file field, or the raw body.  0, or the status
  * of the error sent; u->data is the caller's to free. */
 static int read_image(struct mg_connection *c, struct upload *u)
@@ -198,7 +190,7 @@ static int read_image(struct mg_connection *c, struct upload *u)
 				  ri->content_length, IMAGE_UPLOAD_CAP);
 	const char *ct = mg_get_header(c, "Content-Type");
 	if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
-		struct mg_form_data_handler h = { up_found, up_get, up_store, u };
+		struct mg_form_data_handler h = { up_found, up_get, http_form_stored, u };
 		int n = mg_handle_form_request(c, &h);
 		if (u->too_big)
 			return http_error(c, 413, "too_large", "%s is over the %u-byte limit", u->file_field,
@@ -586,7 +578,7 @@ struct bundle_task {
 	struct dd_err err;
 };
 
-/* The service opens the model and sends these back (infer_service.c). */
+/* The service opens the model and sends these back (app/infer/service.c). */
 static void bundle_work(void *arg)
 {
 	struct bundle_task *t = arg;
@@ -634,7 +626,7 @@ int api_model_bundle(struct req *r)
 	if (mean[0])
 		snprintf(mean_png, sizeof mean_png, "%.*s.png", (int)(strlen(mean) - strlen(".binaryproto")), mean);
 	char labels[PATH_MAX + 16];
-	snprintf(labels, sizeof labels, "%s/labels.txt", p.dir);
+	modeldir_path(p.dir, MODELDIR_LABELS, labels, sizeof labels);
 	/* the size and sha256 of every other file into the manifest (networks/bundle.h),
 	 * hashed here, before the status is sent, so a file that cannot be read is
 	 * still a clean error */

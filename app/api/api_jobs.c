@@ -261,6 +261,28 @@ int api_ws_plain(struct req *r)
 			  "/api/v1/ws is a WebSocket: connect with an \"Upgrade: websocket\" request");
 }
 
+int api_jobs_page(struct req *r, const char *kind, cJSON **jobs, int *total)
+{
+	struct dd_err err = { 0 };
+	long long limit, offset;
+	int rc;
+	*jobs = NULL;
+	*total = 0;
+	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
+	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
+		return rc;
+	if (store_job_list_for(perm_list_owner(r), kind, NULL, (int)limit, (int)offset, jobs, total, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	return 0;
+}
+
+int api_job_json(struct req *r, cJSON **job)
+{
+	struct dd_err err = { 0 };
+	*job = NULL;
+	return store_job_json(r->id, 1, job, &err) != DD_OK ? http_error_dd(r->c, &err) : 0;
+}
+
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
 {
 	struct dd_err err = { 0 };

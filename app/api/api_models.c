@@ -24,7 +24,8 @@
 #include "../../common/json.h"
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
-#include "../../jobs/kind_train.h"
+#include "../../jobs/jobdir.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/net.h"
 #include "api.h"
@@ -252,7 +253,7 @@ static void add_model_fields(cJSON *job, int detail)
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	sched_job_dir(id, dir, sizeof dir);
 	cJSON *params = NULL, *settings = NULL;
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	char *text = NULL;
 	if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK)
 		json_parse_str(text, path, &settings, NULL);
@@ -263,7 +264,7 @@ static void add_model_fields(cJSON *job, int detail)
 	}
 	if (!settings) {
 		/* not started yet: the params are the settings so far (job.json has them) */
-		snprintf(path, sizeof path, "%s/job.json", dir);
+		jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 		text = NULL;
 		if (fs_read_file(path, 8u << 20, &text, NULL, NULL) == DD_OK) {
 			cJSON *j = NULL;
@@ -299,27 +300,27 @@ static void add_model_fields(cJSON *job, int detail)
 	else
 		cJSON_AddNullToObject(job, "epochs");
 
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
-	model_snapshots(dir, &snaps, &n, NULL);
+	modeldir_snapshots(dir, &snaps, &n, NULL);
 	if (detail) {
 		cJSON *arr = cJSON_AddArrayToObject(job, "snapshots");
 		for (int i = 0; i < n; i++) {
 			struct stat st;
-			model_snapshot_path(dir, snaps[i].label, "safetensors", path, sizeof path);
+			modeldir_snapshot_path(dir, snaps[i].label, MODELDIR_SNAP_WEIGHTS, path, sizeof path);
 			if (stat(path, &st) != 0)
 				continue;
 			cJSON *s = cJSON_CreateObject();
 			cJSON_AddNumberToObject(s, "epoch", snaps[i].epoch);
 			cJSON_AddStringToObject(s, "label", snaps[i].label);
-			int64_t it = model_snapshot_iteration(path); /* reads the header only */
+			int64_t it = modeldir_snapshot_iteration(path); /* reads the header only */
 			if (it >= 0)
 				cJSON_AddNumberToObject(s, "iteration", (double)it);
 			cJSON_AddNumberToObject(s, "bytes", (double)st.st_size);
 			char url[128];
 			snprintf(url, sizeof url, "/api/v1/models/%lld/snapshots/%s", (long long)id, snaps[i].label);
 			cJSON_AddStringToObject(s, "url", url);
-			model_snapshot_path(dir, snaps[i].label, "solverstate", path, sizeof path);
+			modeldir_snapshot_path(dir, snaps[i].label, MODELDIR_SNAP_STATE, path, sizeof path);
 			cJSON_AddBoolToObject(s, "resumable", access(path, R_OK) == 0);
 			cJSON_AddItemToArray(arr, s);
 		}
@@ -339,7 +340,7 @@ static void add_model_fields(cJSON *job, int detail)
 
 	struct scan s = { 0 };
 	struct events_tail t = { .offset = 0, .seq = 0 };
-	snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	events_tail_poll(&t, scan_event, &s, NULL);
 	cJSON *last = cJSON_AddObjectToObject(job, "last");
 	cJSON_AddItemToObject(last, "train", s.train ? s.train : cJSON_CreateNull());
@@ -354,16 +355,11 @@ static void add_model_fields(cJSON *job, int detail)
 
 int api_models_list(struct req *r)
 {
-	struct dd_err err = { 0 };
 	cJSON *jobs = NULL;
 	int total = 0;
-	long long limit, offset;
-	int rc;
-	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
-	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
+	int rc = api_jobs_page(r, "model", &jobs, &total);
+	if (rc)
 		return rc;
-	if (store_job_list_for(perm_list_owner(r), "model", NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
 	cJSON *j;
 	cJSON_ArrayForEach(j, jobs)
 	{
@@ -390,12 +386,9 @@ int api_model_get(struct req *r)
 {
 	struct job_row row;
 	int rc = model_row(r, &row);
-	if (rc)
-		return rc;
-	struct dd_err err = { 0 };
 	cJSON *job = NULL;
-	if (store_job_json(r->id, 1, &job, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
+	if (rc || (rc = api_job_json(r, &job)))
+		return rc;
 	add_model_fields(job, 1);
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddItemToObject(body, "model", job);
@@ -414,7 +407,7 @@ int api_model_resume(struct req *r)
 	if (rc)
 		return rc;
 	cJSON *body = NULL, *job = NULL;
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	/* the body is optional: no body (or an empty one) resumes as it was */
 	int has_body = r->ri->content_length > 0 ||
 		       (r->ri->content_length < 0 && mg_get_header(r->c, "Transfer-Encoding"));
@@ -442,7 +435,7 @@ int api_model_resume(struct req *r)
 		want = sn->valuedouble;
 		sn_ok = 1;
 	} else if (cJSON_IsString(sn)) {
-		sn_ok = model_snapshot_label_ok(sn->valuestring, &want);
+		sn_ok = modeldir_label_ok(sn->valuestring, &want);
 	}
 	if (!sn_ok) {
 		rc = http_error(r->c, 400, "invalid",
@@ -452,8 +445,8 @@ int api_model_resume(struct req *r)
 	char dir[PATH_MAX], path[PATH_MAX + 64];
 	sched_job_dir(r->id, dir, sizeof dir);
 	int n = 0;
-	model_snapshots(dir, &snaps, &n, NULL);
-	int i = model_snapshot_find(snaps, n, want);
+	modeldir_snapshots(dir, &snaps, &n, NULL);
+	int i = modeldir_snapshot_find(snaps, n, want);
 	if (i < 0) {
 		rc = sn ? http_error(r->c, 400, "invalid", "snapshot: model %lld has no snapshot at epoch %g",
 				     (long long)r->id, want) :
@@ -461,8 +454,8 @@ int api_model_resume(struct req *r)
 				     (long long)r->id);
 		goto out;
 	}
-	const struct model_snapshot *from = &snaps[i];
-	model_snapshot_path(dir, from->label, "solverstate", path, sizeof path);
+	const struct modeldir_snapshot *from = &snaps[i];
+	modeldir_snapshot_path(dir, from->label, MODELDIR_SNAP_STATE, path, sizeof path);
 	if (access(path, R_OK) != 0) {
 		rc = http_error(r->c, 409, "conflict",
 				"model %lld's snapshot at epoch %s has no .solverstate beside it, so it cannot be resumed; "
@@ -510,11 +503,11 @@ int api_model_snapshot(struct req *r)
 	char dir[PATH_MAX], path[PATH_MAX + 64];
 	sched_job_dir(r->id, dir, sizeof dir);
 	struct stat st;
-	if (!model_snapshot_label_ok(r->name, NULL))
+	if (!modeldir_label_ok(r->name, NULL))
 		return http_error(r->c, 404, "not_found",
 				  "model %lld has no snapshot \"%.32s\": a snapshot is named by its epoch, like 3 or 1.4167",
 				  (long long)r->id, r->name);
-	model_snapshot_path(dir, r->name, "safetensors", path, sizeof path);
+	modeldir_snapshot_path(dir, r->name, MODELDIR_SNAP_WEIGHTS, path, sizeof path);
 	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return http_error(r->c, 404, "not_found", "model %lld has no snapshot at epoch %s", (long long)r->id,
 				  r->name);
@@ -598,10 +591,10 @@ static int val_best(const struct vals *vs, int *by_acc)
  * each with its .solverstate, and answer {"deleted": [{"label","epoch","bytes"}],
  * "kept": [label, …], "freed_bytes", "dry_run"} plus extra (taken over, may be
  * NULL) as "best". */
-static int remove_snapshots(struct req *r, const char *dir, const struct model_snapshot *snaps, int n,
+static int remove_snapshots(struct req *r, const char *dir, const struct modeldir_snapshot *snaps, int n,
 			    const char *drop, int dry, cJSON *extra)
 {
-	static const char *const exts[] = { "safetensors", "solverstate", NULL };
+	static const char *const exts[] = { MODELDIR_SNAP_WEIGHTS, MODELDIR_SNAP_STATE, NULL };
 	cJSON *out = cJSON_CreateObject();
 	cJSON *deleted = cJSON_AddArrayToObject(out, "deleted"), *kept = cJSON_AddArrayToObject(out, "kept");
 	double freed = 0;
@@ -614,7 +607,7 @@ static int remove_snapshots(struct req *r, const char *dir, const struct model_s
 		for (int k = 0; exts[k]; k++) {
 			char path[PATH_MAX + 64];
 			struct stat st;
-			model_snapshot_path(dir, snaps[i].label, exts[k], path, sizeof path);
+			modeldir_snapshot_path(dir, snaps[i].label, exts[k], path, sizeof path);
 			if (stat(path, &st) != 0)
 				continue;
 			if (!dry && unlink(path) != 0) {
@@ -646,7 +639,7 @@ static int remove_snapshots(struct req *r, const char *dir, const struct model_s
 
 /* The model r->id when it has ended, its folder into dir and its snapshots into
  * *snaps (caller frees); 0 or the status of the error sent. */
-static int ended_model(struct req *r, char *dir, size_t len, struct model_snapshot **snaps, int *n)
+static int ended_model(struct req *r, char *dir, size_t len, struct modeldir_snapshot **snaps, int *n)
 {
 	struct job_row row;
 	int rc = model_row(r, &row);
@@ -658,7 +651,7 @@ static int ended_model(struct req *r, char *dir, size_t len, struct model_snapsh
 				  (long long)r->id, job_state_name(row.state));
 	sched_job_dir(r->id, dir, len);
 	struct dd_err err = { 0 };
-	if (model_snapshots(dir, snaps, n, &err) != DD_OK)
+	if (modeldir_snapshots(dir, snaps, n, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
 	return 0;
 }
@@ -667,7 +660,7 @@ static int ended_model(struct req *r, char *dir, size_t len, struct model_snapsh
 int api_model_snapshot_delete(struct req *r)
 {
 	char dir[PATH_MAX];
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	char *drop = NULL;
 	int n = 0, rc = ended_model(r, dir, sizeof dir, &snaps, &n);
 	if (rc)
@@ -702,7 +695,7 @@ int api_model_snapshots_prune(struct req *r)
 {
 	static const char *const fields[] = { "keep_last", "keep", "dry_run", NULL };
 	cJSON *body = NULL, *extra = NULL;
-	struct model_snapshot *snaps = NULL;
+	struct modeldir_snapshot *snaps = NULL;
 	char *drop = NULL;
 	int n = 0, rc = http_read_json(r->c, &body);
 	if (rc)
@@ -740,7 +733,7 @@ int api_model_snapshots_prune(struct req *r)
 	} else {
 		struct vals vs = { 0 };
 		struct events_tail t = { .offset = 0, .seq = 0 };
-		snprintf(t.path, sizeof t.path, "%s/" EVENTS_FILE, dir);
+		jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 		events_tail_poll(&t, val_event, &vs, NULL);
 		int by_acc, b = vs.oom ? -1 : val_best(&vs, &by_acc);
 		if (b < 0) {

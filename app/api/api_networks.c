@@ -57,6 +57,7 @@
 #include "../../jobs/kind_train_memory.h"
 #include "../../jobs/sched.h"
 #include "../../networks/memory.h"
+#include "../../networks/modeldir.h"
 #include "../../networks/net.h"
 #include "../../networks/solver.h"
 #include "../../networks/train.h"
@@ -133,7 +134,7 @@ struct net_req {
 static void model_input(const char *dir, struct net_req *q)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/settings.json", dir);
+	modeldir_path(dir, MODELDIR_SETTINGS, path, sizeof path);
 	cJSON *j = NULL;
 	if (json_read_file(path, 8u << 20, &j, NULL) != DD_OK)
 		return;
@@ -190,7 +191,7 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 			return rc;
 		char dir[PATH_MAX], path[PATH_MAX + 32];
 		sched_job_dir(q->model, dir, sizeof dir);
-		snprintf(path, sizeof path, "%s/network.prototxt", dir);
+		modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
 		if (fs_read_file(path, MAX_PROTOTXT, &q->owned, NULL, NULL) != DD_OK)
 			return http_error(r->c, 409, "conflict", "model: model %lld has not written its network yet",
 					  (long long)q->model);

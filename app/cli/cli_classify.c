@@ -25,8 +25,9 @@
 #include "../../common/fsutil.h"
 #include "../../common/json.h"
 #include "../../datasets/archive.h"
-#include "../../jobs/kind_train.h"
+#include "../../networks/bundle.h"
 #include "../../networks/infer.h"
+#include "../../networks/modeldir.h"
 #include "cli.h"
 
 const char cli_classify_usage[] =
@@ -268,7 +269,7 @@ int cli_classify(int argc, char **argv)
 		return 2;
 	}
 	struct dd_err err = { 0 };
-	char tmp[PATH_MAX] = "", dir[PATH_MAX], weights[PATH_MAX + 64], label[MODEL_LABEL_MAX] = "";
+	char tmp[PATH_MAX] = "", dir[PATH_MAX], weights[PATH_MAX + 64], label[MODELDIR_LABEL_MAX] = "";
 	struct infer *h = NULL;
 	FILE *out = NULL;
 	int status = 2;
@@ -294,24 +295,24 @@ int cli_classify(int argc, char **argv)
 		snprintf(dir, sizeof dir, "%s", model);
 
 	char info[PATH_MAX + 16];
-	snprintf(info, sizeof info, "%s/info.json", dir);
+	snprintf(info, sizeof info, "%s/" BUNDLE_MANIFEST, dir);
 	const char *w = NULL;
 	if (access(info, R_OK) == 0) {
 		if (snapshot)
 			fprintf(stderr, "deepdesk classify: a bundle holds one snapshot; --snapshot is ignored\n");
 	} else {
-		struct model_snapshot *snaps = NULL;
+		struct modeldir_snapshot *snaps = NULL;
 		int n = 0;
 		double epoch = -1;
-		if (snapshot && !model_snapshot_label_ok(snapshot, &epoch)) {
+		if (snapshot && !modeldir_label_ok(snapshot, &epoch)) {
 			fprintf(stderr, "deepdesk classify: --snapshot %s: not an epoch (3, 1.4167)\n", snapshot);
 			goto out;
 		}
-		if (model_snapshots(dir, &snaps, &n, &err)) {
+		if (modeldir_snapshots(dir, &snaps, &n, &err)) {
 			fprintf(stderr, "deepdesk classify: %s\n", err.msg);
 			goto out;
 		}
-		int i = model_snapshot_find(snaps, n, epoch);
+		int i = modeldir_snapshot_find(snaps, n, epoch);
 		if (i < 0) {
 			free(snaps);
 			fprintf(stderr, "deepdesk classify: %s: %s\n", model,
@@ -321,7 +322,7 @@ int cli_classify(int argc, char **argv)
 		}
 		snprintf(label, sizeof label, "%s", snaps[i].label);
 		free(snaps);
-		model_snapshot_path(dir, label, "safetensors", weights, sizeof weights);
+		modeldir_snapshot_path(dir, label, MODELDIR_SNAP_WEIGHTS, weights, sizeof weights);
 		w = weights;
 	}
 	if (infer_open(dir, w, &h, &err)) {

@@ -12,7 +12,9 @@
 #include "../../common/fsutil.h"
 #include "../../datasets/archive.h"
 #include "../../datasets/create.h"
+#include "../../datasets/dsinfo.h"
 #include "../../datasets/example.h"
+#include "../../jobs/jobdir.h"
 #include "cli.h"
 
 const char cli_dataset_usage[] =
@@ -181,7 +183,7 @@ int cli_dataset(int argc, char **argv)
 	if (S_ISDIR(st.st_mode) || archive_is_archive_name(source)) {
 		const char *root = source;
 		if (!S_ISDIR(st.st_mode)) {
-			snprintf(unpacked, sizeof unpacked, "%s/source", out);
+			jobdir_file(out, JOBDIR_SOURCE, unpacked, sizeof unpacked);
 			int64_t files;
 			fs_rm_rf(unpacked, NULL);
 			if ((rc = archive_unpack(source, NULL, unpacked, NULL, &files, &err)) != DD_OK) {
@@ -238,9 +240,10 @@ int cli_dataset(int argc, char **argv)
 	if (json) {
 		cJSON *paths = cJSON_AddObjectToObject(summary, "paths");
 		char p[PATH_MAX + 32];
-		static const char *const names[] = { "train_db", "val_db", "test_db", "labels.txt", "mean.binaryproto", "mean.png" };
+		static const char *const names[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"),
+						     DSINFO_LABELS,      DSINFO_MEAN,      DSINFO_MEAN_PNG };
 		for (int i = 0; i < 6; i++) {
-			snprintf(p, sizeof p, "%s/%s", out, names[i]);
+			dsinfo_path(out, names[i], p, sizeof p);
 			if (access(p, F_OK) == 0)
 				cJSON_AddStringToObject(paths, names[i], p);
 		}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../common/fsutil.h"
+#include "../../common/rng.h"
 #include "../../networks/graph.h"
 #include "../../networks/memory.h"
 #include "../../networks/net.h"
@@ -176,21 +177,62 @@ static int open_def(const char *what, int json, struct net_input *in, int input_
 	return 0;
 }
 
+/* The options of both `net check` and `net time`; each verb's own follow O_OWN. */
+enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_OWN };
+#define SHARED_OPTIONS                                                \
+	{ "stage", required_argument, NULL, O_STAGE },                \
+	{ "input", required_argument, NULL, O_INPUT },                \
+	{ "batch", required_argument, NULL, O_BATCH },                \
+	{ "crop", required_argument, NULL, O_CROP },                  \
+	{ "classes", required_argument, NULL, O_CLASSES },            \
+	{ "json", no_argument, NULL, O_JSON },                        \
+	{ "help", no_argument, NULL, 'h' }
+
+/* The shared option opt (any but --stage, whose values the verbs differ on) with
+ * its value arg: into in and *json, noting in *input_given / *classes_given that
+ * the user chose them.  -1 when it was taken, else the verb's exit status: 0 after
+ * the help, 2 after the message for a bad value or the usage for an unknown option. */
+static int shared_option(int opt, const char *arg, struct net_input *in, int *input_given, int *classes_given,
+			 int *json)
+{
+	switch (opt) {
+	case O_INPUT:
+		if (parse_chw(arg, in))
+			return 2;
+		*input_given = 1;
+		return -1;
+	case O_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &in->n) ? 2 : -1;
+	case O_CROP: return cli_int("--crop", arg, 1, 65536, &in->crop) ? 2 : -1;
+	case O_CLASSES:
+		if (cli_int("--classes", arg, 1, 1 << 24, &in->classes))
+			return 2;
+		*classes_given = 1;
+		return -1;
+	case O_JSON: *json = 1; return -1;
+	case 'h': fputs(cli_net_usage, stdout); return 0;
+	}
+	fputs(cli_net_usage, stderr);
+	return 2;
+}
+
+/* The one operand after the options (the network), or NULL after the usage. */
+static const char *net_operand(int argc, char **argv)
+{
+	if (optind != argc - 1) {
+		fputs(cli_net_usage, stderr);
+		return NULL;
+	}
+	return argv[optind];
+}
+
 static int net_check(int argc, char **argv)
 {
-	enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON };
 	static const struct option longopts[] = {
-		{ "stage", required_argument, NULL, O_STAGE },
-		{ "input", required_argument, NULL, O_INPUT },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "crop", required_argument, NULL, O_CROP },
-		{ "classes", required_argument, NULL, O_CLASSES },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, 'h' },
+		SHARED_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
-	int json = 0, stage_given = 0, input_given = 0, classes_given = 0, c;
+	int json = 0, stage_given = 0, input_given = 0, classes_given = 0, c, taken;
 	enum net_stage stage = NET_STAGE_TRAIN;
 	struct dd_err err = { 0, "" };
 	optind = 0; /* glibc: a full reset, for callers that run verbs in-process (the tests) */
@@ -203,34 +245,14 @@ static int net_check(int argc, char **argv)
 			}
 			stage_given = 1;
 			break;
-		case O_INPUT:
-			if (parse_chw(optarg, &in))
-				return 2;
-			input_given = 1;
-			break;
-		case O_BATCH:
-			if (cli_int("--batch", optarg, 1, 1 << 20, &in.n))
-				return 2;
-			break;
-		case O_CROP:
-			if (cli_int("--crop", optarg, 1, 65536, &in.crop))
-				return 2;
-			break;
-		case O_CLASSES:
-			if (cli_int("--classes", optarg, 1, 1 << 24, &in.classes))
-				return 2;
-			classes_given = 1;
-			break;
-		case O_JSON: json = 1; break;
-		case 'h': fputs(cli_net_usage, stdout); return 0;
-		default: fputs(cli_net_usage, stderr); return 2;
+		default:
+			if ((taken = shared_option(c, optarg, &in, &input_given, &classes_given, &json)) >= 0)
+				return taken;
 		}
 	}
-	if (optind != argc - 1) {
-		fputs(cli_net_usage, stderr);
+	const char *what = net_operand(argc, argv);
+	if (!what)
 		return 2;
-	}
-	const char *what = argv[optind];
 	char *text = NULL;
 	struct net *def = NULL;
 	struct net_graph *g = NULL;
@@ -311,14 +333,6 @@ static long peak_rss_kib(void)
 	return kib;
 }
 
-static uint64_t time_rng(uint64_t *s) /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Fill "data" with seeded mean-subtracted pixels (uniform in [-128, 128)) and
  * "label", when the stage has one, with classes in [0, classes). */
 static void fill_inputs(struct graph *gr, int classes, uint64_t seed)
@@ -330,13 +344,13 @@ static void fill_inputs(struct graph *gr, int classes, uint64_t seed)
 	for (int d = 0; d < sh.ndim; d++)
 		n *= sh.dim[d];
 	for (int64_t i = 0; v && i < n; i++)
-		v[i] = (float)((double)(time_rng(&s) >> 11) * (256.0 / 9007199254740992.0) - 128.0);
+		v[i] = (float)(rng_unit(rng_next(&s)) * 256.0 - 128.0);
 	v = graph_blob(gr, "label", &sh);
 	n = 1;
 	for (int d = 0; d < sh.ndim; d++)
 		n *= sh.dim[d];
 	for (int64_t i = 0; v && i < n; i++)
-		v[i] = (float)(time_rng(&s) % (uint64_t)(classes > 0 ? classes : 1));
+		v[i] = (float)(rng_next(&s) % (uint64_t)(classes > 0 ? classes : 1));
 }
 
 struct layer_time {
@@ -353,15 +367,9 @@ static int by_time(const void *a, const void *b)
 
 static int net_time(int argc, char **argv)
 {
-	enum { O_STAGE = 1, O_INPUT, O_BATCH, O_CROP, O_CLASSES, O_JSON, O_ITERS, O_WARMUP, O_BACKEND, O_NO_UPDATE,
-	       O_SEED, O_MAX_SECONDS, O_PRECISION };
+	enum { O_ITERS = O_OWN, O_WARMUP, O_BACKEND, O_NO_UPDATE, O_SEED, O_MAX_SECONDS, O_PRECISION };
 	static const struct option longopts[] = {
-		{ "stage", required_argument, NULL, O_STAGE },
-		{ "input", required_argument, NULL, O_INPUT },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "crop", required_argument, NULL, O_CROP },
-		{ "classes", required_argument, NULL, O_CLASSES },
-		{ "json", no_argument, NULL, O_JSON },
+		SHARED_OPTIONS,
 		{ "iters", required_argument, NULL, O_ITERS },
 		{ "warmup", required_argument, NULL, O_WARMUP },
 		{ "backend", required_argument, NULL, O_BACKEND },
@@ -369,11 +377,10 @@ static int net_time(int argc, char **argv)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "max-seconds", required_argument, NULL, O_MAX_SECONDS },
 		{ "precision", required_argument, NULL, O_PRECISION },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct net_input in = { 0 };
-	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c;
+	int json = 0, input_given = 0, classes_given = 0, iters = 20, warmup = 2, update = 1, seed = 1, c, taken;
 	const char *backend = "auto";
 	int precision = BACKEND_FP32;
 	double max_ms = 0; /* 0: no limit */
@@ -387,24 +394,6 @@ static int net_time(int argc, char **argv)
 				fprintf(stderr, "deepdesk: --stage: train or deploy, got \"%s\"\n", optarg);
 				return 2;
 			}
-			break;
-		case O_INPUT:
-			if (parse_chw(optarg, &in))
-				return 2;
-			input_given = 1;
-			break;
-		case O_BATCH:
-			if (cli_int("--batch", optarg, 1, 1 << 20, &in.n))
-				return 2;
-			break;
-		case O_CROP:
-			if (cli_int("--crop", optarg, 1, 65536, &in.crop))
-				return 2;
-			break;
-		case O_CLASSES:
-			if (cli_int("--classes", optarg, 1, 1 << 24, &in.classes))
-				return 2;
-			classes_given = 1;
 			break;
 		case O_ITERS:
 			if (cli_int("--iters", optarg, 1, 1 << 24, &iters))
@@ -437,16 +426,14 @@ static int net_time(int argc, char **argv)
 			if (cli_int("--seed", optarg, 0, 0x7fffffff, &seed))
 				return 2;
 			break;
-		case O_JSON: json = 1; break;
-		case 'h': fputs(cli_net_usage, stdout); return 0;
-		default: fputs(cli_net_usage, stderr); return 2;
+		default:
+			if ((taken = shared_option(c, optarg, &in, &input_given, &classes_given, &json)) >= 0)
+				return taken;
 		}
 	}
-	if (optind != argc - 1) {
-		fputs(cli_net_usage, stderr);
+	const char *what = net_operand(argc, argv);
+	if (!what)
 		return 2;
-	}
-	const char *what = argv[optind];
 	char *text = NULL;
 	struct net *def = NULL;
 	struct net_graph *g = NULL;

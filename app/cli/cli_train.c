@@ -19,6 +19,7 @@
 
 #include "../../common/fsutil.h"
 #include "../../jobs/kind_train.h"
+#include "../../networks/modeldir.h"
 #include "../../jobs/worker.h"
 #include "../../networks/net.h"
 #include "../../networks/train.h"
@@ -414,8 +415,8 @@ int cli_train(int argc, char **argv)
 	struct cli_ctx cx = { .w = { .dir = o.out_dir, .ev = { -1 } }, .t0 = fs_mono_ms(),
 			      .epoch0 = 0, .epochs = o.epochs,
 			      .tty = isatty(STDERR_FILENO), .eta = -1 };
-	struct model_snapshot from;
-	if (o.resume && model_snapshot_parse(o.resume, &from))
+	struct modeldir_snapshot from;
+	if (o.resume && modeldir_snapshot_parse(o.resume, &from))
 		cx.epoch0 = from.epoch; /* for the ETA: this run trains from there */
 	int rc;
 	if ((rc = fs_mkdir_p(o.out_dir, &err)) || (rc = events_writer_open(&cx.w.ev, o.out_dir, &err))) {

@@ -234,17 +234,23 @@ int http_query_int(struct mg_connection *c, const char *name, long long dflt, lo
 	return 0;
 }
 
+int http_form_stored(const char *path, long long size, void *ud)
+{
+	(void)path;
+	(void)size;
+	(void)ud;
+	return MG_FORM_FIELD_HANDLE_NEXT;
+}
+
+void http_form_append(char *dst, size_t cap, const char *value, size_t len)
+{
+	size_t have = strlen(dst);
+	snprintf(dst + have, cap - have, "%.*s", (int)len, value);
+}
+
 int http_only_fields(struct mg_connection *c, const cJSON *obj, const char *const *allowed,
 		     const char *where)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, obj)
-	{
-		int ok = 0;
-		for (int i = 0; allowed[i] && !ok; i++)
-			ok = strcmp(it->string, allowed[i]) == 0;
-		if (!ok)
-			return http_error(c, 400, "invalid", "%s%s: unknown field", where, it->string);
-	}
-	return 0;
+	const char *name = json_unknown_field(obj, allowed);
+	return name ? http_error(c, 400, "invalid", "%s%s: unknown field", where, name) : 0;
 }

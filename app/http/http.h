@@ -93,6 +93,14 @@ int http_query(const struct mg_request_info *ri, const char *name, char *buf, si
 int http_query_int(struct mg_connection *c, const char *name, long long dflt, long long min,
 		   long long max, long long *out);
 
+/* Multipart forms (mg_handle_form_request).  http_form_stored: the field_store
+ * callback of a form whose files the field_found callback wrote itself (nothing
+ * to do: on to the next field).  http_form_append: add a piece of a field's value
+ * (len bytes; CivetWeb hands a long value over in pieces) to the string dst of
+ * cap bytes, cut short when it is full. */
+int http_form_stored(const char *path, long long size, void *ud);
+void http_form_append(char *dst, size_t cap, const char *value, size_t len);
+
 /* Reject fields of obj that are not in allowed (NULL-terminated): sends 400 naming
  * the first unknown one and returns 400, or returns 0. */
 int http_only_fields(struct mg_connection *c, const cJSON *obj, const char *const *allowed,

@@ -77,7 +77,6 @@ struct ws_client {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ws_client *clients;
-static int nclients;
 static struct ws_limits limits = { .total = 100, .per_user = 8, .per_addr = 16 };
 
 /* Upgrades accepted by on_connect and not yet ready, under `lock`.  c is NULL in
@@ -90,14 +89,6 @@ static struct pending {
 	char addr[48];
 	int64_t at_ms;
 } pending[PENDING_MAX];
-
-int ws_client_count(void)
-{
-	pthread_mutex_lock(&lock);
-	int n = nclients;
-	pthread_mutex_unlock(&lock);
-	return n;
-}
 
 /* Every frame we send is made here, and a TEXT frame must be UTF-8 (RFC 6455;
  * browsers close the socket on one that is not): cJSON copies a string's bytes
@@ -334,7 +325,6 @@ static void on_ready(struct mg_connection *c, void *data)
 	mg_set_user_connection_data(c, cl);
 	cl->next = clients;
 	clients = cl;
-	nclients++;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -412,7 +402,6 @@ static void on_close(const struct mg_connection *cc, void *data)
 	for (struct ws_client **p = &clients; *p; p = &(*p)->next)
 		if (*p == cl) {
 			*p = cl->next;
-			nclients--;
 			break;
 		}
 	pthread_mutex_unlock(&lock);

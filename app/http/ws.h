@@ -26,7 +26,5 @@ struct ws_limits {
 void ws_register(struct mg_context *ctx, const struct ws_limits *limits);
 /* Push to subscribers (matches sched_listener). */
 void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload);
-/* Number of connected clients. */
-int ws_client_count(void);
 
 #endif

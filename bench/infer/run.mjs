@@ -7,7 +7,7 @@
 // with ?insides=1 (every blob's statistics and tiles as PNG); and how long the
 // first answer takes after the inference service is killed (SIGKILL) and restarted.
 // The server passes each image to its inference service over a Unix socket
-// (app/infer/infer_service.c), so every figure includes that hop.
+// (app/infer/service.c), so every figure includes that hop.
 // Issue 6's goal: p50 under 5 ms with one client.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -227,6 +227,34 @@ static dnnl_status_t prim_arg_staged(struct cpu_ctx *cx, struct prim *pr, struct
 	return s;
 }
 
+/* The plain slots of a layer's input (described by src), output (dst) and their
+ * gradients: DD_OK, or the failure, naming the slot after what ("the LRN"). */
+static int io_slots(struct cpu_ctx *cx, struct cpu_layer *st, const struct backend_layer *bl,
+		    const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, const char *what, struct dd_err *err)
+{
+	static const struct {
+		enum slot k;
+		int out;
+		const char *name;
+	} io[] = { { S_SRC, 0, "input" }, { S_DST, 1, "output" }, { S_DDST, 1, "output gradient" },
+		   { S_DSRC, 0, "input gradient" } };
+	for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) {
+		dnnl_status_t s = slot_make(cx, st, io[i].k, io[i].out ? dst : src, 0);
+		if (s != dnnl_success) {
+			char msg[96];
+			snprintf(msg, sizeof msg, "describe %s %s", what, io[i].name);
+			return fail(err, bl, s, msg);
+		}
+	}
+	return DD_OK;
+}
+
+static void pd_free(dnnl_primitive_desc_t pd)
+{
+	if (pd)
+		dnnl_primitive_desc_destroy(pd);
+}
+
 /* The workspace of a forward pd, if it has one: into S_WS. */
 static dnnl_status_t ws_make(struct cpu_ctx *cx, struct cpu_layer *st, const_dnnl_primitive_desc_t pd, int *has)
 {
@@ -308,10 +336,8 @@ static int linear_build(struct cpu_ctx *cx, struct cpu_layer *st, const struct b
 	if (bias)
 		TRY(prim_arg_staged(cx, &st->bwd_w, st, DNNL_ARG_DIFF_BIAS, S_DBIAS, pd2, 1), "stage the bias gradient");
 out:
-	if (pd2)
-		dnnl_primitive_desc_destroy(pd2);
-	if (pd)
-		dnnl_primitive_desc_destroy(pd);
+	pd_free(pd2);
+	pd_free(pd);
 	return rc;
 }
 
@@ -453,10 +479,8 @@ static int pool_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct back
 	    "describe the pooling");
 	TRY(dnnl_pooling_backward_desc_init(&bwd, pp->alg, &src, &dst, pp->strides, pp->kernel, pp->pad_l, pp->pad_r),
 	    "describe the pooling's backward");
-	TRY(slot_make(cx, st, S_SRC, &src, 0), "describe the pooling input");
-	TRY(slot_make(cx, st, S_DST, &dst, 0), "describe the pooling output");
-	TRY(slot_make(cx, st, S_DSRC, &src, 0), "describe the pooling input gradient");
-	TRY(slot_make(cx, st, S_DDST, &dst, 0), "describe the pooling output gradient");
+	if ((rc = io_slots(cx, st, bl, &src, &dst, "the pooling", err)))
+		goto out;
 	TRY(prim_make(cx, &st->fwd, &fwd, NULL, &pd), "create the pooling primitive");
 	TRY(ws_make(cx, st, pd, &has_ws), "allocate the pooling workspace");
 	prim_arg(&st->fwd, st, DNNL_ARG_SRC, S_SRC);
@@ -470,10 +494,8 @@ static int pool_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct back
 	prim_arg(&st->bwd_data, st, DNNL_ARG_DIFF_SRC, S_DSRC);
 	st->n_src = (size_t)d->n * d->c * d->h_in * d->w_in;
 out:
-	if (pd2)
-		dnnl_primitive_desc_destroy(pd2);
-	if (pd)
-		dnnl_primitive_desc_destroy(pd);
+	pd_free(pd2);
+	pd_free(pd);
 	return rc;
 }
 
@@ -526,10 +548,8 @@ static int lrn_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct backe
 	dnnl_memory_desc_t md;
 	dnnl_dims_t dims = { d->n, d->c, d->h, d->w };
 	TRY(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nchw), "describe the LRN tensors");
-	TRY(slot_make(cx, st, S_SRC, &md, 0), "describe the LRN input");
-	TRY(slot_make(cx, st, S_DST, &md, 0), "describe the LRN output");
-	TRY(slot_make(cx, st, S_DDST, &md, 0), "describe the LRN output gradient");
-	TRY(slot_make(cx, st, S_DSRC, &md, 0), "describe the LRN input gradient");
+	if ((rc = io_slots(cx, st, bl, &md, &md, "the LRN", err)))
+		goto out;
 	if (d->c % 16 == 0 && lrn_pds(cx, d, dnnl_nChw16c, &pd, &pd2) == dnnl_success && is_ref_impl(pd2)) {
 		dnnl_primitive_desc_destroy(pd2);
 		dnnl_primitive_desc_destroy(pd);
@@ -551,10 +571,8 @@ static int lrn_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct backe
 	TRY(prim_arg_staged(cx, &st->bwd_data, st, DNNL_ARG_DIFF_SRC, S_DSRC, pd2, 1), "stage the LRN input gradient");
 	st->n_src = (size_t)d->n * d->c * d->h * d->w;
 out:
-	if (pd2)
-		dnnl_primitive_desc_destroy(pd2);
-	if (pd)
-		dnnl_primitive_desc_destroy(pd);
+	pd_free(pd2);
+	pd_free(pd);
 	return rc;
 }
 
@@ -578,10 +596,8 @@ static int bn_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct backen
 	    "describe the batch norm with stored statistics");
 	TRY(dnnl_batch_normalization_backward_desc_init(&bwd, dnnl_backward_data, &md, &md, d->eps, 0),
 	    "describe the batch norm's backward");
-	TRY(slot_make(cx, st, S_SRC, &md, 0), "describe the batch norm input");
-	TRY(slot_make(cx, st, S_DST, &md, 0), "describe the batch norm output");
-	TRY(slot_make(cx, st, S_DDST, &md, 0), "describe the batch norm output gradient");
-	TRY(slot_make(cx, st, S_DSRC, &md, 0), "describe the batch norm input gradient");
+	if ((rc = io_slots(cx, st, bl, &md, &md, "the batch norm", err)))
+		goto out;
 	for (enum slot k = S_MEAN; k <= S_ONE; k++)
 		TRY(slot_make(cx, st, k, &cmd, 1), "allocate the batch norm statistics");
 	float *one = slot_data(st, S_ONE);
@@ -614,12 +630,9 @@ static int bn_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct backen
 	st->batch = (size_t)d->n;
 	st->n_src = (size_t)d->n * d->c * st->plane;
 out:
-	if (pd3)
-		dnnl_primitive_desc_destroy(pd3);
-	if (pd2)
-		dnnl_primitive_desc_destroy(pd2);
-	if (pd)
-		dnnl_primitive_desc_destroy(pd);
+	pd_free(pd3);
+	pd_free(pd2);
+	pd_free(pd);
 	return rc;
 }
 
@@ -653,10 +666,8 @@ static int eltwise_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct b
 	TRY(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_f32, dnnl_a), "describe the activation's tensors");
 	TRY(dnnl_eltwise_forward_desc_init(&fwd, dnnl_forward_training, fa, &md, alpha, 0.0f), "describe the activation");
 	TRY(dnnl_eltwise_backward_desc_init(&bwd, ba, &md, &md, alpha, 0.0f), "describe the activation's backward");
-	TRY(slot_make(cx, st, S_SRC, &md, 0), "describe the activation's input");
-	TRY(slot_make(cx, st, S_DST, &md, 0), "describe the activation's output");
-	TRY(slot_make(cx, st, S_DDST, &md, 0), "describe the activation's output gradient");
-	TRY(slot_make(cx, st, S_DSRC, &md, 0), "describe the activation's input gradient");
+	if ((rc = io_slots(cx, st, bl, &md, &md, "the activation's", err)))
+		goto out;
 	TRY(prim_make(cx, &st->fwd, &fwd, NULL, &pd), "create the activation primitive");
 	prim_arg(&st->fwd, st, DNNL_ARG_SRC, S_SRC);
 	prim_arg(&st->fwd, st, DNNL_ARG_DST, S_DST);
@@ -666,10 +677,8 @@ static int eltwise_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct b
 	prim_arg(&st->bwd_data, st, DNNL_ARG_DIFF_SRC, S_DSRC);
 	st->n_src = (size_t)bl->count;
 out:
-	if (pd2)
-		dnnl_primitive_desc_destroy(pd2);
-	if (pd)
-		dnnl_primitive_desc_destroy(pd);
+	pd_free(pd2);
+	pd_free(pd);
 	return rc;
 }
 
@@ -684,10 +693,8 @@ static int softmax_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct b
 	TRY(dnnl_memory_desc_init_by_tag(&md, 3, dims, dnnl_f32, dnnl_abc), "describe the softmax tensors");
 	TRY(dnnl_softmax_forward_desc_init(&fwd, dnnl_forward_training, &md, 1), "describe the softmax");
 	TRY(dnnl_softmax_backward_desc_init(&bwd, &md, &md, 1), "describe the softmax's backward");
-	TRY(slot_make(cx, st, S_SRC, &md, 0), "describe the softmax input");
-	TRY(slot_make(cx, st, S_DST, &md, 0), "describe the softmax output");
-	TRY(slot_make(cx, st, S_DDST, &md, 0), "describe the softmax output gradient");
-	TRY(slot_make(cx, st, S_DSRC, &md, 0), "describe the softmax input gradient");
+	if ((rc = io_slots(cx, st, bl, &md, &md, "the softmax", err)))
+		goto out;
 	TRY(prim_make(cx, &st->fwd, &fwd, NULL, &pd), "create the softmax primitive");
 	prim_arg(&st->fwd, st, DNNL_ARG_SRC, S_SRC);
 	prim_arg(&st->fwd, st, DNNL_ARG_DST, S_DST);
@@ -697,10 +704,8 @@ static int softmax_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct b
 	prim_arg(&st->bwd_data, st, DNNL_ARG_DIFF_SRC, S_DSRC);
 	st->n_src = (size_t)bl->count;
 out:
-	if (pd2)
-		dnnl_primitive_desc_destroy(pd2);
-	if (pd)
-		dnnl_primitive_desc_destroy(pd);
+	pd_free(pd2);
+	pd_free(pd);
 	return rc;
 }
 

@@ -80,6 +80,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include "../../common/rng.h"
+
 extern "C" {
 #include "../backend_impl.h"
 }
@@ -160,31 +162,24 @@ struct cu_layer {
 
 static struct cuda_ctx *ctx_of(struct backend *be) { return (struct cuda_ctx *)be->ctx; }
 
-/* ---- errors ---- */
-
-static int set_err(struct dd_err *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
-		err->code = code;
-	}
-	return code;
-}
+/* ---- errors (dd_err_set: common/err.c, linked into the plugin) ---- */
 
 static const char *lname(const struct backend_layer *bl) { return bl && bl->l ? bl->l->name : "?"; }
 static int batch_of(const struct backend_layer *bl) { return bl ? bl->n : 0; }
+
+/* What CUDA, cuDNN and cuBLAS all say when the device's memory ran out. */
+static int gpu_oom(struct dd_err *err, const struct backend_layer *bl, const char *what)
+{
+	return dd_err_set(err, DD_ENOMEM, "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
+			  lname(bl), what, batch_of(bl));
+}
 
 static int cuda_fail(struct dd_err *err, const struct backend_layer *bl, cudaError_t e, const char *what)
 {
 	cudaGetLastError(); /* clear a sticky-less error so the next call starts clean */
 	if (e == cudaErrorMemoryAllocation)
-		return set_err(err, DD_ENOMEM,
-			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
-			       lname(bl), what, batch_of(bl));
-	return set_err(err, DD_EINTERNAL, "layer '%s': %s: %s", lname(bl), what, cudaGetErrorString(e));
+		return gpu_oom(err, bl, what);
+	return dd_err_set(err, DD_EINTERNAL, "layer '%s': %s: %s", lname(bl), what, cudaGetErrorString(e));
 }
 
 /* The thread on cx's GPU, and an error that an earlier kernel left (cu_sync saw
@@ -195,39 +190,27 @@ static int dnn_fail(struct dd_err *err, const struct backend_layer *bl, cudnnSta
 {
 	if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
 	    s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
-		return set_err(err, DD_ENOMEM,
-			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
-			       lname(bl), what, batch_of(bl));
-	return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN %s: %s", lname(bl), what, cudnnGetErrorString(s));
+		return gpu_oom(err, bl, what);
+	return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN %s: %s", lname(bl), what, cudnnGetErrorString(s));
 }
 
 static int blas_fail(struct dd_err *err, const struct backend_layer *bl, cublasStatus_t s, const char *what)
 {
 	if (s == CUBLAS_STATUS_ALLOC_FAILED)
-		return set_err(err, DD_ENOMEM,
-			       "layer '%s': out of GPU memory (%s) at batch size %d: try a smaller batch size",
-			       lname(bl), what, batch_of(bl));
-	return set_err(err, DD_EINTERNAL, "layer '%s': cuBLAS %s failed (status %d)", lname(bl), what, (int)s);
+		return gpu_oom(err, bl, what);
+	return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuBLAS %s failed (status %d)", lname(bl), what, (int)s);
 }
 
-#define CU(call, what)                                            \
+/* Return fail(err, bl, status, what) when call's status of type T is not ok. */
+#define CALL_OK(T, ok, fail, call, what)                          \
 	do {                                                      \
-		cudaError_t e_ = (call);                          \
-		if (e_ != cudaSuccess)                            \
-			return cuda_fail(err, bl, e_, what);      \
+		T st_ = (call);                                   \
+		if (st_ != (ok))                                  \
+			return fail(err, bl, st_, what);          \
 	} while (0)
-#define DNN(call, what)                                           \
-	do {                                                      \
-		cudnnStatus_t s_ = (call);                        \
-		if (s_ != CUDNN_STATUS_SUCCESS)                   \
-			return dnn_fail(err, bl, s_, what);       \
-	} while (0)
-#define BLAS(call, what)                                          \
-	do {                                                      \
-		cublasStatus_t s_ = (call);                       \
-		if (s_ != CUBLAS_STATUS_SUCCESS)                  \
-			return blas_fail(err, bl, s_, what);      \
-	} while (0)
+#define CU(call, what) CALL_OK(cudaError_t, cudaSuccess, cuda_fail, call, what)
+#define DNN(call, what) CALL_OK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, dnn_fail, call, what)
+#define BLAS(call, what) CALL_OK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, blas_fail, call, what)
 /* after a kernel launch */
 #define LAUNCHED(what) CU(cudaGetLastError(), what)
 
@@ -371,21 +354,14 @@ __global__ void k_power_bwd(float *dx, const float *dy, const float *x, int64_t 
 	}
 }
 
-/* Dropout on the graph's splitmix64 stream: element i takes the (i+1)-th value
- * after state s0, which is what the reference's sequential draws give. */
-__device__ uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
+/* Dropout on the graph's splitmix64 stream (common/rng.h): element i takes the
+ * (i+1)-th value after state s0, which is what the reference's sequential draws give. */
 __global__ void k_dropout_fwd(float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
 			      uint64_t s0)
 {
 	FOR_EACH(i, n)
 	{
-		uint64_t z = mix64(s0 + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
-		double u = (double)(z >> 11) * (1.0 / 9007199254740992.0);
+		double u = rng_unit(rng_at(s0, (uint64_t)(i + 1)));
 		uint8_t keep = u >= ratio;
 		mask[i] = keep;
 		y[i] = keep ? x[i] * scale : 0.0f;
@@ -1019,7 +995,7 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	DNN(cudnnGetConvolutionForwardAlgorithm_v7(cx->dnn, st->xd, st->wd, st->cd, st->yd, cnt, &n, fp),
 	    "forward algorithm");
 	if (!pick_algo(cx, fp, n, &st->fwd_algo, &st->fwd_math))
-		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
 			       WS_CAP >> 20);
 	DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
 	DNN(cudnnGetConvolutionForwardWorkspaceSize(cx->dnn, st->xd, st->wd, st->cd, st->yd, st->fwd_algo, &bytes),
@@ -1031,7 +1007,7 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 							CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp),
 	    "backward data algorithm");
 	if (!pick_algo(cx, dp, n, &st->bwd_data_algo, &st->bwd_data_math))
-		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
 	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
 	DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(cx->dnn, st->wd, st->yd, st->cd, st->xd, st->bwd_data_algo,
@@ -1044,7 +1020,7 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 							  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp),
 	    "backward filter algorithm");
 	if (!pick_algo(cx, wp, n, &st->bwd_filter_algo, &st->bwd_filter_math))
-		return set_err(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
 			       cx->deterministic ? " that is deterministic" : "");
 	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
 	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(cx->dnn, st->xd, st->yd, st->cd, st->wd,
@@ -1074,7 +1050,7 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 	*state = NULL;
 	struct cu_layer *st = (struct cu_layer *)calloc(1, sizeof *st);
 	if (!st)
-		return set_err(err, DD_ENOMEM, "layer '%s': out of memory", lname(bl));
+		return dd_err_set(err, DD_ENOMEM, "layer '%s': out of memory", lname(bl));
 	*state = st;
 	cx->nlayers++;
 	if (!native(bl)) {
@@ -1262,7 +1238,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 	case NET_DROPOUT:
 		if (training) {
 			uint64_t s0 = *bl->rng;
-			*bl->rng += (uint64_t)n * 0x9E3779B97F4A7C15ull; /* n draws, as the reference makes */
+			*bl->rng += (uint64_t)n * RNG_GAMMA; /* n draws, as the reference makes */
 			k_dropout_fwd<<<blocks_for(n), THREADS, 0, s>>>(y, st->mask, x, n, l->dropout.ratio,
 									 1.0f / (1.0f - l->dropout.ratio), s0);
 			LAUNCHED("dropout");
@@ -1339,7 +1315,7 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 			CU(cudaMemcpyAsync(y, x, (size_t)n * sizeof(float), cudaMemcpyDefault, s), "flatten copy");
 		break;
 	default:
-		return set_err(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
 	}
 	if (reads_data && (!training || !bl->dy)) /* no backward of this layer will read it */
 		prefetch_data(cx, x, 1);
@@ -1600,7 +1576,7 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 		}
 		break;
 	default:
-		return set_err(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': no CUDA kernel for its type", lname(bl));
 	}
 	prefetch_data(cx, x, 1); /* the data, read for the last time this step */
 	return DD_OK;
@@ -1687,7 +1663,7 @@ static int cu_update(struct backend *be, const struct backend_update *u, struct 
 	if (rc || u->n <= 0)
 		return rc;
 	if ((u->type == 1 || u->type == 5) && !u->h2)
-		return set_err(err, DD_EINVAL, "solver type %d needs two histories", u->type);
+		return dd_err_set(err, DD_EINVAL, "solver type %d needs two histories", u->type);
 	k_update<<<blocks_for(u->n), THREADS, 0, ctx_of(be)->stream>>>(*u);
 	LAUNCHED("solver update");
 	return DD_OK;
@@ -1698,9 +1674,9 @@ static int cu_set_precision(struct backend *be, int precision, struct dd_err *er
 	const struct backend_layer *bl = NULL;
 	struct cuda_ctx *cx = ctx_of(be);
 	if (precision < BACKEND_FP32 || precision > BACKEND_BF16)
-		return set_err(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
+		return dd_err_set(err, DD_EINVAL, "precision %d: fp32, fp16 or bf16", precision);
 	if (cx->nlayers > 0 && precision != cx->prec)
-		return set_err(err, DD_EINVAL, "the precision is set before a graph is built on the backend");
+		return dd_err_set(err, DD_EINVAL, "the precision is set before a graph is built on the backend");
 	cudaSetDevice(cx->device); /* whichever GPU the calling thread was on */
 	if (precision != BACKEND_FP32 && !cx->flag)
 		CU(cudaMalloc(&cx->flag, sizeof(int)), "the overflow flag");
@@ -1767,12 +1743,12 @@ static int cu_upload(struct backend *be, const struct backend_upload *u, struct 
 	if (rc0 || u->n <= 0)
 		return rc0;
 	if (u->oh > u->h || u->ow > u->w || u->c <= 0)
-		return set_err(err, DD_EINVAL, "upload: a %dx%d window of %dx%d images", u->ow, u->oh, u->w, u->h);
+		return dd_err_set(err, DD_EINVAL, "upload: a %dx%d window of %dx%d images", u->ow, u->oh, u->w, u->h);
 	size_t img = (size_t)u->c * u->h * u->w, npx = img * u->n;
 	int rc;
 	if ((rc = up_grow(cx, (void **)&cx->up_px, &cx->up_px_bytes, npx, err)) ||
 	    (rc = up_grow(cx, (void **)&cx->up_geo, &cx->up_geo_bytes, 3 * sizeof(int32_t) * u->n, err)))
-		return rc == DD_ENOMEM ? set_err(err, DD_ENOMEM, "out of GPU memory uploading a batch of %d images: "
+		return rc == DD_ENOMEM ? dd_err_set(err, DD_ENOMEM, "out of GPU memory uploading a batch of %d images: "
 						 "try a smaller batch size", u->n) : rc;
 	if (u->mean && (u->mean != cx->up_mean_of || cx->up_mean_bytes < img * sizeof(float))) {
 		if ((rc = up_grow(cx, (void **)&cx->up_mean, &cx->up_mean_bytes, img * sizeof(float), err)))
@@ -1783,14 +1759,14 @@ static int cu_upload(struct backend *be, const struct backend_upload *u, struct 
 	}
 	int32_t *geo = (int32_t *)malloc(3 * sizeof(int32_t) * u->n);
 	if (!geo)
-		return set_err(err, DD_ENOMEM, "out of memory");
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	for (int s = 0; s < u->n; s++) {
 		geo[3 * s] = u->y0[s];
 		geo[3 * s + 1] = u->x0[s];
 		geo[3 * s + 2] = u->flip[s] != 0;
 		if (u->y0[s] < 0 || u->x0[s] < 0 || u->y0[s] + u->oh > u->h || u->x0[s] + u->ow > u->w) {
 			free(geo);
-			return set_err(err, DD_EINVAL, "upload: sample %d's window at (%d, %d) leaves the image", s, u->x0[s],
+			return dd_err_set(err, DD_EINVAL, "upload: sample %d's window at (%d, %d) leaves the image", s, u->x0[s],
 				       u->y0[s]);
 		}
 	}
@@ -1843,7 +1819,7 @@ static int nccl_load(struct dd_err *err)
 		}
 	}
 	if (!nc.h)
-		return set_err(err, DD_EINVAL, "several GPUs need NCCL (libnccl.so.2), which does not load here");
+		return dd_err_set(err, DD_EINVAL, "several GPUs need NCCL (libnccl.so.2), which does not load here");
 	return DD_OK;
 }
 
@@ -1859,13 +1835,13 @@ static int cu_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err
 	const struct backend_layer *bl = NULL;
 	struct cuda_ctx *cx = ctx_of(be);
 	if (!cx->nccl)
-		return set_err(err, DD_EINVAL, "this GPU is not in a group");
+		return dd_err_set(err, DD_EINVAL, "this GPU is not in a group");
 	int rc = ready(cx, bl, err);
 	if (rc || n <= 0)
 		return rc;
 	size_t bytes = (size_t)n * sizeof(float);
 	if ((rc = up_grow(cx, (void **)&cx->ar_buf, &cx->ar_bytes, bytes, err)))
-		return rc == DD_ENOMEM ? set_err(err, DD_ENOMEM, "out of GPU memory for the all-reduce of %lld "
+		return rc == DD_ENOMEM ? dd_err_set(err, DD_ENOMEM, "out of GPU memory for the all-reduce of %lld "
 								 "gradients: try a smaller batch size",
 						 (long long)n)
 				       : rc;
@@ -1874,7 +1850,7 @@ static int cu_allreduce(struct backend *be, float *buf, int64_t n, struct dd_err
 	CU(cudaMemcpyAsync(cx->ar_buf, buf, bytes, cudaMemcpyDefault, cx->stream), "the gradients to all-reduce");
 	ncclResult_t r = nc.all_reduce(cx->ar_buf, cx->ar_buf, (size_t)n, ncclFloat, ncclAvg, cx->nccl, cx->stream);
 	if (r != ncclSuccess)
-		return set_err(err, DD_EINTERNAL, "NCCL all-reduce on GPU %d: %s", cx->device, nc.error(r));
+		return dd_err_set(err, DD_EINTERNAL, "NCCL all-reduce on GPU %d: %s", cx->device, nc.error(r));
 	CU(cudaMemcpyAsync(buf, cx->ar_buf, bytes, cudaMemcpyDefault, cx->stream), "the all-reduced gradients");
 	return DD_OK;
 }
@@ -1947,21 +1923,21 @@ static int device_count(int *n, struct dd_err *err)
 		int rt = 0;
 		cudaGetLastError();
 		cudaRuntimeGetVersion(&rt);
-		return set_err(err, DD_EINVAL,
+		return dd_err_set(err, DD_EINVAL,
 			       "no GPU usable here: the NVIDIA driver is missing or older than CUDA %d.%d needs (%s)",
 			       rt / 1000, rt % 1000 / 10, cudaGetErrorString(e));
 	}
 	if (e == cudaErrorNoDevice || e == cudaErrorInitializationError || e == cudaErrorSystemDriverMismatch ||
 	    e == cudaErrorCompatNotSupportedOnDevice) {
 		cudaGetLastError();
-		return set_err(err, DD_EINVAL, "no GPU on this machine (%s)", cudaGetErrorString(e));
+		return dd_err_set(err, DD_EINVAL, "no GPU on this machine (%s)", cudaGetErrorString(e));
 	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();
-		return set_err(err, DD_EINVAL, "the CUDA runtime cannot see a GPU (%s)", cudaGetErrorString(e));
+		return dd_err_set(err, DD_EINVAL, "the CUDA runtime cannot see a GPU (%s)", cudaGetErrorString(e));
 	}
 	if (*n <= 0)
-		return set_err(err, DD_EINVAL, "no GPU on this machine (the driver lists none)");
+		return dd_err_set(err, DD_EINVAL, "no GPU on this machine (the driver lists none)");
 	return DD_OK;
 }
 
@@ -1997,10 +1973,10 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create(const struct bac
 	if (rc)
 		return rc;
 	if (host->device < 0 || host->device >= n)
-		return set_err(err, DD_EINVAL, "no GPU %d: this machine has %d (0 to %d)", host->device, n, n - 1);
+		return dd_err_set(err, DD_EINVAL, "no GPU %d: this machine has %d (0 to %d)", host->device, n, n - 1);
 	struct cuda_ctx *cx = (struct cuda_ctx *)calloc(1, sizeof *cx);
 	if (!cx)
-		return set_err(err, DD_ENOMEM, "out of memory");
+		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	cx->host = *host;
 	cx->device = host->device;
 	cx->deterministic = host->deterministic;
@@ -2069,7 +2045,7 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create_group(const stru
 	for (int i = 0; i < n; i++)
 		out[i] = NULL;
 	if (n < 1 || n > 64)
-		return set_err(err, DD_EINVAL, "a group of %d GPUs", n);
+		return dd_err_set(err, DD_EINVAL, "a group of %d GPUs", n);
 	int rc = nccl_load(err);
 	if (rc)
 		return rc;
@@ -2083,7 +2059,7 @@ __attribute__((visibility("default"))) int deepdesk_cuda_create_group(const stru
 	{
 		ncclResult_t r = nc.init_all(comms, n, devices);
 		if (r != ncclSuccess) {
-			rc = set_err(err, DD_EINTERNAL, "NCCL cannot join the %d GPUs: %s", n, nc.error(r));
+			rc = dd_err_set(err, DD_EINTERNAL, "NCCL cannot join the %d GPUs: %s", n, nc.error(r));
 			goto fail;
 		}
 	}

@@ -1,5 +1,5 @@
 // infer_service.test.mjs — the inference service as a process of its own
-// (app/infer/infer_service.c): its pid, models and bytes in GET /api/v1/info; killed
+// (app/infer/service.c): its pid, models and bytes in GET /api/v1/info; killed
 // with SIGKILL, it is restarted and the next request works; a request in flight
 // while it dies gets a 503 that names the image, not a hang; hostile images (not
 // an image, a 60000×60000 header, a truncated PNG) are clear errors and the service

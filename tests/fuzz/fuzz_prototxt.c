@@ -13,7 +13,7 @@
  *   make build/gen/net_lenet.c build/gen/net_alexnet.c build/gen/net_googlenet.c \
  *        build/gen/net_resnet_small.c
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o build/fuzz_prototxt \
- *         tests/fuzz/fuzz_prototxt.c networks/prototxt.c networks/net.c common/err.c \
+ *         tests/fuzz/fuzz_prototxt.c networks/prototxt.c networks/net.c networks/layers.c common/err.c \
  *         build/gen/net_*.c -lcjson -lm
  *   mkdir -p build/fuzz-ptx && cp networks/standard/[a-z]*.prototxt build/fuzz-ptx/
  *   build/fuzz_prototxt -max_total_time=60 -max_len=65536 build/fuzz-ptx

@@ -25,7 +25,7 @@ build() {
 	datum) set -- tests/fuzz/fuzz_datum.c datasets/datum.c common/err.c ;;
 	image) set -- tests/fuzz/fuzz_image.c datasets/image.c common/err.c -lpng -lturbojpeg -lz -lm ;;
 	json) set -- tests/fuzz/fuzz_json.c common/json.c common/fsutil.c common/err.c common/log.c -lcjson ;;
-	prototxt) set -- tests/fuzz/fuzz_prototxt.c networks/prototxt.c networks/net.c common/err.c $NETS -lcjson -lm ;;
+	prototxt) set -- tests/fuzz/fuzz_prototxt.c networks/prototxt.c networks/net.c networks/layers.c common/err.c $NETS -lcjson -lm ;;
 	roster) set -- tests/fuzz/fuzz_roster.c app/accounts/roster.c $(find build/obj -name '*.o' ! -name roster.o ! -name main.o ! -name 'cli*') $LIBS_ALL ;;
 	safetensors) set -- tests/fuzz/fuzz_safetensors.c networks/snapshot.c \
 		$(find build/obj -name '*.o' ! -name snapshot.o ! -name main.o ! -name 'cli*') $LIBS_ALL ;;

@@ -1,5 +1,6 @@
 /* test_common.c — common/: a log line cannot be forged or carry terminal escapes,
- * a CSV cell cannot become a spreadsheet formula, and a full disk is one sentence. */
+ * a CSV cell cannot become a spreadsheet formula, a full disk is one sentence, and
+ * the random stream gives the numbers it always gave. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "../../common/fsutil.h"
 #include "../../common/log.h"
+#include "../../common/rng.h"
 #include "check.h"
 
 /* What log_info(fmt, arg) writes to stderr, without its timestamp and level. */
@@ -94,11 +96,38 @@ static void test_nospace_sentence(void)
 	CHECK_EQ_INT(fs_err_nospace(NULL, "/tmp", "x"), DD_ENOSPC);
 }
 
+/* splitmix64's first outputs, as the six copies that rng.h replaced gave them
+ * (seed 0's is the published reference value): shuffles, fillers, dropout masks
+ * and resumed trainings depend on these exact numbers. */
+static void test_rng_stream_is_pinned(void)
+{
+	static const uint64_t want0[] = { 0xe220a8397b1dcdafull, 0x6e789e6aa1b965f4ull,
+					  0x06c45d188009454full, 0xf88bb8a8724c81ecull };
+	static const uint64_t want42[] = { 0xbdd732262feb6e95ull, 0x28efe333b266f103ull,
+					   0x47526757130f9f52ull, 0x581ce1ff0e4ae394ull };
+	uint64_t s0 = 0, s42 = 42;
+	for (int i = 0; i < 4; i++) {
+		CHECK(rng_next(&s0) == want0[i]);
+		CHECK(rng_next(&s42) == want42[i]);
+		CHECK(rng_at(0, (uint64_t)i + 1) == want0[i]); /* the GPU's way to the same value */
+		CHECK(rng_at(42, (uint64_t)i + 1) == want42[i]);
+	}
+	CHECK(s42 == 42 + 4 * RNG_GAMMA);
+	CHECK(rng_unit(want42[0]) == 0.7415648787718233);
+	CHECK(rng_unit(0) == 0.0 && rng_unit(UINT64_MAX) < 1.0);
+	uint64_t s = 42;
+	CHECK_EQ_INT(rng_below(&s, 10), 3);
+	CHECK_EQ_INT(rng_below(&s, 10), 1);
+	CHECK_EQ_INT(rng_below(&s, 1), 0); /* draws nothing */
+	CHECK_EQ_INT(rng_below(&s, 10), 8);
+}
+
 int main(void)
 {
 	RUN(test_log_escapes_controls);
 	RUN(test_log_long_line_is_one_line);
 	RUN(test_csv_fields);
 	RUN(test_nospace_sentence);
+	RUN(test_rng_stream_is_pinned);
 	return check_summary();
 }

@@ -27,6 +27,7 @@
 #include "../../datasets/lmdbio.h"
 #include "../../jobs/kind_eval.h"
 #include "../../jobs/kind_train.h"
+#include "../../networks/modeldir.h"
 #include "../../networks/backend.h"
 #include "../../networks/graph.h"
 #include "../../networks/infer.h"
@@ -238,7 +239,7 @@ static int make_model(void)
 	struct graph *gr = NULL;
 	struct net_input in = { .n = 1, .c = 1, .h = 28, .w = 28, .classes = 10 };
 	int rc = -1;
-	model_snapshot_path(model_dir, "1", "safetensors", weights, sizeof weights);
+	modeldir_snapshot_path(model_dir, "1", MODELDIR_SNAP_WEIGHTS, weights, sizeof weights);
 	if (net_parse(text, strlen(text), &def, &err) || net_instantiate(def, NET_STAGE_DEPLOY, &in, &ng, &err) ||
 	    backend_create("cpu", &be, &err) || graph_create(ng, be, 7, &gr, &err) ||
 	    snapshot_save_weights(gr, weights, NULL, &err))

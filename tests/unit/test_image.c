@@ -1342,9 +1342,32 @@ static void test_encode_refused(void)
 	CHECK_EQ_INT(image_encode_png(&empty, 6, &out, &n, &err), DD_EINVAL);
 }
 
+/* A raw Datum's data: C×H×W, colour planes B, G, R; gray is its one plane. */
+static void test_planes(void)
+{
+	uint8_t px[] = { 1, 2, 3, 4, 5, 6 }; /* two RGB pixels */
+	struct image img = { 2, 1, 3, px };
+	uint8_t p8[6], back[6];
+	float pf[6];
+	image_to_planes(&img, p8, NULL);
+	image_to_planes(&img, NULL, pf);
+	static const uint8_t want[] = { 3, 6, 2, 5, 1, 4 };
+	for (int i = 0; i < 6; i++) {
+		CHECK_EQ_INT(p8[i], want[i]);
+		CHECK(pf[i] == (float)want[i]);
+	}
+	struct image out = { 2, 1, 3, back };
+	image_from_planes(&out, p8);
+	CHECK(memcmp(back, px, 6) == 0);
+	struct image gray = { 3, 1, 1, px };
+	image_to_planes(&gray, p8, NULL);
+	CHECK(memcmp(p8, px, 3) == 0);
+}
+
 int main(void)
 {
 	RUN(test_names_and_sniff);
+	RUN(test_planes);
 	RUN(test_png_gray_rgb);
 	RUN(test_png_alpha_on_white);
 	RUN(test_png_16bit);

@@ -17,6 +17,7 @@
 #include "../../datasets/create.h"
 #include "../../datasets/image.h"
 #include "../../jobs/kind_train.h"
+#include "../../networks/modeldir.h"
 #include "../../networks/feed.h"
 #include "../../networks/graph.h"
 #include "../../networks/bundle.h"
@@ -65,7 +66,7 @@ static void snapshot(int epoch, char *buf, size_t len)
 {
 	char label[8];
 	snprintf(label, sizeof label, "%d", epoch);
-	model_snapshot_path(jobdir, label, "safetensors", buf, len);
+	modeldir_snapshot_path(jobdir, label, MODELDIR_SNAP_WEIGHTS, buf, len);
 }
 
 /* Every val image: its file classified equals its record fed; top-1 accuracy as

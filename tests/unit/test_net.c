@@ -1008,6 +1008,36 @@ out:
 	CHECK_STR(net_layer_type_name(NET_LAYER_TYPE_COUNT), "?");
 }
 
+/* Every layer type has its row: a name that parses back to the type, counts that
+ * make sense, fillers only where there are parameter blobs. */
+static void test_type_rows(void)
+{
+	for (int t = 0; t < NET_LAYER_TYPE_COUNT; t++) {
+		const struct net_layer_type_info *ti = net_layer_type_info((enum net_layer_type)t);
+		CHECK(ti != NULL && ti->name != NULL);
+		if (!ti || !ti->name)
+			continue;
+		CHECK_STR(net_layer_type_name((enum net_layer_type)t), ti->name);
+		CHECK(ti->bottom_min >= 0 && ti->bottom_min <= ti->bottom_max);
+		CHECK(ti->top_min >= 1 && ti->top_min <= ti->top_max);
+		CHECK(!ti->elementwise || (ti->bottom_max == 1 && ti->top_max == 1));
+		CHECK((ti->filler[0] == 0) == (ti->filler[1] == 0));
+		for (int u = 0; u < t; u++)
+			CHECK(strcmp(net_layer_type_info((enum net_layer_type)u)->name, ti->name) != 0);
+		/* the name is what a description's type: says */
+		char text[256];
+		snprintf(text, sizeof text, "layer { name: \"x\" type: \"%s\" }", ti->name);
+		struct net *def = NULL;
+		struct dd_err err = { 0 };
+		int rc = net_parse(text, strlen(text), &def, &err);
+		CHECK(rc == DD_OK || strstr(err.msg, "unknown type") == NULL);
+		if (rc == DD_OK)
+			CHECK(def->nlayer == 1 && def->layer[0].type == (enum net_layer_type)t);
+		net_free(def);
+	}
+	CHECK(net_layer_type_info(NET_LAYER_TYPE_COUNT) == NULL);
+}
+
 /* ---- the verb ------------------------------------------------------------------------ */
 
 struct captured {
@@ -1215,6 +1245,7 @@ int main(void)
 	RUN(test_parse_errors);
 	RUN(test_graph_errors);
 	RUN(test_declared_inputs);
+	RUN(test_type_rows);
 	RUN(test_reports);
 	RUN(test_cli);
 	RUN(test_cli_time);

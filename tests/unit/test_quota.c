@@ -6,15 +6,15 @@
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "fixture.h"
+#include "rawsql.h"
 
 static char dir[64];
 
 static int64_t add_user(const char *name, const char *role)
 {
-	char sql[256];
-	snprintf(sql, sizeof sql, "INSERT INTO users(name,role,pwhash,created_at) VALUES('%s','%s','x',0)", name, role);
-	CHECK_EQ_INT(sqlite3_exec(store_conn(NULL), sql, NULL, NULL, NULL), SQLITE_OK);
-	return sqlite3_last_insert_rowid(store_conn(NULL));
+	int64_t id = 0;
+	CHECK_EQ_INT(store_user_add(name, role, "x", 0, &id, NULL), DD_OK);
+	return id;
 }
 
 static int64_t new_job(const char *owner, const char *resources)
@@ -29,7 +29,7 @@ static int64_t new_job(const char *owner, const char *resources)
 	do {                                                                           \
 		char text_[512];                                                       \
 		snprintf(text_, sizeof text_, __VA_ARGS__);                            \
-		CHECK_EQ_INT(sqlite3_exec(store_conn(NULL), text_, NULL, NULL, NULL), SQLITE_OK); \
+		CHECK_EQ_INT(rawsql_exec(dir, text_), SQLITE_OK);                     \
 	} while (0)
 
 static void test_queue_order_and_priority(void)
@@ -94,7 +94,7 @@ static void test_quota_defaults_and_overrides(void)
 	CHECK_EQ_INT(q.cpu_minutes, 0);
 	CHECK_EQ_INT(q.gpu_minutes, 7);
 	/* a role change moves the defaults, not what was set */
-	SQL("UPDATE users SET role='instructor' WHERE id=%lld", (long long)ben);
+	CHECK_EQ_INT(store_user_set_role(ben, "instructor", &err), DD_OK);
 	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
 	CHECK_EQ_INT(q.jobs, 4);
 	CHECK_EQ_INT(q.gpu_minutes, 7);
@@ -141,17 +141,15 @@ static void test_usage_of_a_day(void)
 static void test_disable(void)
 {
 	int64_t dan = add_user("dan", "learner");
-	SQL("INSERT INTO sessions(token_hash,user_id,created_at,expires_at,last_seen,csrf) VALUES('h',%lld,0,%lld,0,'c')",
-	    (long long)dan, 1ll << 50);
+	int64_t sid = 0;
+	CHECK_EQ_INT(store_session_add(dan, "h", "c", 0, 1ll << 50, &sid, NULL), DD_OK);
 	CHECK_EQ_INT(store_user_set_disabled(dan, 1, NULL), DD_OK);
-	sqlite3_stmt *st;
-	sqlite3_prepare_v2(store_conn(NULL), "SELECT (SELECT disabled FROM users WHERE id=?1),"
-					     " (SELECT count(*) FROM sessions WHERE user_id=?1)", -1, &st, NULL);
-	sqlite3_bind_int64(st, 1, dan);
-	CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
-	CHECK_EQ_INT(sqlite3_column_int(st, 0), 1);
-	CHECK_EQ_INT(sqlite3_column_int(st, 1), 0); /* logged out everywhere */
-	sqlite3_finalize(st);
+	struct store_user u;
+	CHECK_EQ_INT(store_user_get(dan, &u, NULL, NULL), DD_OK);
+	CHECK_EQ_INT(u.disabled, 1);
+	char sql[96];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM sessions WHERE user_id=%lld", (long long)dan);
+	CHECK_EQ_INT(rawsql_value(dir, sql, NULL, 0), 0); /* logged out everywhere */
 	struct dd_err err = { 0 };
 	CHECK_EQ_INT(store_user_set_disabled(99999, 1, &err), DD_ENOENT);
 }

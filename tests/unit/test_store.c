@@ -4,6 +4,7 @@
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
 #include "fixture.h"
+#include "rawsql.h"
 
 static char dir[64];
 
@@ -21,16 +22,10 @@ static void test_migrates_fresh_and_reopens(void)
 {
 	struct dd_err err = { 0 };
 	CHECK_EQ_INT(store_init(dir, &err), DD_OK);
-	sqlite3 *db = store_conn(NULL);
-	sqlite3_stmt *st;
-	sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
-	sqlite3_step(st);
-	CHECK_EQ_INT(sqlite3_column_int(st, 0), store_schema_version());
-	sqlite3_finalize(st);
-	sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
-	sqlite3_step(st);
-	CHECK_STR((const char *)sqlite3_column_text(st, 0), "wal");
-	sqlite3_finalize(st);
+	CHECK_EQ_INT(rawsql_value(dir, "PRAGMA user_version", NULL, 0), store_schema_version());
+	char mode[16];
+	rawsql_value(dir, "PRAGMA journal_mode", mode, sizeof mode);
+	CHECK_STR(mode, "wal");
 	int64_t id = new_job("test", "one", NULL, 0);
 	CHECK(id > 0);
 	/* opening again migrates nothing and keeps the data */
@@ -47,7 +42,7 @@ static void test_refuses_newer_schema(void)
 	check_tmpdir(other, sizeof other);
 	struct dd_err err = { 0 };
 	CHECK_EQ_INT(store_init(other, &err), DD_OK);
-	sqlite3_exec(store_conn(NULL), "PRAGMA user_version=999", NULL, NULL, NULL);
+	CHECK_EQ_INT(rawsql_exec(other, "PRAGMA user_version=999"), SQLITE_OK);
 	store_thread_end();
 	CHECK_EQ_INT(store_init(other, &err), DD_EINVAL);
 	CHECK_CONTAINS(err.msg, "newer than this deepdesk");

@@ -9,6 +9,7 @@ import { h, setText, setAttr, setChildren, icon } from './dom.js';
 import { get, post, ApiError } from './api.js';
 import { bytes } from './format.js';
 import { progressBar, setProgress, toast, announce } from './ui.js';
+import { formFields, formPage, submitCard } from './form.js';
 
 const ARCHIVE_RE = /\.(zip|tar|tar\.gz|tgz)$/i;
 const ARCHIVE_ACCEPT = '.zip,.tar,.tar.gz,.tgz,application/zip,application/x-tar,application/gzip,application/x-gzip';
@@ -40,32 +41,10 @@ export function mountNewDataset(root, { navigate }) {
   let submitting = false;
   let nameAuto = null;      // the name we filled in ourselves (replaced freely until edited)
   let roots = null;         // /info data_roots once known
-  const fields = new Map(); // key → {wrap, inputs: [], err}
+  // key → {wrap, inputs: [], err}; the size and split rows hold two error lines each
+  const { fields, errorEl, register, field, setError, section } = formFields({ anyError: true });
 
   /* ---------- small builders ---------- */
-  function errorEl(key) {
-    return h('p', { class: 'field-error', id: `err-${key}`, hidden: true, 'aria-live': 'polite' });
-  }
-  function register(key, wrap, inputs, err) {
-    fields.set(key, { wrap, inputs, err });
-    for (const i of inputs) {
-      const ids = [i.getAttribute('aria-describedby'), err.id].filter(Boolean).join(' ');
-      i.setAttribute('aria-describedby', ids);
-      i.addEventListener('input', () => setError(key, null));
-      i.addEventListener('change', () => setError(key, null));
-    }
-  }
-  /** A labelled control with a hint and an error line; opts.input: the input inside control. */
-  function field(key, label, control, hint, { cls = '', req = false, input = control } = {}) {
-    const hintEl = hint ? h('p', { class: 'field-hint', id: `hint-${key}` }, hint) : null;
-    if (hintEl) input.setAttribute('aria-describedby', hintEl.id);
-    const err = errorEl(key);
-    const wrap = h('div', { class: ['field', cls], dataset: { field: key } },
-      h('label', { class: 'field-label', for: input.id }, label, req ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null),
-      control, hintEl, err);
-    register(key, wrap, [input], err);
-    return wrap;
-  }
   function numInput(key, { min, max, value, placeholder, suffix, label }) {
     const input = h('input', { type: 'number', class: 'input num-input', id: `f-${key}`, name: key, min, max,
       step: 1, inputmode: 'numeric', value: value === '' ? null : value, placeholder, autocomplete: 'off',
@@ -238,39 +217,17 @@ export function mountNewDataset(root, { navigate }) {
         h('span', { class: 'card-count muted' }, 'one record')),
       h('div', { class: 'preview-body' }, pvBox, pvCaption, pvBytes,
         h('p', { class: 'preview-help muted' }, 'A sample picture, converted the way each image of the dataset will be.'))),
-    h('div', { class: 'card submit-card' }, submitBtn, submitNote,
-      h('a', { class: 'btn btn-quiet', href: '/datasets' }, 'Cancel')));
+    submitCard(submitBtn, submitNote, '/datasets'));
 
   const form = h('form', { class: 'newds', novalidate: true, 'aria-label': 'New dataset' },
     h('div', { class: 'newds-main' }, sourceCard, imagesCard, splitsCard, nameCard), side);
 
-  const page = h('div', { class: 'page newds-page' },
-    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
-      h('a', { href: '/datasets' }, 'Datasets'), h('span', { 'aria-hidden': 'true', class: 'crumb-sep' }, '/'),
-      h('span', { 'aria-current': 'page' }, 'New')),
-    h('div', { class: 'page-head' }, h('div', null,
-      h('h1', { class: 'page-title' }, 'New dataset'),
-      h('p', { class: 'page-sub' }, 'Turn labelled images into Caffe LMDB for training, with DIGITS\' options and defaults.'))),
+  const page = formPage({ href: '/datasets', list: 'Datasets', title: 'New dataset',
+    sub: 'Turn labelled images into Caffe LMDB for training, with DIGITS\' options and defaults.' },
     copyNote, topErr, form);
   setChildren(root, page);
 
-  function section(idp, n, title, sub, ...body) {
-    return h('section', { class: 'card form-card', 'aria-labelledby': `${idp}-title` },
-      h('div', { class: 'card-head' }, h('span', { class: 'step', 'aria-hidden': 'true' }, n),
-        h('div', null, h('h2', { class: 'card-title', id: `${idp}-title` }, title), h('p', { class: 'card-sub muted' }, sub))),
-      h('div', { class: 'form-body' }, ...body));
-  }
-
   /* ---------- errors ---------- */
-  function setError(key, msg) {
-    const f = fields.get(key);
-    if (!f) return false;
-    setText(f.err, msg || '');
-    f.err.hidden = !msg;
-    for (const i of f.inputs) setAttr(i, 'aria-invalid', msg ? 'true' : null);
-    f.wrap.classList.toggle('has-error', !!msg || [...f.wrap.querySelectorAll('.field-error')].some((e) => !e.hidden));
-    return true;
-  }
   function clearErrors() {
     for (const k of fields.keys()) setError(k, null);
     setSourceError(null);

@@ -7,7 +7,7 @@
 // lists in one request and the server creates one job per combination, all in one group,
 // or none when any combination is wrong.  Nothing is queued until every field is valid and
 // the network checks out.
-import { h, setText, setAttr, setChildren, icon } from './dom.js';
+import { h, setText, setChildren, icon } from './dom.js';
 import { get, post, ApiError } from './api.js';
 import { bytes } from './format.js';
 import { toast, announce } from './ui.js';
@@ -15,6 +15,7 @@ import { int, shapeText } from './dataset_view.js';
 import { loadChart, cssVar, onSchemeChange } from './charts.js';
 import { protoEditor } from './editor.js';
 import { mountPresetPicker } from './classes.js';
+import { formFields, formPage, submitCard } from './form.js';
 
 /* DIGITS' defaults, as jobs/kind_train.c fills them in. */
 export const SOLVER_TYPES = [
@@ -51,7 +52,6 @@ export function mountNewModel(root, { navigate }) {
   document.title = 'New model · deepdesk';
   let alive = true;
   const cleanups = [];
-  const fields = new Map();  // key → {wrap, inputs, err}
   let datasets = [];         // finished dataset jobs with summary
   let models = [];           // model jobs (list form)
   let nets = null;           // GET /networks standard list
@@ -60,39 +60,16 @@ export function mountNewModel(root, { navigate }) {
   let submitting = false;
   const modelNetText = new Map(); // model id → its prototxt (for Customize)
 
-  /* ---------- field helpers (the same shape as the dataset form) ---------- */
+  /* ---------- field helpers (form.js, as the dataset form's) ---------- */
   const fid = (key) => `f-${key.replace(/\./g, '-')}`;
-  function errorEl(key) { return h('p', { class: 'field-error', id: `err-${fid(key)}`, hidden: true, 'aria-live': 'polite' }); }
-  function register(key, wrap, inputs, err) {
-    fields.set(key, { wrap, inputs, err });
-    for (const i of inputs) {
-      i.setAttribute('aria-describedby', [i.getAttribute('aria-describedby'), err.id].filter(Boolean).join(' '));
-      i.addEventListener('input', () => setError(key, null));
-      i.addEventListener('change', () => setError(key, null));
-    }
-  }
-  function field(key, label, control, hint, { input = control, cls = '', req = false } = {}) {
-    const hintEl = hint ? h('p', { class: 'field-hint', id: `hint-${fid(key)}` }, hint) : null;
-    if (hintEl) input.setAttribute('aria-describedby', hintEl.id);
-    const err = errorEl(key);
-    const wrap = h('div', { class: ['field', cls], dataset: { field: key } },
-      h('label', { class: 'field-label', for: input.id }, label, req ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null),
-      control, hintEl, err);
-    register(key, wrap, [input], err);
-    return wrap;
-  }
+  // key → {wrap, inputs, err}
+  const { fields, errorEl, register, field, setError, section } = formFields({ idOf: fid, sectionData: true });
   const textIn = (key, value, attrs = {}) => h('input', { type: 'text', class: 'input', id: fid(key), name: key,
     value, autocomplete: 'off', spellcheck: 'false', ...attrs });
   const numIn = (key, value, attrs = {}) => textIn(key, value, { inputmode: 'decimal', class: 'input num-input', ...attrs });
   function select(key, items, value) {
     return h('select', { class: 'input select', id: fid(key), name: key },
       items.map(([v, t]) => h('option', { value: v, selected: v === value }, t)));
-  }
-  function section(idp, n, title, sub, ...body) {
-    return h('section', { class: 'card form-card', 'aria-labelledby': `${idp}-title`, dataset: { section: idp } },
-      h('div', { class: 'card-head' }, h('span', { class: 'step', 'aria-hidden': 'true' }, n),
-        h('div', null, h('h2', { class: 'card-title', id: `${idp}-title` }, title), h('p', { class: 'card-sub muted' }, sub))),
-      h('div', { class: 'form-body' }, ...body));
   }
 
   /* ---------- 1. dataset ---------- */
@@ -245,17 +222,12 @@ export function mountNewModel(root, { navigate }) {
     h('span', { class: 'btn-label' }, 'Create model'));
   const submitNote = h('p', { class: 'submit-note muted', 'aria-live': 'polite' });
   const side = h('aside', { class: 'newds-side' }, lrCard,
-    h('div', { class: 'card submit-card' }, submitBtn, submitNote, h('a', { class: 'btn btn-quiet', href: '/models' }, 'Cancel')));
+    submitCard(submitBtn, submitNote, '/models'));
 
   const form = h('form', { class: 'newds newmodel', novalidate: true, 'aria-label': 'New model' },
     h('div', { class: 'newds-main' }, dsCard, netCard, solverCard, dataCard, nameCard), side);
-  const page = h('div', { class: 'page newds-page newmodel-page' },
-    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
-      h('a', { href: '/models' }, 'Models'), h('span', { 'aria-hidden': 'true', class: 'crumb-sep' }, '/'),
-      h('span', { 'aria-current': 'page' }, 'New')),
-    h('div', { class: 'page-head' }, h('div', null,
-      h('h1', { class: 'page-title' }, 'New model'),
-      h('p', { class: 'page-sub' }, 'Train a network on a dataset, with DIGITS\' options and defaults.'))),
+  const page = formPage({ cls: 'newmodel-page', href: '/models', list: 'Models', title: 'New model',
+    sub: 'Train a network on a dataset, with DIGITS\' options and defaults.' },
     copyNote, topErr, form);
   setChildren(root, page);
   /* ---------- labs: "Start from a lab preset" for a learner in a class (classes.js) ---------- */
@@ -286,15 +258,6 @@ export function mountNewModel(root, { navigate }) {
   }
 
   /* ---------- errors ---------- */
-  function setError(key, msg) {
-    const f = fields.get(key);
-    if (!f) return false;
-    setText(f.err, msg || '');
-    f.err.hidden = !msg;
-    for (const i of f.inputs) setAttr(i, 'aria-invalid', msg ? 'true' : null);
-    f.wrap.classList.toggle('has-error', !!msg);
-    return true;
-  }
   function clearErrors() {
     for (const k of fields.keys()) setError(k, null);
     topErr.hidden = true;
