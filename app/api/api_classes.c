@@ -11,8 +11,9 @@
  * model from one with {"preset": ID, "name": …} plus unlocked fields
  * (api_preset_apply, called by api_models_create).
  *
- * Who may call what is perm.c's rules[]: PERM_CLASS_READ for a class's members
- * and instructor, PERM_CLASS_WRITE for its instructor and admins. */
+ * Who may call what is in the route table (api.h): PERM_CLASS_READ for a
+ * class's members and instructor, PERM_CLASS_WRITE for its instructor and
+ * admins. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stdio.h>
