@@ -24,6 +24,7 @@
 #include "../../common/fsutil.h"
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
+#include "../../jobs/kind_train.h"
 #include "../../jobs/sched.h"
 #include "api.h"
 #include "../accounts/auth.h"
@@ -380,18 +381,37 @@ int api_class_dataset_remove(struct req *r)
 
 /* ---- lab presets ---- */
 
-/* Model fields a preset may set, lock or hide (POST /api/v1/models less name,
- * group and gpus, which are the learner's or the scheduler's). */
-static const char *const preset_fields[] = { "dataset",	    "network",	 "solver",   "epochs",		 "batch_size",
-					      "crop_size",  "mean",	 "seed",     "val_interval",	 "snapshot_interval",
-					      "backend",    "finetune",	 "mirror",   NULL };
+/* The model fields (jobs/kind_train.h) a preset does not set: the learner's
+ * group and the scheduler's gpus (as the job's name, which is not the kind's),
+ * and resume, which only POST /api/v1/models/{id}/resume asks for. */
+static const char *const not_preset[] = { "group", "gpus", "resume", NULL };
 
+static int in_list(const char *const *list, const char *s)
+{
+	for (int i = 0; list[i]; i++)
+		if (strcmp(list[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+/* May a preset set, lock or hide field f (a top-level name)? */
+static int preset_field(const char *f) { return in_list(train_model_fields, f) && !in_list(not_preset, f); }
+
+/* The same for a name in locked or hidden, where "solver.KEY" names one key. */
 static int preset_field_known(const char *f)
 {
-	const char *key = strncmp(f, "solver.", 7) == 0 && f[7] ? "solver" : f;
-	for (int i = 0; preset_fields[i]; i++)
-		if (strcmp(preset_fields[i], key) == 0)
-			return 1;
+	return preset_field(strncmp(f, "solver.", 7) == 0 && f[7] ? "solver" : f);
+}
+
+/* A preset's settings hold model fields a preset sets only; 0 or the error sent. */
+static int settings_fields(struct req *r, const cJSON *settings)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, settings)
+	{
+		if (!preset_field(it->string))
+			return http_error(r->c, 400, "invalid", "settings.%s: unknown field", it->string);
+	}
 	return 0;
 }
 
@@ -440,7 +460,7 @@ int api_class_preset_create(struct req *r)
 		rc = http_error(r->c, 400, "invalid", "settings: required, an object with a model's fields (dataset, network, …)");
 		goto out;
 	}
-	if ((rc = http_only_fields(r->c, s, preset_fields, "settings.")) ||
+	if ((rc = settings_fields(r, s)) ||
 	    (rc = field_list(r, get(body, "locked"), "locked")) || (rc = field_list(r, get(body, "hidden"), "hidden")))
 		goto out;
 	int64_t ds = 0;
@@ -553,13 +573,13 @@ int api_preset_apply(struct req *r, cJSON **body)
 	}
 	const char *pname = cJSON_GetStringValue(get(preset, "name"));
 	const cJSON *locked = get(preset, "locked"), *hidden = get(preset, "hidden");
-	/* every field the body sets must be unlocked */
+	/* every field the body sets that a preset may fix must be unlocked (the
+	 * others, "name", "group", "gpus", are the learner's) */
 	cJSON *f;
 	cJSON_ArrayForEach(f, b)
 	{
 		const char *k = f->string;
-		if (strcmp(k, "preset") == 0 || strcmp(k, "name") == 0 || strcmp(k, "group") == 0 ||
-		    strcmp(k, "gpus") == 0)
+		if (!preset_field_known(k))
 			continue;
 		if (listed(locked, k) || listed(hidden, k)) {
 			rc = http_error(r->c, 400, "invalid", "%s: locked by the lab preset \"%s\"", k, pname);
