@@ -84,6 +84,28 @@ static void audit_class(const struct req *r, const char *action, int64_t id)
 	auth_audit(r->auth ? &r->auth->user : NULL, action, target, r->auth ? r->auth->address : NULL);
 }
 
+/* Read a body of {"name"} alone (api_classes_create, api_class_member_add): 0
+ * with *name its string (NULL when absent or not a string) and *body for the
+ * caller to free, or the status of the error sent. */
+static int read_name_body(struct req *r, cJSON **body, const char **name)
+{
+	static const char *const fields[] = { "name", NULL };
+	int rc = http_read_fields(r->c, fields, body);
+	*name = rc ? NULL : cJSON_GetStringValue(get(*body, "name"));
+	return rc;
+}
+
+/* Answer a change to class r->id that a store function returned rc for (err
+ * its error): the audit row for action, then the class with status, or 204
+ * when status is 204. */
+static int class_changed(struct req *r, int rc, const struct dd_err *err, const char *action, int status)
+{
+	if (rc != DD_OK)
+		return http_error_dd(r->c, err);
+	audit_class(r, action, r->id);
+	return status == 204 ? http_no_content(r->c) : reply_class(r, status, r->id);
+}
+
 /* GET /api/v1/classes: the classes one instructs or is in (admins: all). */
 int api_classes_list(struct req *r)
 {
@@ -100,14 +122,11 @@ int api_classes_list(struct req *r)
 /* POST /api/v1/classes {"name"} -> 201 {"class"} */
 int api_classes_create(struct req *r)
 {
-	static const char *const fields[] = { "name", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	const char *name;
+	int rc = read_name_body(r, &body, &name);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
-	const char *name = cJSON_GetStringValue(get(body, "name"));
 	if (!name || !*name || strlen(name) > CLASS_NAME_MAX) {
 		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to %d characters", CLASS_NAME_MAX);
 		goto out;
@@ -149,10 +168,7 @@ int api_class_get(struct req *r)
 int api_class_delete(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_class_delete(r->id, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_delete", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_class_delete(r->id, &err), &err, "class_delete", 204);
 }
 
 /* POST /api/v1/classes/{id}/members {"name"} -> 200 {"class"} */
@@ -166,14 +182,11 @@ static int enrols_any(const struct req *r)
 
 int api_class_member_add(struct req *r)
 {
-	static const char *const fields[] = { "name", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	const char *name;
+	int rc = read_name_body(r, &body, &name);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
-	const char *name = cJSON_GetStringValue(get(body, "name"));
 	struct auth_user u;
 	struct dd_err err = { 0 };
 	if (!name || !*name) {
@@ -192,12 +205,7 @@ int api_class_member_add(struct req *r)
 				auth_role_name(u.role));
 		goto out;
 	}
-	if (store_class_member_add(r->id, u.id, &err) != DD_OK) {
-		rc = http_error_dd(r->c, &err);
-		goto out;
-	}
-	audit_class(r, "class_member_add", r->id);
-	rc = reply_class(r, 200, r->id);
+	rc = class_changed(r, store_class_member_add(r->id, u.id, &err), &err, "class_member_add", 200);
 out:
 	cJSON_Delete(body);
 	return rc;
@@ -207,10 +215,7 @@ out:
 int api_class_member_remove(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_class_member_remove(r->id, r->n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_member_remove", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_class_member_remove(r->id, r->n, &err), &err, "class_member_remove", 204);
 }
 
 /* POST /api/v1/classes/{id}/roster {"csv": "name[,role]\n…"}
@@ -225,11 +230,9 @@ int api_class_roster(struct req *r)
 	char (*hashes)[AUTH_HASH_LEN] = NULL;
 	char (*passwords)[AUTH_TOKEN_LEN + 1] = NULL;
 	int n = 0;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	const char *csv = cJSON_GetStringValue(get(body, "csv"));
 	if (!csv) {
 		rc = http_error(r->c, 400, "invalid", "csv: required, the roster as text (one account a line: name[,role])");
@@ -349,20 +352,14 @@ int api_class_dataset_add(struct req *r)
 {
 	static const char *const fields[] = { "dataset", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	int64_t id = 0;
 	struct dd_err err = { 0 };
-	if ((rc = http_only_fields(r->c, body, fields, "")) ||
-	    (rc = shareable_dataset(r, get(body, "dataset"), "dataset", &id)))
+	if ((rc = shareable_dataset(r, get(body, "dataset"), "dataset", &id)))
 		goto out;
-	if (store_class_dataset_add(r->id, id, &err) != DD_OK) {
-		rc = http_error_dd(r->c, &err);
-		goto out;
-	}
-	audit_class(r, "class_dataset_share", r->id);
-	rc = reply_class(r, 200, r->id);
+	rc = class_changed(r, store_class_dataset_add(r->id, id, &err), &err, "class_dataset_share", 200);
 out:
 	cJSON_Delete(body);
 	return rc;
@@ -373,10 +370,7 @@ out:
 int api_class_dataset_remove(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_class_dataset_remove(r->id, r->n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_dataset_unshare", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_class_dataset_remove(r->id, r->n, &err), &err, "class_dataset_unshare", 204);
 }
 
 /* ---- lab presets ---- */
@@ -444,12 +438,10 @@ int api_class_preset_create(struct req *r)
 	static const char *const fields[] = { "name", "settings", "locked", "hidden", NULL };
 	cJSON *body = NULL, *check = NULL, *p = NULL;
 	char *settings = NULL, *locked = NULL, *hidden = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	struct dd_err err = { 0 };
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	const char *name = cJSON_GetStringValue(get(body, "name"));
 	cJSON *s = get(body, "settings");
 	if (!name || !*name || strlen(name) > 200) {
@@ -513,10 +505,7 @@ out:
 int api_class_preset_delete(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_preset_delete(r->id, r->n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_preset_delete", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_preset_delete(r->id, r->n, &err), &err, "class_preset_delete", 204);
 }
 
 static int reply_presets(struct req *r, int64_t who, int64_t class_id)

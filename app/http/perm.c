@@ -71,7 +71,10 @@ static int shared_with(const struct auth_state *a, int64_t id)
 	return a && a->authenticated && id > 0 && store_class_dataset_shared(id, a->user.id);
 }
 
-int perm_class_readable(const struct req *r, int64_t id)
+/* May r read class id (write 0: its instructor, its members, admins) or change
+ * it (write 1: its instructor if still an instructor, admins)?  0 as well when
+ * the class does not exist. */
+static int class_allowed(const struct req *r, int64_t id, int write)
 {
 	const struct auth_state *a = r->auth;
 	if (!a || !a->accounts)
@@ -79,21 +82,17 @@ int perm_class_readable(const struct req *r, int64_t id)
 	int64_t instructor;
 	if (!a->authenticated || id <= 0 || store_class_instructor(id, &instructor, NULL) != DD_OK)
 		return 0;
-	return a->user.role == ROLE_ADMIN || (instructor != 0 && instructor == a->user.id) ||
-	       store_class_is_member(id, a->user.id);
+	int instructs = instructor != 0 && instructor == a->user.id;
+	if (a->user.role == ROLE_ADMIN)
+		return 1;
+	if (write)
+		return a->user.role == ROLE_INSTRUCTOR && instructs;
+	return instructs || store_class_is_member(id, a->user.id);
 }
 
-int perm_class_writable(const struct req *r, int64_t id)
-{
-	const struct auth_state *a = r->auth;
-	if (!a || !a->accounts)
-		return 1;
-	int64_t instructor;
-	if (!a->authenticated || id <= 0 || store_class_instructor(id, &instructor, NULL) != DD_OK)
-		return 0;
-	return a->user.role == ROLE_ADMIN ||
-	       (a->user.role == ROLE_INSTRUCTOR && instructor != 0 && instructor == a->user.id);
-}
+int perm_class_readable(const struct req *r, int64_t id) { return class_allowed(r, id, 0); }
+
+int perm_class_writable(const struct req *r, int64_t id) { return class_allowed(r, id, 1); }
 
 /* The class actions of perm_check: 0, or the error sent.  A class one may not
  * read is answered as one that does not exist. */
