@@ -6,7 +6,7 @@
  * state-changing request may send (BODY_JSON, or BODY_FILES for multipart forms
  * and raw bytes too; server.c) and permission who may call it (enum perm_action,
  * perm.h, which says what each means).  server.c makes its dispatch table from
- * it, `deepdesk routes` prints it and tests/api/openapi.test.mjs holds
+ * it, `deepdesk routes` prints its /api/v1 rows, tests/api/openapi.test.mjs holds
  * openapi.json to it; this header declares the handlers from it.  A row has all
  * five or does not compile, so no route exists without a decided permission.
  * Within a path the first matching row wins ("/api/v1/datasets/preview" before

@@ -6,8 +6,9 @@
  * table, made from API_ROUTES in app/api/api.h: method, pattern, handler, body
  * type, permission) and answers 404 for an unknown path and 405 (with Allow) for
  * a known path with the wrong method.  A handler sees a `struct req` with the
- * {id} segment parsed, and returns the status it sent.  Shared state lives in the store (one SQLite connection per
- * thread, closed by the exit_thread callback) and in the WebSocket registry
+ * {id} segment parsed, and returns the status it sent.  Shared state lives in
+ * the store (one SQLite connection per thread, closed by the exit_thread
+ * callback) and in the WebSocket registry
  * (ws.c); nothing else here is written after start-up except `stopping`, which
  * turns new API requests into 503 while the server shuts down, and the
  * connection guard's table of requests under way (G, under its own lock; see
@@ -17,8 +18,8 @@
  * Accounts: api_dispatch asks auth.c who is calling (session cookie or bearer
  * token) and perm.c whether they may use the matched route (the action its row
  * names), before any handler runs.  With accounts off (the default on
- * loopback) everyone is the local user.  accounts_setup refuses
- * a server beyond loopback without accounts, and one with accounts but none made.
+ * loopback) everyone is the local user.  accounts_setup refuses a server beyond
+ * loopback without accounts, and one with accounts but none made.
  *
  * The UI is compiled in (build/ui_assets.c, made from ui/ by tools/embed) so the
  * binary serves it from any folder; --ui-dir serves ui/ from disk instead while
@@ -112,10 +113,10 @@ struct route {
 };
 
 /* The one route table, made from API_ROUTES (app/api/api.h): /api/v1's routes
- * and DIGITS' own paths alike; every path matches at most one route's pattern
- * per method, and a DIGITS' path never matches an /api/v1 pattern. */
+ * and DIGITS' own paths alike (no DIGITS' path matches an /api/v1 pattern, nor
+ * the other way round).  The first row whose method and pattern match wins. */
 #define ROUTE_ROW(method, pattern, fn, body, perm) { method, pattern, fn, body, perm },
-static const struct route routes[] = { API_ROUTES(ROUTE_ROW){ NULL, NULL, NULL, BODY_JSON, PERM_ADMIN } };
+static const struct route routes[] = { API_ROUTES(ROUTE_ROW) { NULL, NULL, NULL, BODY_JSON, PERM_ADMIN } };
 #undef ROUTE_ROW
 #define NROUTES (sizeof routes / sizeof routes[0] - 1)
 
@@ -329,10 +330,10 @@ static void note_stack(void)
 static int api_dispatch_timed(struct mg_connection *c, void *data)
 {
 	static pthread_once_t stack_once = PTHREAD_ONCE_INIT;
+	(void)data; /* every route is in the one table */
 	pthread_once(&stack_once, note_stack);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	(void)data;
 	int status = api_dispatch(c);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	metrics_observe((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, status);
