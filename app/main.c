@@ -97,9 +97,10 @@ static const char worker_usage[] =
 	"The server's scheduler starts workers; running one by hand is for debugging.\n";
 
 static const char routes_usage[] =
-	"usage: deepdesk routes\n"
+	"usage: deepdesk routes [--permissions]\n"
 	"\n"
-	"Print every REST API route the server registers, one `METHOD PATH` a line.\n";
+	"Print every REST API route the server registers, one `METHOD PATH` a line;\n"
+	"--permissions adds who may call it (public, user, admin, job_read, …).\n";
 
 static int cmd_serve(int argc, char **argv)
 {
@@ -295,8 +296,10 @@ static int cmd_routes(int argc, char **argv)
 		fputs(routes_usage, stdout);
 		return 0;
 	}
+	int perms = argc >= 2 && strcmp(argv[1], "--permissions") == 0;
 	for (const struct route_info *r = server_routes(); r->pattern; r++)
-		printf("%s %s\n", r->method, r->pattern);
+		if (!r->digits)
+			printf("%s %s%s%s\n", r->method, r->pattern, perms ? " " : "", perms ? perm_action_name(r->perm) : "");
 	return 0;
 }
 

@@ -430,12 +430,15 @@ out:
 	return rc;
 }
 
+/* kind_train.h; the fields of the params at the top of this file */
+const char *const train_model_fields[] = { "dataset",	   "network",  "solver",	     "epochs",
+					   "batch_size",   "crop_size", "mean",	     "seed",
+					   "val_interval", "snapshot_interval", "backend", "finetune",
+					   "resume",	   "group",    "mirror",	     "gpus", "precision", NULL };
+
 static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
-	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
-					   "batch_size", "crop_size", "mean",	    "seed",
-					   "val_interval", "snapshot_interval", "backend", "finetune",
-					   "resume",   "group",	      "mirror",	    "gpus", "precision", NULL };
+	const char *const *top = train_model_fields;
 	int rc;
 	if ((rc = only_fields(params, top, "", err)))
 		return rc;

@@ -66,4 +66,13 @@ struct worker;
 double model_report_metric(struct worker *w, int64_t t0, double epoch0, double epochs,
 			   const struct train_metric *m);
 
+/* ---- the params ---- */
+
+/* The top-level params a model job takes, NULL-terminated: its validate refuses
+ * any other, and every door that makes one asks this list, so they cannot drift:
+ * POST /api/v1/models (these and the job's "name"; "resume" has its own route),
+ * a lab preset (all but the learner's "group" and "gpus", and "resume"), and a
+ * clone (validated as a new job, less "resume"). */
+extern const char *const train_model_fields[];
+
 #endif

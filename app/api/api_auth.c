@@ -100,12 +100,11 @@ int api_login(struct req *r)
 	if (!by_name || !by_address)
 		return http_error(r->c, 500, "internal", "out of memory");
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	const char *name = NULL, *pw = NULL;
-	if ((rc = http_only_fields(r->c, body, fields, "")) ||
-	    (rc = string_field(r, body, "name", LOGIN_NAME_MAX, &name)) ||
+	if ((rc = string_field(r, body, "name", LOGIN_NAME_MAX, &name)) ||
 	    (rc = string_field(r, body, "password", AUTH_PASSWORD_MAX, &pw)))
 		goto out;
 
@@ -210,12 +209,11 @@ int api_me_password(struct req *r)
 		return accounts_off(r);
 	pthread_once(&limiters_once, limiters_init);
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	const char *cur = NULL, *pw = NULL;
-	if ((rc = http_only_fields(r->c, body, fields, "")) ||
-	    (rc = string_field(r, body, "current", AUTH_PASSWORD_MAX, &cur)) ||
+	if ((rc = string_field(r, body, "current", AUTH_PASSWORD_MAX, &cur)) ||
 	    (rc = string_field(r, body, "new", AUTH_PASSWORD_MAX, &pw)))
 		goto out;
 	const cJSON *revoke = cJSON_GetObjectItemCaseSensitive(body, "revoke_tokens");
@@ -277,12 +275,11 @@ int api_me_tokens_create(struct req *r)
 	if (!r->auth->accounts)
 		return accounts_off(r);
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	const char *name = NULL;
-	if ((rc = http_only_fields(r->c, body, fields, "")) ||
-	    (rc = string_field(r, body, "name", TOKEN_NAME_MAX, &name)))
+	if ((rc = string_field(r, body, "name", TOKEN_NAME_MAX, &name)))
 		goto out;
 	char secret[AUTH_TOKEN_LEN + 8];
 	int64_t id;

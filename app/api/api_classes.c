@@ -11,8 +11,9 @@
  * model from one with {"preset": ID, "name": …} plus unlocked fields
  * (api_preset_apply, called by api_models_create).
  *
- * Who may call what is perm.c's rules[]: PERM_CLASS_READ for a class's members
- * and instructor, PERM_CLASS_WRITE for its instructor and admins. */
+ * Who may call what is in the route table (api.h): PERM_CLASS_READ for a
+ * class's members and instructor, PERM_CLASS_WRITE for its instructor and
+ * admins. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "../../common/fsutil.h"
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
+#include "../../jobs/kind_train.h"
 #include "../../jobs/sched.h"
 #include "api.h"
 #include "../accounts/auth.h"
@@ -82,6 +84,28 @@ static void audit_class(const struct req *r, const char *action, int64_t id)
 	auth_audit(r->auth ? &r->auth->user : NULL, action, target, r->auth ? r->auth->address : NULL);
 }
 
+/* Read a body of {"name"} alone (api_classes_create, api_class_member_add): 0
+ * with *name its string (NULL when absent or not a string) and *body for the
+ * caller to free, or the status of the error sent. */
+static int read_name_body(struct req *r, cJSON **body, const char **name)
+{
+	static const char *const fields[] = { "name", NULL };
+	int rc = http_read_fields(r->c, fields, body);
+	*name = rc ? NULL : cJSON_GetStringValue(get(*body, "name"));
+	return rc;
+}
+
+/* Answer a change to class r->id that a store function returned rc for (err
+ * its error): the audit row for action, then the class with status, or 204
+ * when status is 204. */
+static int class_changed(struct req *r, int rc, const struct dd_err *err, const char *action, int status)
+{
+	if (rc != DD_OK)
+		return http_error_dd(r->c, err);
+	audit_class(r, action, r->id);
+	return status == 204 ? http_no_content(r->c) : reply_class(r, status, r->id);
+}
+
 /* GET /api/v1/classes: the classes one instructs or is in (admins: all). */
 int api_classes_list(struct req *r)
 {
@@ -98,14 +122,11 @@ int api_classes_list(struct req *r)
 /* POST /api/v1/classes {"name"} -> 201 {"class"} */
 int api_classes_create(struct req *r)
 {
-	static const char *const fields[] = { "name", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	const char *name;
+	int rc = read_name_body(r, &body, &name);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
-	const char *name = cJSON_GetStringValue(get(body, "name"));
 	if (!name || !*name || strlen(name) > CLASS_NAME_MAX) {
 		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to %d characters", CLASS_NAME_MAX);
 		goto out;
@@ -147,10 +168,7 @@ int api_class_get(struct req *r)
 int api_class_delete(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_class_delete(r->id, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_delete", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_class_delete(r->id, &err), &err, "class_delete", 204);
 }
 
 /* POST /api/v1/classes/{id}/members {"name"} -> 200 {"class"} */
@@ -164,14 +182,11 @@ static int enrols_any(const struct req *r)
 
 int api_class_member_add(struct req *r)
 {
-	static const char *const fields[] = { "name", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	const char *name;
+	int rc = read_name_body(r, &body, &name);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
-	const char *name = cJSON_GetStringValue(get(body, "name"));
 	struct auth_user u;
 	struct dd_err err = { 0 };
 	if (!name || !*name) {
@@ -190,12 +205,7 @@ int api_class_member_add(struct req *r)
 				auth_role_name(u.role));
 		goto out;
 	}
-	if (store_class_member_add(r->id, u.id, &err) != DD_OK) {
-		rc = http_error_dd(r->c, &err);
-		goto out;
-	}
-	audit_class(r, "class_member_add", r->id);
-	rc = reply_class(r, 200, r->id);
+	rc = class_changed(r, store_class_member_add(r->id, u.id, &err), &err, "class_member_add", 200);
 out:
 	cJSON_Delete(body);
 	return rc;
@@ -205,10 +215,7 @@ out:
 int api_class_member_remove(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_class_member_remove(r->id, r->n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_member_remove", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_class_member_remove(r->id, r->n, &err), &err, "class_member_remove", 204);
 }
 
 /* POST /api/v1/classes/{id}/roster {"csv": "name[,role]\n…"}
@@ -223,11 +230,9 @@ int api_class_roster(struct req *r)
 	char (*hashes)[AUTH_HASH_LEN] = NULL;
 	char (*passwords)[AUTH_TOKEN_LEN + 1] = NULL;
 	int n = 0;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	const char *csv = cJSON_GetStringValue(get(body, "csv"));
 	if (!csv) {
 		rc = http_error(r->c, 400, "invalid", "csv: required, the roster as text (one account a line: name[,role])");
@@ -347,20 +352,14 @@ int api_class_dataset_add(struct req *r)
 {
 	static const char *const fields[] = { "dataset", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	int64_t id = 0;
 	struct dd_err err = { 0 };
-	if ((rc = http_only_fields(r->c, body, fields, "")) ||
-	    (rc = shareable_dataset(r, get(body, "dataset"), "dataset", &id)))
+	if ((rc = shareable_dataset(r, get(body, "dataset"), "dataset", &id)))
 		goto out;
-	if (store_class_dataset_add(r->id, id, &err) != DD_OK) {
-		rc = http_error_dd(r->c, &err);
-		goto out;
-	}
-	audit_class(r, "class_dataset_share", r->id);
-	rc = reply_class(r, 200, r->id);
+	rc = class_changed(r, store_class_dataset_add(r->id, id, &err), &err, "class_dataset_share", 200);
 out:
 	cJSON_Delete(body);
 	return rc;
@@ -371,26 +370,42 @@ out:
 int api_class_dataset_remove(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_class_dataset_remove(r->id, r->n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_dataset_unshare", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_class_dataset_remove(r->id, r->n, &err), &err, "class_dataset_unshare", 204);
 }
 
 /* ---- lab presets ---- */
 
-/* Model fields a preset may set, lock or hide (POST /api/v1/models less name,
- * group and gpus, which are the learner's or the scheduler's). */
-static const char *const preset_fields[] = { "dataset",	    "network",	 "solver",   "epochs",		 "batch_size",
-					      "crop_size",  "mean",	 "seed",     "val_interval",	 "snapshot_interval",
-					      "backend",    "finetune",	 "mirror",   NULL };
+/* The model fields (jobs/kind_train.h) a preset does not set: the learner's
+ * group and the scheduler's gpus (as the job's name, which is not the kind's),
+ * and resume, which only POST /api/v1/models/{id}/resume asks for. */
+static const char *const not_preset[] = { "group", "gpus", "resume", NULL };
 
+static int in_list(const char *const *list, const char *s)
+{
+	for (int i = 0; list[i]; i++)
+		if (strcmp(list[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+/* May a preset set, lock or hide field f (a top-level name)? */
+static int preset_field(const char *f) { return in_list(train_model_fields, f) && !in_list(not_preset, f); }
+
+/* The same for a name in locked or hidden, where "solver.KEY" names one key. */
 static int preset_field_known(const char *f)
 {
-	const char *key = strncmp(f, "solver.", 7) == 0 && f[7] ? "solver" : f;
-	for (int i = 0; preset_fields[i]; i++)
-		if (strcmp(preset_fields[i], key) == 0)
-			return 1;
+	return preset_field(strncmp(f, "solver.", 7) == 0 && f[7] ? "solver" : f);
+}
+
+/* A preset's settings hold model fields a preset sets only; 0 or the error sent. */
+static int settings_fields(struct req *r, const cJSON *settings)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, settings)
+	{
+		if (!preset_field(it->string))
+			return http_error(r->c, 400, "invalid", "settings.%s: unknown field", it->string);
+	}
 	return 0;
 }
 
@@ -423,12 +438,10 @@ int api_class_preset_create(struct req *r)
 	static const char *const fields[] = { "name", "settings", "locked", "hidden", NULL };
 	cJSON *body = NULL, *check = NULL, *p = NULL;
 	char *settings = NULL, *locked = NULL, *hidden = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	struct dd_err err = { 0 };
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	const char *name = cJSON_GetStringValue(get(body, "name"));
 	cJSON *s = get(body, "settings");
 	if (!name || !*name || strlen(name) > 200) {
@@ -439,7 +452,7 @@ int api_class_preset_create(struct req *r)
 		rc = http_error(r->c, 400, "invalid", "settings: required, an object with a model's fields (dataset, network, …)");
 		goto out;
 	}
-	if ((rc = http_only_fields(r->c, s, preset_fields, "settings.")) ||
+	if ((rc = settings_fields(r, s)) ||
 	    (rc = field_list(r, get(body, "locked"), "locked")) || (rc = field_list(r, get(body, "hidden"), "hidden")))
 		goto out;
 	int64_t ds = 0;
@@ -492,10 +505,7 @@ out:
 int api_class_preset_delete(struct req *r)
 {
 	struct dd_err err = { 0 };
-	if (store_preset_delete(r->id, r->n, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	audit_class(r, "class_preset_delete", r->id);
-	return http_no_content(r->c);
+	return class_changed(r, store_preset_delete(r->id, r->n, &err), &err, "class_preset_delete", 204);
 }
 
 static int reply_presets(struct req *r, int64_t who, int64_t class_id)
@@ -552,13 +562,13 @@ int api_preset_apply(struct req *r, cJSON **body)
 	}
 	const char *pname = cJSON_GetStringValue(get(preset, "name"));
 	const cJSON *locked = get(preset, "locked"), *hidden = get(preset, "hidden");
-	/* every field the body sets must be unlocked */
+	/* every field the body sets that a preset may fix must be unlocked (the
+	 * others, "name", "group", "gpus", are the learner's) */
 	cJSON *f;
 	cJSON_ArrayForEach(f, b)
 	{
 		const char *k = f->string;
-		if (strcmp(k, "preset") == 0 || strcmp(k, "name") == 0 || strcmp(k, "group") == 0 ||
-		    strcmp(k, "gpus") == 0)
+		if (!preset_field_known(k))
 			continue;
 		if (listed(locked, k) || listed(hidden, k)) {
 			rc = http_error(r->c, 400, "invalid", "%s: locked by the lab preset \"%s\"", k, pname);

@@ -204,8 +204,9 @@ int api_digits_index(struct req *r)
 	return http_json(r->c, 200, body);
 }
 
-/* Job r->id of kind in *job (list form); 0 or the status of the 404 sent. */
-static int find_job(struct req *r, const char *kind, cJSON **job)
+/* Job r->id of kind in *job (list form) and DIGITS' view of it begun in *d
+ * (job_base), both the caller's to free or send; 0 or the status of the 404 sent. */
+static int find_job(struct req *r, const char *kind, cJSON **job, cJSON **d)
 {
 	struct dd_err err = { 0 };
 	int rc = store_job_json(r->id, 0, job, &err);
@@ -218,16 +219,16 @@ static int find_job(struct req *r, const char *kind, cJSON **job)
 		*job = NULL;
 		return http_error(r->c, 404, "not_found", "job %lld is not a %s", (long long)r->id, kind);
 	}
+	*d = job_base(*job);
 	return 0;
 }
 
 int api_digits_dataset(struct req *r)
 {
-	cJSON *job = NULL;
-	int rc = find_job(r, "dataset", &job);
+	cJSON *job = NULL, *d = NULL;
+	int rc = find_job(r, "dataset", &job, &d);
 	if (rc)
 		return rc;
-	cJSON *d = job_base(job);
 	char dir[PATH_MAX];
 	sched_job_dir(r->id, dir, sizeof dir);
 	if (perm_sees_server_paths(r))
@@ -278,11 +279,10 @@ int api_digits_dataset(struct req *r)
 
 int api_digits_model(struct req *r)
 {
-	cJSON *job = NULL;
-	int rc = find_job(r, "model", &job);
+	cJSON *job = NULL, *d = NULL;
+	int rc = find_job(r, "model", &job, &d);
 	if (rc)
 		return rc;
-	cJSON *d = job_base(job);
 	model_fields(d, job, 1, perm_sees_server_paths(r));
 	cJSON_Delete(job);
 	return http_json(r->c, 200, d);

@@ -25,6 +25,7 @@
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
 #include "../../jobs/jobdir.h"
+#include "../../jobs/kind_train.h" /* train_model_fields */
 #include "../../networks/modeldir.h"
 #include "../../jobs/sched.h"
 #include "../../networks/net.h"
@@ -99,11 +100,6 @@ static void combo_text(char *buf, size_t len, const cJSON *lr, int nl, const cJS
  * {"job": detail}; several {"group", "models": [detail, …]}. */
 int api_models_create(struct req *r)
 {
-	static const char *const fields[] = { "name",	   "group",	  "dataset",	       "network",
-					      "solver",	   "epochs",	  "batch_size",	       "crop_size",
-					      "mean",	   "seed",	  "val_interval",      "snapshot_interval",
-					      "backend",   "finetune",	  "mirror",	       "gpus",
-					      "precision", NULL };
 	cJSON *body = NULL, *detached = NULL, *out = NULL;
 	cJSON *params[SWEEP_MAX] = { 0 };
 	int64_t ids[SWEEP_MAX];
@@ -118,18 +114,18 @@ int api_models_create(struct req *r)
 	if (get(body, "preset") && (rc = api_preset_apply(r, &body)))
 		goto out;
 	struct dd_err err = { 0 };
-	cJSON *name = get(body, "name");
 	if (get(body, "resume")) {
 		rc = http_error(r->c, 400, "invalid", "resume: a new model starts from scratch; resume one with POST /api/v1/models/{id}/resume");
 		goto out;
 	}
-	if ((rc = http_only_fields(r->c, body, fields, "")))
+	/* the job's name, and the kind's own fields (jobs/kind_train.h) */
+	detached = cJSON_DetachItemFromObjectCaseSensitive(body, "name");
+	if ((rc = http_only_fields(r->c, body, train_model_fields, "")))
 		goto out;
-	if (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 200) {
+	if (!cJSON_IsString(detached) || !*detached->valuestring || strlen(detached->valuestring) > 200) {
 		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to 200 characters");
 		goto out;
 	}
-	detached = cJSON_DetachItemFromObjectCaseSensitive(body, "name");
 	cJSON *lrs[SWEEP_MAX], *bss[SWEEP_MAX];
 	int nl, nb;
 	cJSON *solver = get(body, "solver");

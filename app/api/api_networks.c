@@ -466,33 +466,58 @@ done:
 	return rc;
 }
 
+/* A check or visualize request: its body, what it asks, and the verdict on it
+ * (the parsed net and the graph of the stage asked for, or the error and the
+ * stage that failed).  net_call_open fills it, net_call_close frees it. */
+struct net_call {
+	cJSON *body;
+	struct net_req q;
+	struct net *def;
+	struct net_graph *g;
+	const char *bad_stage;
+	struct dd_err err;
+	int verdict; /* DD_OK, DD_EINVAL for a network that does not fit, or another DD_E* */
+};
+
+/* Read r's body into c and judge the network (every stage when all_stages).  0,
+ * or the status of the error sent for a bad request; close c either way. */
+static int net_call_open(struct req *r, struct net_call *c, int all_stages)
+{
+	memset(c, 0, sizeof *c);
+	int rc = http_read_json(r->c, &c->body);
+	if (rc == 0 && (rc = read_net_req(r, c->body, &c->q)) == 0)
+		c->verdict = verdict(&c->q, all_stages, &c->def, &c->g, &c->bad_stage, &c->err);
+	return rc;
+}
+
+static void net_call_close(struct net_call *c)
+{
+	net_graph_free(c->g);
+	net_free(c->def);
+	free(c->q.owned);
+	cJSON_Delete(c->body);
+}
+
 int api_networks_check(struct req *r)
 {
-	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	struct net_call c;
+	int rc = net_call_open(r, &c, 1);
 	if (rc)
-		return rc;
-	struct net_req q;
-	struct net *def = NULL;
-	struct net_graph *g = NULL;
-	if ((rc = read_net_req(r, body, &q)))
 		goto out;
-	struct dd_err err = { 0 };
-	const char *bad_stage = NULL;
-	int v = verdict(&q, 1, &def, &g, &bad_stage, &err);
-	if (v == DD_EINVAL)
-		rc = http_json(r->c, 200, invalid_json(def, &err, bad_stage));
-	else if (v)
-		rc = http_error_dd(r->c, &err);
+	struct net_graph *g = c.g;
+	if (c.verdict == DD_EINVAL)
+		rc = http_json(r->c, 200, invalid_json(c.def, &c.err, c.bad_stage));
+	else if (c.verdict)
+		rc = http_error_dd(r->c, &c.err);
 	else {
 		/* what it will take to train, against the per-job limit: a network over it
 		 * is refused by POST /api/v1/models, so the verdict says so here */
 		cJSON *mem = NULL;
 		struct dd_err over = { 0 };
-		if ((rc = memory_json(&q, def, g, &mem, &over)))
+		if ((rc = memory_json(&c.q, c.def, g, &mem, &over)))
 			rc = http_error(r->c, 500, "internal", "out of memory");
 		else if (over.code) {
-			cJSON *o = invalid_json(def, &over, NULL);
+			cJSON *o = invalid_json(c.def, &over, NULL);
 			cJSON_AddItemToObject(o, "memory", mem);
 			rc = http_json(r->c, 200, o);
 		} else {
@@ -502,10 +527,7 @@ int api_networks_check(struct req *r)
 		}
 	}
 out:
-	net_graph_free(g);
-	net_free(def);
-	free(q.owned);
-	cJSON_Delete(body);
+	net_call_close(&c);
 	return rc;
 }
 
@@ -1057,27 +1079,21 @@ int api_networks_draw_main(int argc, char **argv)
 
 int api_networks_visualize(struct req *r)
 {
-	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
-	if (rc)
-		return rc;
-	struct net_req q;
-	struct net *def = NULL;
-	struct net_graph *g = NULL;
+	struct net_call c;
 	char *svg = NULL;
 	size_t len = 0;
-	if ((rc = read_net_req(r, body, &q)))
+	int rc = net_call_open(r, &c, 0);
+	if (rc)
 		goto out;
+	struct net_graph *g = c.g;
 	struct dd_err err = { 0 };
-	const char *bad_stage = NULL;
-	int v = verdict(&q, 0, &def, &g, &bad_stage, &err);
-	if (v == DD_EINVAL) {
-		rc = bad_stage ? http_error(r->c, 400, "invalid", "%s (%s stage)", err.msg, bad_stage) :
-				 http_error(r->c, 400, "invalid", "%s", err.msg);
+	if (c.verdict == DD_EINVAL) {
+		rc = c.bad_stage ? http_error(r->c, 400, "invalid", "%s (%s stage)", c.err.msg, c.bad_stage) :
+				   http_error(r->c, 400, "invalid", "%s", c.err.msg);
 		goto out;
 	}
-	if (v) {
-		rc = http_error_dd(r->c, &err);
+	if (c.verdict) {
+		rc = http_error_dd(r->c, &c.err);
 		goto out;
 	}
 	if (g->nnode > MAX_DRAWN) {
@@ -1101,10 +1117,7 @@ int api_networks_visualize(struct req *r)
 	rc = 200;
 out:
 	free(svg);
-	net_graph_free(g);
-	net_free(def);
-	free(q.owned);
-	cJSON_Delete(body);
+	net_call_close(&c);
 	return rc;
 }
 

@@ -134,11 +134,9 @@ int api_users_create(struct req *r)
 {
 	static const char *const fields[] = { "name", "role", "password", "quota", NULL };
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "name"));
 	const char *pw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "password"));
 	const cJSON *role_j = cJSON_GetObjectItemCaseSensitive(body, "role");
@@ -190,11 +188,9 @@ int api_user_patch(struct req *r)
 	cJSON *body = NULL;
 	struct auth_user u;
 	struct dd_err err = { 0 };
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	if (auth_user_get(r->id, &u, NULL, &err) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
@@ -293,14 +289,12 @@ int api_job_priority(struct req *r)
 	if (r->auth->accounts && r->auth->user.role == ROLE_LEARNER)
 		return http_error(r->c, 403, "forbidden", "reordering the queue is for instructors and admins");
 	cJSON *body = NULL;
-	int rc = http_read_json(r->c, &body);
+	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
 	struct dd_err err = { 0 };
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "priority");
 	const cJSON *front = cJSON_GetObjectItemCaseSensitive(body, "front");
-	if ((rc = http_only_fields(r->c, body, fields, "")))
-		goto out;
 	if (!!p == !!cJSON_IsTrue(front)) {
 		rc = http_error(r->c, 400, "invalid", "give either \"priority\" (a whole number) or \"front\": true");
 		goto out;

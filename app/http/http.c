@@ -207,6 +207,16 @@ int http_read_json(struct mg_connection *c, cJSON **out)
 	return 0;
 }
 
+int http_read_fields(struct mg_connection *c, const char *const *allowed, cJSON **out)
+{
+	int rc = http_read_json(c, out);
+	if (rc == 0 && (rc = http_only_fields(c, *out, allowed, ""))) {
+		cJSON_Delete(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 int http_query(const struct mg_request_info *ri, const char *name, char *buf, size_t len)
 {
 	if (!ri->query_string)

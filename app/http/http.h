@@ -84,6 +84,9 @@ int http_status_for(int code);
  * status is returned (400/413); on success returns 0 and *out is the object
  * (caller frees). */
 int http_read_json(struct mg_connection *c, cJSON **out);
+/* The same, and refuse a field not in allowed (NULL-terminated) as http_only_fields
+ * does; on failure nothing is left to free. */
+int http_read_fields(struct mg_connection *c, const char *const *allowed, cJSON **out);
 
 /* Query parameter `name` into buf (at most 1024 bytes); 1 when present, 0 when
  * absent, and then buf is left as it was (a default survives). */

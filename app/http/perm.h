@@ -1,10 +1,10 @@
 /* perm.h — who may do what: the one permission function.
  *
- * Every /api/v1 route (and DIGITS' own routes) has an action in perm.c's table,
- * looked up by the route's method and pattern.  A route the table does not know
- * gets PERM_ADMIN, so a route added without thought is closed to everyone but
- * admins until someone decides who may use it.  api_dispatch calls perm_check
- * before any handler; for the job actions it looks up the job's owner once.
+ * Every route names its action in the route table (API_ROUTES, app/api/api.h):
+ * a row cannot be written without one, so who may use a route is decided when
+ * it is added.  This file says what each action means.  api_dispatch calls
+ * perm_check with the route's action before any handler; for the job actions it
+ * looks up the job's owner once.
  * List handlers filter with perm_list_owner, the WebSocket with perm_sees_owner.
  *
  * Roles: a learner sees and changes only their own jobs, and may read (and
@@ -32,7 +32,7 @@
 #include "http.h"
 
 enum perm_action {
-	PERM_ADMIN = 0, /* admins only; the default for a route perm.c does not know */
+	PERM_ADMIN = 0, /* admins only */
 	PERM_PUBLIC,    /* anyone, without logging in */
 	PERM_USER,      /* anyone logged in; a list handler filters with perm_list_owner */
 	PERM_JOB_READ,  /* {id} is a job the user may see */
@@ -40,9 +40,14 @@ enum perm_action {
 	PERM_INSTRUCTOR,  /* instructors and admins */
 	PERM_CLASS_READ,  /* {id} is a class the user instructs or is a member of */
 	PERM_CLASS_WRITE, /* {id} is a class the user instructs (admins: any) */
+	PERM_COUNT
 };
 
-/* The action of a route, by its method and pattern as in the route table. */
+/* The action's name, as `deepdesk routes --permissions` prints it ("job_read"). */
+const char *perm_action_name(enum perm_action a);
+
+/* The action of the route with this method and pattern in the route table
+ * (server_routes); PERM_ADMIN, the most closed, for one the table does not have. */
 enum perm_action perm_route_action(const char *method, const char *pattern);
 
 /* May r do action a (on job job_id, for the job actions)?  0 when it may;

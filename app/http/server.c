@@ -1,13 +1,14 @@
 /* server.c — the web server: CivetWeb, the route table, the UI, and shutdown.
  *
  * Design note.  CivetWeb runs each request on one of its threads.  Everything
- * under /api/v1/ goes through one handler, api_dispatch, which matches the path
- * against `routes` (one table: method, pattern, handler; DIGITS' own paths kept
- * for old scripts have a second table, digits_routes) and answers 404 for an
- * unknown path and 405 (with Allow) for a known path with the wrong method.  A
- * handler sees a `struct req` with the {id} segment parsed, and returns the
- * status it sent.  Shared state lives in the store (one SQLite connection per
- * thread, closed by the exit_thread callback) and in the WebSocket registry
+ * under /api/v1/, and DIGITS' own paths kept for old scripts, go through one
+ * handler, api_dispatch, which matches the path against `routes` (the one route
+ * table, made from API_ROUTES in app/api/api.h: method, pattern, handler, body
+ * type, permission) and answers 404 for an unknown path and 405 (with Allow) for
+ * a known path with the wrong method.  A handler sees a `struct req` with the
+ * {id} segment parsed, and returns the status it sent.  Shared state lives in
+ * the store (one SQLite connection per thread, closed by the exit_thread
+ * callback) and in the WebSocket registry
  * (ws.c); nothing else here is written after start-up except `stopping`, which
  * turns new API requests into 503 while the server shuts down, and the
  * connection guard's table of requests under way (G, under its own lock; see
@@ -15,10 +16,10 @@
  * CivetWeb thread).
  *
  * Accounts: api_dispatch asks auth.c who is calling (session cookie or bearer
- * token) and perm.c whether they may use the matched route, before any handler
- * runs; a route perm.c does not know is for admins only.  With accounts off
- * (the default on loopback) everyone is the local user.  accounts_setup refuses
- * a server beyond loopback without accounts, and one with accounts but none made.
+ * token) and perm.c whether they may use the matched route (the action its row
+ * names), before any handler runs.  With accounts off (the default on
+ * loopback) everyone is the local user.  accounts_setup refuses a server beyond
+ * loopback without accounts, and one with accounts but none made.
  *
  * The UI is compiled in (build/ui_assets.c, made from ui/ by tools/embed) so the
  * binary serves it from any folder; --ui-dir serves ui/ from disk instead while
@@ -108,101 +109,54 @@ struct route {
 	const char *pattern;
 	handler_fn fn;
 	enum route_body body;
+	enum perm_action perm;
 };
 
-static const struct route routes[] = {
-	{ "GET", "/api/v1/info", api_info, BODY_JSON },
-	{ "GET", "/api/v1/openapi.json", api_openapi, BODY_JSON },
-	{ "GET", "/api/v1/jobs", api_jobs_list, BODY_JSON },
-	{ "POST", "/api/v1/jobs", api_jobs_create, BODY_JSON },
-	{ "GET", "/api/v1/jobs/{id}", api_job_get, BODY_JSON },
-	{ "PATCH", "/api/v1/jobs/{id}", api_job_patch, BODY_JSON },
-	{ "DELETE", "/api/v1/jobs/{id}", api_job_delete, BODY_JSON },
-	{ "POST", "/api/v1/jobs/{id}/abort", api_job_abort, BODY_JSON },
-	{ "POST", "/api/v1/jobs/{id}/clone", api_job_clone, BODY_JSON },
-	{ "GET", "/api/v1/jobs/{id}/events", api_job_events, BODY_JSON },
-	{ "GET", "/api/v1/jobs/{id}/resources", api_job_resources, BODY_JSON },
-	{ "GET", "/api/v1/ws", api_ws_plain, BODY_JSON },
-	{ "POST", "/api/v1/uploads", api_uploads_create, BODY_FILES },
-	{ "GET", "/api/v1/datasets", api_datasets_list, BODY_JSON },
-	{ "POST", "/api/v1/datasets", api_datasets_create, BODY_FILES },
-	{ "GET", "/api/v1/datasets/preview", api_datasets_preview, BODY_JSON },
-	{ "GET", "/api/v1/datasets/{id}", api_dataset_get, BODY_JSON },
-	{ "GET", "/api/v1/datasets/{id}/images", api_dataset_images, BODY_JSON },
-	{ "GET", "/api/v1/datasets/{id}/images/{name}/{n}", api_dataset_image, BODY_JSON },
-	{ "GET", "/api/v1/datasets/{id}/files/{name}", api_dataset_file, BODY_JSON },
-	{ "GET", "/api/v1/models", api_models_list, BODY_JSON },
-	{ "POST", "/api/v1/models", api_models_create, BODY_JSON },
-	{ "GET", "/api/v1/models/{id}", api_model_get, BODY_JSON },
-	{ "POST", "/api/v1/models/{id}/resume", api_model_resume, BODY_JSON },
-	{ "GET", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot, BODY_JSON },
-	{ "DELETE", "/api/v1/models/{id}/snapshots/{name}", api_model_snapshot_delete, BODY_JSON },
-	{ "POST", "/api/v1/models/{id}/snapshots/prune", api_model_snapshots_prune, BODY_JSON },
-	{ "GET", "/api/v1/networks", api_networks_list, BODY_JSON },
-	{ "POST", "/api/v1/networks/check", api_networks_check, BODY_JSON },
-	{ "POST", "/api/v1/networks/visualize", api_networks_visualize, BODY_JSON },
-	{ "POST", "/api/v1/lr-preview", api_lr_preview, BODY_JSON },
-	{ "POST", "/api/v1/models/{id}/classify", api_model_classify, BODY_FILES },
-	{ "GET", "/api/v1/models/{id}/bundle", api_model_bundle, BODY_JSON },
-	{ "POST", "/api/v1/models/import", api_models_import, BODY_FILES },
-	{ "POST", "/api/v1/login", api_login, BODY_JSON },
-	{ "POST", "/api/v1/logout", api_logout, BODY_JSON },
-	{ "GET", "/api/v1/me", api_me, BODY_JSON },
-	{ "POST", "/api/v1/me/password", api_me_password, BODY_JSON },
-	{ "GET", "/api/v1/me/tokens", api_me_tokens_list, BODY_JSON },
-	{ "POST", "/api/v1/me/tokens", api_me_tokens_create, BODY_JSON },
-	{ "DELETE", "/api/v1/me/tokens/{id}", api_me_token_revoke, BODY_JSON },
-	{ "GET", "/api/v1/classes", api_classes_list, BODY_JSON },
-	{ "POST", "/api/v1/classes", api_classes_create, BODY_JSON },
-	{ "GET", "/api/v1/classes/{id}", api_class_get, BODY_JSON },
-	{ "DELETE", "/api/v1/classes/{id}", api_class_delete, BODY_JSON },
-	{ "POST", "/api/v1/classes/{id}/members", api_class_member_add, BODY_JSON },
-	{ "DELETE", "/api/v1/classes/{id}/members/{n}", api_class_member_remove, BODY_JSON },
-	{ "POST", "/api/v1/classes/{id}/roster", api_class_roster, BODY_JSON },
-	{ "POST", "/api/v1/classes/{id}/datasets", api_class_dataset_add, BODY_JSON },
-	{ "DELETE", "/api/v1/classes/{id}/datasets/{n}", api_class_dataset_remove, BODY_JSON },
-	{ "GET", "/api/v1/classes/{id}/presets", api_class_presets_list, BODY_JSON },
-	{ "POST", "/api/v1/classes/{id}/presets", api_class_preset_create, BODY_JSON },
-	{ "DELETE", "/api/v1/classes/{id}/presets/{n}", api_class_preset_delete, BODY_JSON },
-	{ "GET", "/api/v1/classes/{id}/dashboard", api_class_dashboard, BODY_JSON },
-	{ "GET", "/api/v1/presets", api_presets_list, BODY_JSON },
-	{ "GET", "/api/v1/audit", api_audit_list, BODY_JSON },
-	{ "POST", "/api/v1/evaluations", api_evals_create, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}", api_eval_get, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}/confusion", api_eval_confusion, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}/misclassified", api_eval_misclassified, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}/top", api_eval_top, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}/results.csv", api_eval_results_csv, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}/results.json", api_eval_results_json, BODY_JSON },
-	{ "GET", "/api/v1/evaluations/{id}/images/{n}", api_eval_image, BODY_JSON },
-	{ "GET", "/api/v1/users", api_users_list, BODY_JSON },
-	{ "POST", "/api/v1/users", api_users_create, BODY_JSON },
-	{ "PATCH", "/api/v1/users/{id}", api_user_patch, BODY_JSON },
-	{ "DELETE", "/api/v1/users/{id}", api_user_delete, BODY_JSON },
-	{ "POST", "/api/v1/jobs/{id}/priority", api_job_priority, BODY_JSON },
-	{ NULL, NULL, NULL, BODY_JSON },
-};
+/* The one route table, made from API_ROUTES (app/api/api.h): /api/v1's routes
+ * and DIGITS' own paths alike (no DIGITS' path matches an /api/v1 pattern, nor
+ * the other way round).  The first row whose method and pattern match wins. */
+#define ROUTE_ROW(method, pattern, fn, body, perm) { method, pattern, fn, body, perm },
+static const struct route routes[] = { API_ROUTES(ROUTE_ROW) { NULL, NULL, NULL, BODY_JSON, PERM_ADMIN } };
+#undef ROUTE_ROW
+#define NROUTES (sizeof routes / sizeof routes[0] - 1)
 
-/* DIGITS' JSON routes that client scripts use, at DIGITS' own paths: the same
- * dispatch, a table of their own (app/api/openapi.json describes /api/v1 only; these
- * are in docs/api.md). */
-static const struct route digits_routes[] = {
-	{ "POST", "/models/images/classification/classify_one.json", api_digits_classify_one, BODY_FILES },
-	{ "POST", "/models/images/classification/classify_many.json", api_digits_classify_many, BODY_FILES },
-	{ "GET", "/index.json", api_digits_index, BODY_JSON },
-	{ "GET", "/datasets/{id}.json", api_digits_dataset, BODY_JSON },
-	{ "GET", "/models/{id}.json", api_digits_model, BODY_JSON },
-	{ NULL, NULL, NULL, BODY_JSON },
-};
+/* DIGITS' JSON routes that client scripts use sit at DIGITS' own paths, outside
+ * /api/v1 (app/api/openapi.json describes /api/v1 only; these are in docs/api.md). */
+static int route_is_digits(const struct route *rt) { return strncmp(rt->pattern, "/api/v1/", 8) != 0; }
+
+static struct route_info route_infos[NROUTES + 1]; /* the last row stays zero: pattern NULL */
+
+static void route_infos_make(void)
+{
+	for (size_t i = 0; i < NROUTES; i++)
+		route_infos[i] = (struct route_info){ routes[i].method, routes[i].pattern, routes[i].perm,
+						      route_is_digits(&routes[i]) };
+}
 
 const struct route_info *server_routes(void)
 {
-	static struct route_info info[sizeof routes / sizeof routes[0] + 1];
-	int i = 0;
-	for (; routes[i].pattern; i++)
-		info[i] = (struct route_info){ routes[i].method, routes[i].pattern };
-	info[i] = (struct route_info){ NULL, NULL };
-	return info;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, route_infos_make);
+	return route_infos;
+}
+
+/* The table's own rules, checked at start: every row's permission is an action
+ * perm.h knows, and no method and pattern are there twice (the second would never
+ * be reached).  0, or -1 with the row logged. */
+static int routes_check(void)
+{
+	for (size_t i = 0; i < NROUTES; i++) {
+		if ((unsigned)routes[i].perm >= PERM_COUNT) {
+			log_error("route %s %s: no permission (perm.h)", routes[i].method, routes[i].pattern);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(routes[i].method, routes[j].method) && !strcmp(routes[i].pattern, routes[j].pattern)) {
+				log_error("route %s %s: twice in the route table", routes[i].method, routes[i].pattern);
+				return -1;
+			}
+	}
+	return 0;
 }
 
 /* Match uri against pattern, filling r's segments: {id} and {n} match a positive
@@ -293,13 +247,12 @@ static int body_type_ok(struct mg_connection *c, const struct mg_request_info *r
 			  body == BODY_FILES ? " (or a multipart form, or the file's bytes)" : "");
 }
 
-/* CivetWeb's handler for a route table (data): say who asks, match, check the
+/* CivetWeb's handler for every route: say who asks, match, check the
  * method, check the permission (perm.c: every route, before its handler), call.
  * With accounts on, nobody logged in learns nothing of the routes: 401 for any
  * path but the public ones. */
-static int api_dispatch(struct mg_connection *c, void *data)
+static int api_dispatch(struct mg_connection *c)
 {
-	const struct route *table = data;
 	const struct mg_request_info *ri = mg_get_request_info(c);
 	struct auth_state who;
 	struct req r = { .c = c, .ri = ri, .id = 0, .auth = &who };
@@ -307,7 +260,7 @@ static int api_dispatch(struct mg_connection *c, void *data)
 		return http_error(c, 503, "unavailable", "the server is shutting down");
 	auth_identify(c, &who);
 	char allow[128] = "";
-	for (const struct route *rt = table; rt->pattern; rt++) {
+	for (const struct route *rt = routes; rt->pattern; rt++) {
 		struct req m = r;
 		if (!match(rt->pattern, ri->local_uri, &m))
 			continue;
@@ -319,7 +272,7 @@ static int api_dispatch(struct mg_connection *c, void *data)
 				snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", rt->method);
 			continue;
 		}
-		int rc = perm_check(&m, perm_route_action(rt->method, rt->pattern), m.id);
+		int rc = perm_check(&m, rt->perm, m.id);
 		if (rc || (rc = body_type_ok(c, ri, rt->body)))
 			return rc;
 		if (m.id < 0)
@@ -377,10 +330,11 @@ static void note_stack(void)
 static int api_dispatch_timed(struct mg_connection *c, void *data)
 {
 	static pthread_once_t stack_once = PTHREAD_ONCE_INIT;
+	(void)data; /* every route is in the one table */
 	pthread_once(&stack_once, note_stack);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int status = api_dispatch(c, data);
+	int status = api_dispatch(c);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	metrics_observe((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, status);
 	return status;
@@ -1358,6 +1312,8 @@ int server_run(const struct server_opts *opts)
 {
 	struct dd_err err = { 0 };
 	S.opts = *opts;
+	if (routes_check() != 0)
+		return 1;
 	/* The data folder holds password and token hashes and every learner's data: what
 	 * the server and its workers create is theirs alone (workers inherit the mask;
 	 * Slurm runs them as the server's user), and the folder itself is closed to
@@ -1507,9 +1463,11 @@ int server_run(const struct server_opts *opts)
 		sched_stop();
 		return 1;
 	}
-	mg_set_request_handler(ctx, "/api/v1/", api_dispatch_timed, (void *)routes);
-	mg_set_request_handler(ctx, "/api/v1$", api_dispatch_timed, (void *)routes);
-	for (const struct route *rt = digits_routes; rt->pattern; rt++) {
+	mg_set_request_handler(ctx, "/api/v1/", api_dispatch_timed, NULL);
+	mg_set_request_handler(ctx, "/api/v1$", api_dispatch_timed, NULL);
+	for (const struct route *rt = routes; rt->pattern; rt++) {
+		if (!route_is_digits(rt))
+			continue;
 		/* CivetWeb's pattern: a {segment} is "*" (anything but '/'), then match() parses it */
 		char exact[256];
 		size_t o = 0;
@@ -1522,7 +1480,7 @@ int server_run(const struct server_opts *opts)
 		}
 		exact[o++] = '$';
 		exact[o] = 0;
-		mg_set_request_handler(ctx, exact, api_dispatch_timed, (void *)digits_routes);
+		mg_set_request_handler(ctx, exact, api_dispatch_timed, NULL);
 	}
 	mg_set_request_handler(ctx, "/metrics$", metrics_handler, NULL);
 	mg_set_request_handler(ctx, "/", static_handler, NULL);

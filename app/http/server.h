@@ -6,6 +6,7 @@
 #include "../../common/err.h"
 #include "../../jobs/executor.h"
 #include "http.h"
+#include "perm.h"
 
 #define SERVER_MAX_ROOTS 32
 
@@ -54,12 +55,15 @@ long long server_max_upload(void);
 /* The caps on unpacking an upload (--archive-max-files, --archive-max-mib). */
 void server_archive_limits(long long *max_files, long long *max_bytes);
 
-/* One route of the API, for `deepdesk routes` and the OpenAPI coverage test. */
+/* One route of the route table (API_ROUTES, app/api/api.h), for `deepdesk
+ * routes`, perm_route_action and the tests. */
 struct route_info {
 	const char *method;
 	const char *pattern; /* "/api/v1/jobs/{id}" */
+	enum perm_action perm;
+	int digits; /* one of DIGITS' own paths, outside /api/v1 and openapi.json */
 };
-/* NULL-terminated (pattern NULL) list of every API route. */
+/* Every route, in the table's order, ending with a row whose pattern is NULL. */
 const struct route_info *server_routes(void);
 
 #endif

@@ -273,6 +273,25 @@ describe('classes', () => {
     assert.equal((await waitState(as(ann), m.body.job.id, ['done', 'error'], 60000)).state, 'done');
   });
 
+  test('a lab preset sets any field of the model kind\'s own list (precision too), not the learner\'s', async () => {
+    const p = await ivy('POST', `/api/v1/classes/${classX}/presets`, {
+      name: 'Lab fp32', settings: { dataset: dsId, network: { prototxt: TINY_NET }, epochs: 1, precision: 'fp32' },
+      locked: ['precision'],
+    });
+    assert.equal(p.status, 201, JSON.stringify(p.body));
+    assertSchema(DOC, 'PresetResponse', p.body);
+    assert.equal(p.body.preset.settings.precision, 'fp32');
+    assert.deepEqual(p.body.preset.locked, ['precision']);
+    assertError(await ann('POST', '/api/v1/models', { preset: p.body.preset.id, name: 'p2', precision: 'bf16' }), 400, 'invalid',
+      /^precision: locked by the lab preset "Lab fp32"$/);
+    for (const [field, value] of [['gpus', 1], ['group', 'g'], ['resume', {}]]) {
+      assertError(await ivy('POST', `/api/v1/classes/${classX}/presets`,
+        { name: 'x', settings: { dataset: dsId, network: { prototxt: TINY_NET }, [field]: value } }),
+      400, 'invalid', new RegExp(`^settings\\.${field}: unknown field$`));
+    }
+    assert.equal((await ivy('DELETE', `/api/v1/classes/${classX}/presets/${p.body.preset.id}`)).status, 204);
+  });
+
   test('the dashboard lists both learners\' runs with state, progress, best val accuracy and time used', async () => {
     const d = await ivy('GET', `/api/v1/classes/${classX}/dashboard`);
     assert.equal(d.status, 200, JSON.stringify(d.body));

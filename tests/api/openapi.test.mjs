@@ -1,6 +1,8 @@
-// openapi.test.mjs — app/api/openapi.json describes exactly the routes the server has,
-// is served as built, is a well-formed OpenAPI 3.0 document, and its schemas are
-// true to what the server answers.
+// openapi.test.mjs — app/api/openapi.json describes exactly the routes of the server's
+// one route table (API_ROUTES in app/api/api.h, printed by `deepdesk routes
+// --permissions`), with the security each route's permission means, is served as
+// built, is a well-formed OpenAPI 3.0 document, and its schemas are true to what
+// the server answers.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -13,12 +15,17 @@ import { need } from '../lib/need.mjs';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
+// 'METHOD PATH' → the permission the route table gives it ('public', 'user', …)
+function routeTable(bin) {
+  const out = execFileSync(bin, ['routes', '--permissions'], { encoding: 'utf8' });
+  return new Map(out.split('\n').filter(Boolean).map((l) => {
+    const [method, path, perm] = l.trim().split(/\s+/);
+    return [`${method.toUpperCase()} ${path}`, perm];
+  }));
+}
+
 function registeredRoutes(bin) {
-  const out = execFileSync(bin, ['routes'], { encoding: 'utf8' });
-  return out.split('\n').filter(Boolean).map((l) => {
-    const [method, path] = l.trim().split(/\s+/);
-    return `${method.toUpperCase()} ${path}`;
-  });
+  return [...routeTable(bin).keys()];
 }
 
 function documentedRoutes(doc) {
@@ -57,6 +64,27 @@ describe('openapi', () => {
 
   test('the shipped build registers the same routes', () => {
     assert.deepEqual(registeredRoutes(SHIPPED_BIN).sort(), registeredRoutes(BIN).sort());
+    assert.deepEqual([...routeTable(SHIPPED_BIN)].sort(), [...routeTable(BIN)].sort(), 'with the same permissions');
+  });
+
+  test('the security of each operation is its route\'s permission, both ways', () => {
+    const table = routeTable(BIN);
+    const known = ['public', 'user', 'admin', 'job_read', 'job_write', 'instructor', 'class_read', 'class_write'];
+    for (const [route, perm] of table) assert.ok(known.includes(perm), `${route}: permission ${perm}`);
+    assert.ok(Array.isArray(doc.security) && doc.security.length > 0, 'the document asks for a login by default');
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const m of METHODS) {
+        if (!item[m]) continue;
+        const route = `${m.toUpperCase()} ${path}`;
+        const security = item[m].security ?? doc.security;
+        // OpenAPI: an empty list, or an empty requirement in it, is "no login needed"
+        const open = security.length === 0 || security.some((req) => Object.keys(req).length === 0);
+        assert.equal(open, table.get(route) === 'public',
+          `${route}: openapi.json says ${open ? 'no login' : 'a login'}, the route table "${table.get(route)}"`);
+      }
+    }
+    const publicRoutes = [...table].filter(([, p]) => p === 'public').map(([r]) => r);
+    assert.ok(publicRoutes.length > 0 && publicRoutes.length < table.size / 4, `public: ${publicRoutes}`);
   });
 
   test('GET /api/v1/openapi.json is the file, byte for byte', async () => {
