@@ -33,6 +33,15 @@ void conv_out_size(struct conv_desc *d)
 	d->w_out = (d->w_in + 2 * d->pw - ekw) / d->sw + 1;
 }
 
+/* Where output position o's tap k lands in the input, along one axis of the given
+ * stride, padding, dilation and input size: the input index, or -1 when the tap
+ * falls in the padding (it reads zero). */
+static inline int conv_tap(int o, int k, int stride, int pad, int dil, int size)
+{
+	int at = o * stride - pad + k * dil;
+	return at < 0 || at >= size ? -1 : at;
+}
+
 /* Cross-correlation, as Caffe (no kernel flip):
  * out[n,co,y,x] = b[co] + Σ_{ci∈group(co), i, j} w[co,ci,i,j] · in[n, g·Cig+ci, y·sh-ph+i·dh, x·sw-pw+j·dw]
  * with taps outside the input reading zero. */
@@ -50,12 +59,12 @@ void conv_forward(float *out, const float *in, const float *w, const float *b, c
 					for (int ci = 0; ci < cig; ci++) {
 						const float *ip = in + ((size_t)n * d->c_in + g * cig + ci) * d->h_in * d->w_in; /* (H, W) */
 						for (int i = 0; i < d->kh; i++) {
-							int iy = y * d->sh - d->ph + i * d->dh;
-							if (iy < 0 || iy >= d->h_in)
+							int iy = conv_tap(y, i, d->sh, d->ph, d->dh, d->h_in);
+							if (iy < 0)
 								continue;
 							for (int j = 0; j < d->kw; j++) {
-								int ix = x * d->sw - d->pw + j * d->dw;
-								if (ix < 0 || ix >= d->w_in)
+								int ix = conv_tap(x, j, d->sw, d->pw, d->dw, d->w_in);
+								if (ix < 0)
 									continue;
 								acc += (double)wc[((size_t)ci * d->kh + i) * d->kw + j] *
 								       ip[(size_t)iy * d->w_in + ix];
@@ -100,12 +109,12 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const fl
 							const float *go = dout + ((size_t)n * d->c_out + co) * plane_out; /* (H_out, W_out) */
 							const float *ip = in + ((size_t)n * d->c_in + g * cig + ci) * plane_in; /* (H, W) */
 							for (int y = 0; y < d->h_out; y++) {
-								int iy = y * d->sh - d->ph + i * d->dh;
-								if (iy < 0 || iy >= d->h_in)
+								int iy = conv_tap(y, i, d->sh, d->ph, d->dh, d->h_in);
+								if (iy < 0)
 									continue;
 								for (int x = 0; x < d->w_out; x++) {
-									int ix = x * d->sw - d->pw + j * d->dw;
-									if (ix < 0 || ix >= d->w_in)
+									int ix = conv_tap(x, j, d->sw, d->pw, d->dw, d->w_in);
+									if (ix < 0)
 										continue;
 									acc += (double)go[(size_t)y * d->w_out + x] *
 									       ip[(size_t)iy * d->w_in + ix];

@@ -960,6 +960,31 @@ static int pick_algo(const struct cuda_ctx *cx, const Perf *p, int n, Algo *algo
 			}
 	return 0;
 }
+/* One of a convolution's three passes, given cuDNN's n ranked algorithms p for it:
+ * pick one (pick_algo), set its math type on the descriptor, and raise *need to its
+ * workspace (ws(&bytes) asks cuDNN for the chosen algorithm's).  pass names it in
+ * messages ("forward", "backward data", "backward filter"). */
+template <typename Perf, typename Algo, typename Ws>
+static int conv_pass(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, const Perf *p, int n,
+		     const char *pass, Algo *algo, cudnnMathType_t *math, size_t *need, struct dd_err *err, Ws ws)
+{
+	int fwd = strcmp(pass, "forward") == 0;
+	if (!pick_algo(cx, p, n, algo, math)) {
+		if (fwd)
+			return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB",
+				       lname(bl), WS_CAP >> 20);
+		/* "backward-data", as the message always said */
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no %.8s-%s algorithm%s", lname(bl), pass,
+			       pass + 9, cx->deterministic ? " that is deterministic" : "");
+	}
+	DNN(cudnnSetConvolutionMathType(st->cd, *math), "math type");
+	size_t bytes = 0;
+	char what[48];
+	snprintf(what, sizeof what, "%s workspace", pass);
+	DNN(ws(&bytes), what);
+	*need = bytes > *need ? bytes : *need;
+	return DD_OK;
+}
 static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
 	const struct conv_desc *d = &bl->d.conv;
@@ -988,45 +1013,41 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	    "convolution descriptor");
 	DNN(cudnnSetConvolutionGroupCount(st->cd, d->group), "group count");
 	DNN(cudnnSetConvolutionMathType(st->cd, math), "math type");
-	int n, cnt = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-	size_t need = 0, bytes;
+	int n, rc;
+	size_t need = 0;
 
 	cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-	DNN(cudnnGetConvolutionForwardAlgorithm_v7(cx->dnn, st->xd, st->wd, st->cd, st->yd, cnt, &n, fp),
+	DNN(cudnnGetConvolutionForwardAlgorithm_v7(cx->dnn, st->xd, st->wd, st->cd, st->yd,
+						   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp),
 	    "forward algorithm");
-	if (!pick_algo(cx, fp, n, &st->fwd_algo, &st->fwd_math))
-		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no forward algorithm within %zu MiB", lname(bl),
-			       WS_CAP >> 20);
-	DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
-	DNN(cudnnGetConvolutionForwardWorkspaceSize(cx->dnn, st->xd, st->wd, st->cd, st->yd, st->fwd_algo, &bytes),
-	    "forward workspace");
-	need = bytes > need ? bytes : need;
+	if ((rc = conv_pass(cx, st, bl, fp, n, "forward", &st->fwd_algo, &st->fwd_math, &need, err,
+			    [&](size_t *bytes) {
+				    return cudnnGetConvolutionForwardWorkspaceSize(cx->dnn, st->xd, st->wd, st->cd, st->yd,
+										   st->fwd_algo, bytes);
+			    })))
+		return rc;
 
 	cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(cx->dnn, st->wd, st->yd, st->cd, st->xd,
 							CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp),
 	    "backward data algorithm");
-	if (!pick_algo(cx, dp, n, &st->bwd_data_algo, &st->bwd_data_math))
-		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-data algorithm%s", lname(bl),
-			       cx->deterministic ? " that is deterministic" : "");
-	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
-	DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(cx->dnn, st->wd, st->yd, st->cd, st->xd, st->bwd_data_algo,
-							 &bytes),
-	    "backward data workspace");
-	need = bytes > need ? bytes : need;
+	if ((rc = conv_pass(cx, st, bl, dp, n, "backward data", &st->bwd_data_algo, &st->bwd_data_math, &need, err,
+			    [&](size_t *bytes) {
+				    return cudnnGetConvolutionBackwardDataWorkspaceSize(cx->dnn, st->wd, st->yd, st->cd,
+											st->xd, st->bwd_data_algo, bytes);
+			    })))
+		return rc;
 
 	cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cx->dnn, st->xd, st->yd, st->cd, st->wd,
 							  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp),
 	    "backward filter algorithm");
-	if (!pick_algo(cx, wp, n, &st->bwd_filter_algo, &st->bwd_filter_math))
-		return dd_err_set(err, DD_EINTERNAL, "layer '%s': cuDNN offers no backward-filter algorithm%s", lname(bl),
-			       cx->deterministic ? " that is deterministic" : "");
-	DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
-	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(cx->dnn, st->xd, st->yd, st->cd, st->wd,
-							   st->bwd_filter_algo, &bytes),
-	    "backward filter workspace");
-	need = bytes > need ? bytes : need;
+	if ((rc = conv_pass(cx, st, bl, wp, n, "backward filter", &st->bwd_filter_algo, &st->bwd_filter_math, &need,
+			    err, [&](size_t *bytes) {
+				    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+					    cx->dnn, st->xd, st->yd, st->cd, st->wd, st->bwd_filter_algo, bytes);
+			    })))
+		return rc;
 	return ws_need(cx, need, bl, err);
 }
 
