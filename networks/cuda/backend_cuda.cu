@@ -277,6 +277,21 @@ __global__ void k_upload(float *out, const uint8_t *px, const int32_t *geo, cons
 
 /* out[c] += Σ_{n,p} a[n,c,p] · (m ? m[n,c,p] : 1), in double, one block per channel
  * in a fixed order (bias and scale gradients) */
+/* The sum of v over the block (every thread gets it); red: THREADS doubles. */
+__device__ double block_sum(double v, double *red)
+{
+	red[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			red[threadIdx.x] += red[threadIdx.x + w];
+		__syncthreads();
+	}
+	double r = red[0];
+	__syncthreads();
+	return r;
+}
+
 __global__ void k_channel_sum(float *out, const float *a, const float *m, int n, int c, int inner)
 {
 	__shared__ double part[THREADS];
@@ -288,15 +303,9 @@ __global__ void k_channel_sum(float *out, const float *a, const float *m, int n,
 		int64_t at = (b * c + ch) * inner + p;
 		s += m ? (double)a[at] * m[at] : (double)a[at];
 	}
-	part[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			part[threadIdx.x] += part[threadIdx.x + w];
-		__syncthreads();
-	}
+	s = block_sum(s, part);
 	if (threadIdx.x == 0)
-		out[ch] += (float)part[0];
+		out[ch] += (float)s;
 }
 
 __global__ void k_add(float *dst, const float *src, int64_t n)
@@ -487,7 +496,6 @@ __global__ void k_softmax_loss(float *out, int *valid_out, const float *prob, co
 			       int inner, int ignore)
 {
 	__shared__ double part[THREADS];
-	__shared__ int cnt[THREADS];
 	double s = 0;
 	int v = 0;
 	for (int i = threadIdx.x; i < n * inner; i += blockDim.x) {
@@ -499,19 +507,11 @@ __global__ void k_softmax_loss(float *out, int *valid_out, const float *prob, co
 		s -= log(pr > FLT_MIN ? (double)pr : (double)FLT_MIN);
 		v++;
 	}
-	part[threadIdx.x] = s;
-	cnt[threadIdx.x] = v;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w) {
-			part[threadIdx.x] += part[threadIdx.x + w];
-			cnt[threadIdx.x] += cnt[threadIdx.x + w];
-		}
-		__syncthreads();
-	}
+	s = block_sum(s, part);
+	v = (int)block_sum(v, part); /* a count, exact in a double */
 	if (threadIdx.x == 0) {
-		*valid_out = cnt[0];
-		out[0] = (float)(part[0] / (cnt[0] > 1 ? cnt[0] : 1));
+		*valid_out = v;
+		out[0] = (float)(s / (v > 1 ? v : 1));
 	}
 }
 __global__ void k_softmax_loss_bwd(float *dx, const float *prob, const float *labels, const int *valid,
@@ -533,7 +533,7 @@ __global__ void k_softmax_loss_bwd(float *dx, const float *prob, const float *la
 __global__ void k_accuracy(float *out, const float *x, const float *labels, int n, int c, int inner, int top_k,
 			   int ignore)
 {
-	__shared__ int hit[THREADS], cnt[THREADS];
+	__shared__ double red[THREADS];
 	int h = 0, v = 0;
 	for (int i = threadIdx.x; i < n * inner; i += blockDim.x) {
 		int b = i / inner, p = i % inner;
@@ -551,18 +551,10 @@ __global__ void k_accuracy(float *out, const float *x, const float *labels, int 
 				better++;
 		h += better < top_k;
 	}
-	hit[threadIdx.x] = h;
-	cnt[threadIdx.x] = v;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w) {
-			hit[threadIdx.x] += hit[threadIdx.x + w];
-			cnt[threadIdx.x] += cnt[threadIdx.x + w];
-		}
-		__syncthreads();
-	}
+	h = (int)block_sum(h, red); /* counts, exact in a double */
+	v = (int)block_sum(v, red);
 	if (threadIdx.x == 0)
-		out[0] = cnt[0] ? (float)hit[0] / (float)cnt[0] : 0.0f;
+		out[0] = v ? (float)h / (float)v : 0.0f;
 }
 
 /* Eltwise over k ≤ 8 inputs (x: k device pointers); SUM's coefficients by value */
@@ -657,21 +649,6 @@ __global__ void k_scale_fwd(float *y, const float *x, const float *g, const floa
 __global__ void k_scale_bwd(float *dx, const float *dy, const float *g, int64_t n, int c, int inner)
 {
 	FOR_EACH(i, n) dx[i] += dy[i] * g[(i / inner) % c];
-}
-
-/* The sum of v over the block (every thread gets it); red: THREADS doubles. */
-__device__ double block_sum(double v, double *red)
-{
-	red[threadIdx.x] = v;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			red[threadIdx.x] += red[threadIdx.x + w];
-		__syncthreads();
-	}
-	double r = red[0];
-	__syncthreads();
-	return r;
 }
 
 /* BatchNorm as ref.c's bn_forward, one block per channel: batch statistics in
