@@ -785,6 +785,22 @@ static void *lp_r(struct cuda_ctx *cx, const struct cu_layer *st)
 	return (char *)cx->lp + 2 * (st->nx + st->nw + st->ny);
 }
 
+/* Grow one of the context's shared device buffers (*buf, *have bytes) to at least
+ * bytes, once the stream has finished with the old one (layer_init only). */
+static int grow_shared(struct cuda_ctx *cx, void **buf, size_t *have, size_t bytes, const char *what,
+		       const struct backend_layer *bl, struct dd_err *err)
+{
+	if (bytes <= *have)
+		return DD_OK;
+	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
+	cudaFree(*buf);
+	*buf = NULL;
+	*have = 0;
+	CU(cudaMalloc(buf, bytes), what);
+	*have = bytes;
+	return DD_OK;
+}
+
 /* Grow the shared scratch for a layer of these sizes (layer_init only). */
 static int lp_init(struct cuda_ctx *cx, struct cu_layer *st, int64_t nx, int64_t nw, int64_t ny,
 		   const struct backend_layer *bl, struct dd_err *err)
@@ -792,15 +808,7 @@ static int lp_init(struct cuda_ctx *cx, struct cu_layer *st, int64_t nx, int64_t
 	st->lp = 1;
 	st->nx = pad64(nx), st->nw = pad64(nw), st->ny = pad64(ny);
 	size_t bytes = 2 * (size_t)(st->nx + st->nw + st->ny + (st->nx > st->nw ? st->nx : st->nw));
-	if (bytes <= cx->lp_bytes)
-		return DD_OK;
-	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
-	cudaFree(cx->lp);
-	cx->lp = NULL;
-	cx->lp_bytes = 0;
-	CU(cudaMalloc(&cx->lp, bytes), "the half-precision scratch");
-	cx->lp_bytes = bytes;
-	return DD_OK;
+	return grow_shared(cx, &cx->lp, &cx->lp_bytes, bytes, "the half-precision scratch", bl, err);
 }
 
 /* o (half, n) ← x (FP32), queued */
@@ -899,15 +907,7 @@ static void cu_layer_fini(struct backend *be, void *state)
 /* Grow the shared workspace to at least bytes (layer_init only). */
 static int ws_need(struct cuda_ctx *cx, size_t bytes, const struct backend_layer *bl, struct dd_err *err)
 {
-	if (bytes <= cx->ws_bytes)
-		return DD_OK;
-	CU(cudaStreamSynchronize(cx->stream), "waiting for the device");
-	cudaFree(cx->ws);
-	cx->ws = NULL;
-	cx->ws_bytes = 0;
-	CU(cudaMalloc(&cx->ws, bytes), "the convolution workspace");
-	cx->ws_bytes = bytes;
-	return DD_OK;
+	return grow_shared(cx, &cx->ws, &cx->ws_bytes, bytes, "the convolution workspace", bl, err);
 }
 
 /* cuDNN's v7 heuristics give algorithms best first: take the first that works with
