@@ -158,6 +158,7 @@ static void local_signal(const struct exec_handle *h, int sig)
 
 const struct executor exec_local = {
 	.name = "local",
+	.flags = EXEC_LOCAL | EXEC_ADOPT_PID,
 	.start = local_start,
 	.check = local_check,
 	.signal = local_signal,

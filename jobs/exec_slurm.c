@@ -585,6 +585,7 @@ static void slurm_signal(const struct exec_handle *h, int sig)
 
 const struct executor exec_slurm = {
 	.name = "slurm",
+	.flags = EXEC_ADOPT_ID | EXEC_SHARED_DATA,
 	.start = slurm_start,
 	.check = slurm_check,
 	.signal = slurm_signal,

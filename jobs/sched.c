@@ -473,6 +473,13 @@ static const struct executor *executor_of(const char *kind)
 	return ex ? ex : S.cfg.executor;
 }
 
+/* Do jobs of this kind run elsewhere (a cluster), holding none of this server's
+ * CPU slots or GPUs? */
+static int on_cluster(const char *kind)
+{
+	return !(executor_of(kind)->flags & EXEC_LOCAL);
+}
+
 static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 {
 	struct dd_err err = { 0 };
@@ -507,7 +514,7 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 		r->oom_kills = train_memory_oom_kills();
 		r->ex = ex;
 		r->h = h;
-		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
+		r->slots = ex->flags & EXEC_LOCAL ? row->cpu_slots : 0;
 		jobdir_file(dir, JOBDIR_EVENTS, r->tail.path, sizeof r->tail.path);
 		/* a resumed job's log goes on from where its last run left it */
 		r->tail.offset = (off_t)row->ev_offset;
@@ -660,7 +667,7 @@ static void start_queued(void)
 		char path[PATH_MAX + 16];
 		sched_job_dir(rows[i].id, path, sizeof path);
 		strcat(path, "/job.json");
-		int cluster = strcmp(executor_of(rows[i].kind)->name, "local") != 0;
+		int cluster = on_cluster(rows[i].kind);
 		if ((!cluster && S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots) || access(path, F_OK) != 0)
 			break;
 		int gpus[SCHED_MAX_GPUS], ngpus = 0, counted = 0;
@@ -773,6 +780,17 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 	free(text);
 }
 
+/* The executor the store names (store_job_exec_set), or NULL when this build
+ * has none of that name. */
+static const struct executor *executor_named(const char *name)
+{
+	static const struct executor *const all[] = { &exec_local, &exec_slurm, NULL };
+	for (int i = 0; all[i]; i++)
+		if (strcmp(all[i]->name, name) == 0)
+			return all[i];
+	return NULL;
+}
+
 /* Take back the jobs the last server left running. */
 static int recover(struct dd_err *err)
 {
@@ -795,16 +813,20 @@ static int recover(struct dd_err *err)
 		memset(&r->h, 0, sizeof r->h);
 		r->h.pid = rows[i].pid;
 		r->h.pid_start = rows[i].pid_start;
-		r->ex = &exec_local;
+		/* the executor the store names adopts it by the id it gave; a job with
+		 * none ran on this machine and is adopted by its pid */
 		char exname[32];
-		if (store_job_exec_get(r->id, exname, sizeof exname, r->h.ext_id, sizeof r->h.ext_id) == 0 &&
-		    strcmp(exname, exec_slurm.name) == 0) {
-			r->ex = &exec_slurm;
+		const struct executor *named = NULL;
+		if (store_job_exec_get(r->id, exname, sizeof exname, r->h.ext_id, sizeof r->h.ext_id) == 0)
+			named = executor_named(exname);
+		if (named && (named->flags & EXEC_ADOPT_ID)) {
+			r->ex = named;
 			snprintf(r->h.dir, sizeof r->h.dir, "%s", dir);
 		} else {
+			r->ex = &exec_local;
 			r->h.ext_id[0] = 0;
 		}
-		r->slots = r->h.ext_id[0] ? 0 : rows[i].cpu_slots;
+		r->slots = r->ex->flags & EXEC_LOCAL ? rows[i].cpu_slots : 0;
 		r->abort = rows[i].abort_requested;
 		jobdir_file(dir, JOBDIR_EVENTS, r->tail.path, sizeof r->tail.path);
 		r->tail.offset = (off_t)rows[i].ev_offset;
@@ -812,9 +834,10 @@ static int recover(struct dd_err *err)
 		S.slots_used += r->slots;
 		hold_recorded_gpus(r, dir);
 		int alive;
-		if (r->h.ext_id[0]) {
-			alive = 1; /* the first tick asks Slurm */
-			log_info("job %lld: was submitted to slurm as job %s: adopted", (long long)r->id, r->h.ext_id);
+		if (r->ex->flags & EXEC_ADOPT_ID) {
+			alive = 1; /* the first tick asks the cluster */
+			log_info("job %lld: was submitted to %s as job %s: adopted", (long long)r->id, r->ex->name,
+				 r->h.ext_id);
 		} else {
 			alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
 			log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
@@ -855,7 +878,7 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		S.cfg.cpu_slots = 1;
 	S.any_cluster = 0;
 	for (const struct job_kind *const *k = job_kinds(); *k; k++)
-		S.any_cluster |= strcmp(executor_of((*k)->name)->name, "local") != 0;
+		S.any_cluster |= on_cluster((*k)->name);
 	S.listener = fn;
 	S.listener_ctx = ctx;
 	S.stopping = 0;
@@ -1203,7 +1226,7 @@ int sched_validate(const char *kind_name, cJSON *params, const struct job_caller
 	/* the shape first, then whether this server can run it at all (GPUs), then
 	 * everything that needs the caller: a request that can never run here says
 	 * so before anything is looked up */
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	int cluster = on_cluster(kind->name);
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	if (kind->validate && (rc = kind->validate(params, NULL, NULL, err)))
 		return rc;
@@ -1234,7 +1257,7 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 	const struct job_kind *kind = job_kind_find(kind_name);
 	const char *owner = who->user;
 	/* a cluster has more cores and GPUs than this server: Slurm says whether it fits */
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	int cluster = on_cluster(kind->name);
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
 		return rc;
@@ -1335,7 +1358,7 @@ int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struc
 	if ((rc = sched_validate(row.kind, params, who, NULL, 0, NULL, err)))
 		return rc;
 	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
+	int cluster = on_cluster(kind->name);
 	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
 		return rc;
 	if ((rc = sched_quota_check(row.owner_id, want > 0, err)))
