@@ -70,6 +70,19 @@ struct job_uses {
 	int n;
 };
 
+/* What a worker finds when it starts on a folder an earlier run of the same job
+ * used: a cluster that requeued the job (a node failed, a preemption, `scontrol
+ * requeue`) starts the same worker on the same folder with the same job.json, and
+ * a resume through the API queues it again.  Filled by the worker from the
+ * folder's event log and the cluster's environment, for the kind's restart hook. */
+struct job_restart {
+	const char *last_state; /* the earlier run's last status ("running", "done", ...; "" none) */
+	int unfinished;         /* it started and never wrote its end, or the cluster stopped it
+				 * ("interrupted") */
+	int by_cluster;         /* the cluster started this run again (Slurm's restart count > 0) */
+	const char *by;         /* for a log line: " by Slurm, restart N", or "" */
+};
+
 /* A kind of job: how to check its parameters when it is created, and how a worker
  * runs it.  Kinds register in jobs/job.c; the "test" kind exists only in the test
  * build (DD_TESTING). */
@@ -94,6 +107,11 @@ struct job_kind {
 	 * is orig_dir (e.g. name that job's own copy of an upload); validate then
 	 * checks the result with the caller, as for any new job. */
 	int (*clone_params)(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err);
+	/* Optional: called by the worker before run(), with what an earlier run of
+	 * the folder left (how): go on from it (a training resumes from its latest
+	 * snapshot: params "resume") or clear what it half wrote (a dataset's
+	 * databases).  NULL: run() starts as if the folder were new. */
+	void (*restart)(struct worker *w, const struct job_restart *how);
 	/* Optional: called by the server once a job of this kind has ended, however
 	 * (its worker's own end, an abort, a kill -9, a server that found it gone),
 	 * with the job's folder: remove what only a running job needs (a dataset's

@@ -954,6 +954,39 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 	return DD_OK;
 }
 
+/* Started again on its own folder (job.h, struct job_restart): a training that
+ * finds its own earlier run there, stopped before its end, goes on from its
+ * latest snapshot instead of starting over, so its curves continue: its params
+ * get "resume": {} (the latest snapshot), as a resume through the API does.  A
+ * resume asked for through the API names its snapshot: that is kept, unless the
+ * cluster restarted that very run. */
+static void restart(struct worker *w, const struct job_restart *how)
+{
+	const char *state = how->last_state;
+	if (cJSON_GetObjectItemCaseSensitive(w->params, "resume") && !how->by_cluster)
+		return;
+	if (!how->unfinished && !(how->by_cluster && state[0] && strcmp(state, "done") && strcmp(state, "error")))
+		return;
+	struct modeldir_snapshot *snaps = NULL;
+	int n = 0, with_state = 0;
+	if (modeldir_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
+		char path[PATH_MAX + 64];
+		int i = modeldir_snapshot_find(snaps, n, -1);
+		if (i >= 0) {
+			modeldir_snapshot_path(w->dir, snaps[i].label, MODELDIR_SNAP_STATE, path, sizeof path);
+			with_state = access(path, R_OK) == 0;
+		}
+	}
+	free(snaps);
+	if (!with_state) {
+		worker_log(w, "info", "started again%s, with no snapshot yet: training from the start", how->by);
+		return;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(w->params, "resume");
+	cJSON_AddItemToObject(w->params, "resume", cJSON_CreateObject());
+	worker_log(w, "info", "started again%s: resuming from the latest snapshot", how->by);
+}
+
 const struct job_kind model_job_kind = {
 	.name = "model",
 	.title = "Image classification model",
@@ -961,4 +994,5 @@ const struct job_kind model_job_kind = {
 	.run = run,
 	.default_cpu_slots = -1, /* every slot: a CPU training uses every core */
 	.clone_params = clone_params,
+	.restart = restart,
 };
