@@ -124,6 +124,14 @@ const struct job_kind *job_kind_find(const char *name);
 /* NULL-terminated list of every kind in this build. */
 const struct job_kind *const *job_kinds(void);
 
+/* job.json, a worker's whole input, from job (the record as store_job_json gives
+ * it with detail): a new object with only the keys a worker and an executor read
+ * — "id", "kind", "name", "owner", "parents", "params", "resources" — copied, so
+ * that a field the API adds to a job's record never reaches a worker.  The
+ * scheduler adds its "guard".  NULL when out of memory; caller frees with
+ * cJSON_Delete. */
+cJSON *job_spec(const cJSON *job);
+
 /* Add id to uses once; DD_EINVAL when there are already JOB_MAX_USES. */
 int job_uses_add(struct job_uses *uses, int64_t id, struct dd_err *err);
 

@@ -423,23 +423,22 @@ static void add_guard(cJSON *job)
 	cJSON_AddNumberToObject(g, "max_bytes", (double)S.server.max_bytes);
 }
 
+/* Write DATA/jobs/<id>/job.json (making the folder): what the job is, not what
+ * happened to it — the allow-list of job_spec and this server's guard. */
 static int write_job_json(int64_t id, struct dd_err *err)
 {
-	cJSON *job = NULL;
+	cJSON *record = NULL;
 	char dir[PATH_MAX], path[PATH_MAX + 16];
-	int rc = store_job_json(id, 1, &job, err);
+	int rc = store_job_json(id, 1, &record, err);
 	if (rc)
 		return rc;
-	/* job.json is what the job is, not what happened to it */
-	static const char *const drop[] = { "state", "progress", "eta_s", "started_at", "finished_at",
-					    "error", "events", "pid", "exit", "abort_requested",
-					    "history", "children", "executor", NULL };
-	for (int i = 0; drop[i]; i++)
-		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
-	add_guard(job);
+	cJSON *job = job_spec(record);
+	cJSON_Delete(record);
+	if (job)
+		add_guard(job);
 	sched_job_dir(id, dir, sizeof dir);
 	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
-	char *text = cJSON_Print(job);
+	char *text = job ? cJSON_Print(job) : NULL;
 	cJSON_Delete(job);
 	if (!text)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
