@@ -70,6 +70,15 @@ struct job_uses {
 	int n;
 };
 
+/* What a job needs of the machine that runs it besides CPU slots (job_kind
+ * resources): gpus GPUs, any of them (nids 0) or those ids. */
+#define JOB_MAX_GPUS 16
+struct job_need {
+	int gpus; /* 0: it runs on the CPU */
+	int ids[JOB_MAX_GPUS];
+	int nids;
+};
+
 /* What a worker finds when it starts on a folder an earlier run of the same job
  * used: a cluster that requeued the job (a node failed, a preemption, `scontrol
  * requeue`) starts the same worker on the same folder with the same job.json, and
@@ -103,6 +112,12 @@ struct job_kind {
 	 * Must return promptly (with DD_OK or an error) once worker_should_stop(). */
 	int (*run)(struct worker *w, struct dd_err *err);
 	int default_cpu_slots;   /* slots a job holds unless asked; -1: all the server has */
+	/* Optional: what a job with these params needs besides CPU slots, into need
+	 * (zeroed by the caller): the GPUs it asks for, of the ngpu this server has,
+	 * or (cluster 1: a cluster runs it and picks them) a count.  DD_EINVAL naming
+	 * the field when they cannot be had.  NULL: jobs of this kind use no GPU.
+	 * The scheduler asks it when a job is checked and again when it starts. */
+	int (*resources)(const cJSON *params, int ngpu, int cluster, struct job_need *need, struct dd_err *err);
 	/* Optional: adjust a copy of params for a clone of job orig_id, whose folder
 	 * is orig_dir (e.g. name that job's own copy of an upload); validate then
 	 * checks the result with the caller, as for any new job. */

@@ -48,7 +48,7 @@
 
 #define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
 
-#define SCHED_MAX_GPUS 16
+#define SCHED_MAX_GPUS JOB_MAX_GPUS
 #define SCHED_MAX_ROOTS 32
 
 struct running {
@@ -157,69 +157,14 @@ cJSON *sched_gpus_json(void)
 	return arr;
 }
 
-/* What a job's params ask for: *want GPUs, either any (nids 0) or those ids.
- * DD_OK with *want 0 for a job that runs on the CPU; DD_EINVAL naming the field
- * when this server cannot give them (ngpu: how many it has).  A job that runs on
- * a cluster (cluster 1) gets the cluster's GPUs, which Slurm picks: it asks for a
- * count or "any", whatever this server has. */
-static int gpu_request(const cJSON *params, int ngpu, int cluster, int *want, int *ids, int *nids,
-		       struct dd_err *err)
+/* What a job of kind k with these params needs besides CPU slots (job.h,
+ * job_kind.resources): GPUs.  need->gpus 0 for a kind that uses none, or one
+ * this build lacks. */
+static int kind_needs(const struct job_kind *k, const cJSON *params, int cluster, struct job_need *need,
+		      struct dd_err *err)
 {
-	*want = *nids = 0;
-	const char *backend = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(params, "backend"));
-	if (!backend || strncmp(backend, "cuda", 4) != 0)
-		return DD_OK;
-	if (cluster) {
-		const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
-		*want = 1;
-		if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any")))
-			return DD_OK;
-		if (cJSON_IsNumber(g) && g->valuedouble == (int)g->valuedouble && g->valueint >= 1 &&
-		    g->valueint <= SCHED_MAX_GPUS) {
-			*want = g->valueint;
-			return DD_OK;
-		}
-		*want = 0;
-		return dd_err_set(err, DD_EINVAL,
-				  "gpus: a job on the cluster asks for a count of GPUs (1 to %d) or \"any\"; Slurm "
-				  "chooses which",
-				  SCHED_MAX_GPUS);
-	}
-	if (ngpu <= 0)
-		return dd_err_set(err, DD_EINVAL,
-				  "backend: no GPU on this server, so \"cuda\" cannot run here (use \"cpu\")");
-	const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
-	if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any"))) {
-		*want = 1;
-		return DD_OK;
-	}
-	if (cJSON_IsNumber(g)) {
-		if (g->valuedouble != (int)g->valuedouble || g->valueint < 1)
-			return dd_err_set(err, DD_EINVAL, "gpus: %g is not a count of GPUs (1 or more)", g->valuedouble);
-		if (g->valueint > ngpu)
-			return dd_err_set(err, DD_EINVAL, "gpus: asks for %d GPUs, this server has %d", g->valueint, ngpu);
-		*want = g->valueint;
-		return DD_OK;
-	}
-	if (cJSON_IsArray(g) && cJSON_GetArraySize(g) >= 1 && cJSON_GetArraySize(g) <= SCHED_MAX_GPUS) {
-		const cJSON *it;
-		cJSON_ArrayForEach(it, g)
-		{
-			int id = cJSON_IsNumber(it) ? it->valueint : -1;
-			if (!cJSON_IsNumber(it) || it->valuedouble != id)
-				return dd_err_set(err, DD_EINVAL, "gpus: a list holds GPU ids, whole numbers from 0");
-			if (id < 0 || id >= ngpu)
-				return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is not on this server (it has %d: 0 to %d)", id,
-						  ngpu, ngpu - 1);
-			for (int j = 0; j < *nids; j++)
-				if (ids[j] == id)
-					return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is listed twice", id);
-			ids[(*nids)++] = id;
-		}
-		*want = *nids;
-		return DD_OK;
-	}
-	return dd_err_set(err, DD_EINVAL, "gpus: must be a count, a list of GPU ids or \"any\"");
+	memset(need, 0, sizeof *need);
+	return k && k->resources ? k->resources(params, S.ngpu, cluster, need, err) : DD_OK;
 }
 
 static void wake(void)
@@ -554,17 +499,18 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	size_t len = 0;
 	struct dd_err err = { 0 };
 	cJSON *job = NULL;
-	int rc = -1, want = 0, nids = 0, ids[SCHED_MAX_GPUS];
+	int rc = -1;
+	struct job_need need;
 	*ngpus = *counted = 0;
 	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
 		goto fail;
 	if (json_parse(text, len, job_json, &job, &err) != DD_OK)
 		goto fail;
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
-	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
+	if (kind_needs(job_kind_find(row->kind), params, cluster, &need, &err) != DD_OK)
 		goto fail;
 	add_guard(job); /* this server's rules, whoever wrote the job */
-	if (want == 0)
+	if (need.gpus == 0)
 		goto write;
 	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
 	if (!cJSON_IsObject(res)) {
@@ -573,21 +519,21 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	}
 	if (cluster) {
 		cJSON_DeleteItemFromObjectCaseSensitive(res, "gpu_count");
-		cJSON_AddNumberToObject(res, "gpu_count", want);
-		*counted = want;
+		cJSON_AddNumberToObject(res, "gpu_count", need.gpus);
+		*counted = need.gpus;
 		goto write;
 	}
-	if (nids) {
-		for (int i = 0; i < nids; i++)
-			if (S.gpu_holder[ids[i]])
+	if (need.nids) {
+		for (int i = 0; i < need.nids; i++)
+			if (S.gpu_holder[need.ids[i]])
 				goto busy;
-		memcpy(gpus, ids, (size_t)nids * sizeof *ids);
-		*ngpus = nids;
+		memcpy(gpus, need.ids, (size_t)need.nids * sizeof *need.ids);
+		*ngpus = need.nids;
 	} else {
-		for (int g = 0; g < S.ngpu && *ngpus < want; g++)
+		for (int g = 0; g < S.ngpu && *ngpus < need.gpus; g++)
 			if (!S.gpu_holder[g])
 				gpus[(*ngpus)++] = g;
-		if (*ngpus < want)
+		if (*ngpus < need.gpus)
 			goto busy;
 	}
 	/* tell the worker: the ids in resources, the first as its device */
@@ -1206,8 +1152,10 @@ int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err)
 
 const struct job_server *sched_server(void) { return &S.server; }
 
-int sched_validate(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
-		   int np, struct job_uses *all, struct dd_err *err)
+/* sched_validate, and (need non-NULL) into *need what the job needs besides CPU
+ * slots (its GPUs), of its params as the checks left them. */
+static int validate_job(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
+			int np, struct job_uses *all, struct job_need *need, struct dd_err *err)
 {
 	const struct job_kind *kind = job_kind_find(kind_name);
 	if (!kind)
@@ -1219,17 +1167,16 @@ int sched_validate(const char *kind_name, cJSON *params, const struct job_caller
 	struct job_caller c = *who;
 	c.server = &S.server; /* the server's rules, never the request's */
 	struct job_uses uses = { .n = 0 };
+	struct job_need shape;
 	int rc;
 	if (!kind->validate && !c.admin)
 		return dd_err_set(err, DD_EPERM, "kind: %s jobs are for admins only", kind->name);
 	/* the shape first, then whether this server can run it at all (GPUs), then
 	 * everything that needs the caller: a request that can never run here says
 	 * so before anything is looked up */
-	int cluster = on_cluster(kind->name);
-	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	if (kind->validate && (rc = kind->validate(params, NULL, NULL, err)))
 		return rc;
-	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
+	if ((rc = kind_needs(kind, params, on_cluster(kind->name), &shape, err)))
 		return rc;
 	if (kind->validate && (rc = kind->validate(params, &c, &uses, err)))
 		return rc;
@@ -1240,9 +1187,17 @@ int sched_validate(const char *kind_name, cJSON *params, const struct job_caller
 		if ((rc = job_uses_add(&uses, parents[i], err)))
 			return rc;
 	}
+	if (need && (rc = kind_needs(kind, params, on_cluster(kind->name), need, err)))
+		return rc;
 	if (all)
 		*all = uses;
 	return DD_OK;
+}
+
+int sched_validate(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
+		   int np, struct job_uses *all, struct dd_err *err)
+{
+	return validate_job(kind_name, params, who, parents, np, all, NULL, err);
 }
 
 int sched_submit(const char *kind_name, const char *name, const struct job_caller *who, cJSON *params,
@@ -1250,17 +1205,15 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 		 struct dd_err *err)
 {
 	struct job_uses uses;
-	int rc = sched_validate(kind_name, params, who, parents, nparents, &uses, err);
+	struct job_need need;
+	int rc = validate_job(kind_name, params, who, parents, nparents, &uses, &need, err);
 	if (rc)
 		return rc;
 	const struct job_kind *kind = job_kind_find(kind_name);
 	const char *owner = who->user;
 	/* a cluster has more cores and GPUs than this server: Slurm says whether it fits */
 	int cluster = on_cluster(kind->name);
-	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
-		return rc;
-	if (cpu_slots <= 0 && want > 0 && S.ngpu > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
+	if (cpu_slots <= 0 && need.gpus > 0 && S.ngpu > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
 		cpu_slots = S.cfg.cpu_slots / S.ngpu > 1 ? S.cfg.cpu_slots / S.ngpu : 1;
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
@@ -1269,7 +1222,7 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
 				  S.cfg.cpu_slots);
-	if ((rc = sched_quota_check(store_user_id(owner), want > 0, err)))
+	if ((rc = sched_quota_check(store_user_id(owner), need.gpus > 0, err)))
 		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	char resources[96];
@@ -1354,13 +1307,10 @@ int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struc
 		return dd_err_set(err, DD_EINVAL, "this deepdesk cannot run jobs of kind \"%s\"", row.kind);
 	/* the same checks as a new job, as its owner now: a resume uses nothing the
 	 * owner may no longer use (a dataset whose share was revoked) */
-	if ((rc = sched_validate(row.kind, params, who, NULL, 0, NULL, err)))
+	struct job_need need;
+	if ((rc = validate_job(row.kind, params, who, NULL, 0, NULL, &need, err)))
 		return rc;
-	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	int cluster = on_cluster(kind->name);
-	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
-		return rc;
-	if ((rc = sched_quota_check(row.owner_id, want > 0, err)))
+	if ((rc = sched_quota_check(row.owner_id, need.gpus > 0, err)))
 		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	if (!params_json)
