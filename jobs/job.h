@@ -7,8 +7,12 @@
  *   done | error | aborted | interrupted ──resume──> queued   (the same job, its event
  *                                                    log continued: sched_requeue)
  *
- * A job's record lives in SQLite (app/store); its own record of what happened is the
- * append-only events.jsonl in its folder (jobs/events). */
+ * A job's record lives in SQLite (store/store.c); its own record of what happened is
+ * the append-only events.jsonl in its folder (jobs/events.c), and what it is, the
+ * worker's whole input, is job.json beside it (job_spec).
+ *
+ * What differs between kinds is in their row (struct job_kind), never in a
+ * compare of a kind's name: the scheduler and the worker ask the row. */
 #ifndef DD_JOB_H
 #define DD_JOB_H
 
@@ -92,9 +96,10 @@ struct job_restart {
 	const char *by;         /* for a log line: " by Slurm, restart N", or "" */
 };
 
-/* A kind of job: how to check its parameters when it is created, and how a worker
- * runs it.  Kinds register in jobs/job.c; the "test" kind exists only in the test
- * build (DD_TESTING). */
+/* A kind of job: how to check its parameters when it is created, what it needs,
+ * how a worker runs it, restarts it on its own folder and clones it, and what is
+ * cleared once it ends.  Kinds register in jobs/job.c; the "test" kind exists only
+ * in the test build (DD_TESTING). */
 struct job_kind {
 	const char *name;
 	const char *title; /* for people: "Image classification dataset" */

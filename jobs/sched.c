@@ -12,11 +12,12 @@
  *    something, so a restarted server neither repeats nor skips events.
  *  - GPUs are held like CPU slots: gpu_holder[g] is the id of the running job that
  *    holds GPU g (0: free), set when the job starts and cleared when it settles.
- *    A job asks for GPUs through its params ("backend": "cuda", "gpus": N, [ids]
- *    or "any"); at its start the scheduler writes the ids it got into job.json
- *    (resources.gpus, and params.backend "cuda:ID" so that the worker runs on the
- *    first).  One job per GPU.  A job that runs on a cluster holds none of this
- *    server's GPUs: it asks for a count (or "any": 1), and job.json gets
+ *    A job asks for GPUs through its kind's resources hook (a model's params:
+ *    "backend": "cuda", "gpus": N, [ids] or "any"); at its start the scheduler
+ *    writes the ids it got into job.json (resources.gpus, and params.backend
+ *    "cuda:ID" so that the worker runs on the first).  One job per GPU.  A job
+ *    whose executor is not EXEC_LOCAL (a cluster) holds none of this server's CPU
+ *    slots or GPUs: it asks for a count (or "any": 1), and job.json gets
  *    resources.gpu_count, which becomes Slurm's --gres=gpu:N and, in the worker,
  *    one copy of the network per GPU Slurm gave it. */
 #define _GNU_SOURCE
