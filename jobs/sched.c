@@ -190,6 +190,14 @@ void sched_job_changed(int64_t id)
 	cJSON_Delete(job);
 }
 
+/* The queue changed at job id (a new job, a resume, a new place): tell the
+ * listeners and wake the scheduler to start what may start now. */
+static void queue_changed(int64_t id)
+{
+	sched_job_changed(id);
+	wake();
+}
+
 /* ---- tailing ---- */
 
 /* Events go out in batches of at most this many, so a burst of ten thousand
@@ -219,8 +227,7 @@ static void on_event(void *vctx, int64_t seq, cJSON *ev)
 	}
 	cJSON_AddItemToArray(c->batch, item);
 	c->n++;
-	const char *type = ev ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type")) : NULL;
-	if (type && strcmp(type, "progress") == 0) {
+	if (events_is(ev, "progress")) {
 		cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "progress");
 		cJSON *e = cJSON_GetObjectItemCaseSensitive(ev, "eta_s");
 		if (cJSON_IsNumber(p)) {
@@ -1043,20 +1050,16 @@ int sched_move_to_front(int64_t id, struct dd_err *err)
 	int rc = store_queue_max_priority(&max, err);
 	if (rc == DD_OK)
 		rc = store_job_set_priority(id, max + 1, err);
-	if (rc == DD_OK) {
-		sched_job_changed(id);
-		wake();
-	}
+	if (rc == DD_OK)
+		queue_changed(id);
 	return rc;
 }
 
 int sched_set_priority(int64_t id, int priority, struct dd_err *err)
 {
 	int rc = store_job_set_priority(id, priority, err);
-	if (rc == DD_OK) {
-		sched_job_changed(id);
-		wake();
-	}
+	if (rc == DD_OK)
+		queue_changed(id);
 	return rc;
 }
 
@@ -1247,8 +1250,7 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 		store_job_delete(*id, NULL);
 		return rc;
 	}
-	sched_job_changed(*id);
-	wake();
+	queue_changed(*id);
 	return DD_OK;
 }
 
@@ -1327,8 +1329,7 @@ int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struc
 	if (rc)
 		return rc;
 	log_info("job %lld: queued again", (long long)id);
-	sched_job_changed(id);
-	wake();
+	queue_changed(id);
 	return DD_OK;
 }
 

@@ -187,27 +187,15 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 
 /* ---- starting again where an earlier run of this folder stopped ---- */
 
-static void last_status(void *vctx, int64_t seq, cJSON *ev)
-{
-	(void)seq;
-	char *state = vctx;
-	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
-	const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
-	if (type && st && strcmp(type, "status") == 0)
-		snprintf(state, 16, "%s", st);
-}
-
 /* What an earlier run of this folder left, for the kind's restart hook (job.h,
  * struct job_restart): its last status in the event log, and whether the cluster
  * started this run again. */
 static void restart_kind(struct worker *w, const struct job_kind *kind)
 {
-	char state[16] = "", by[64] = "";
-	struct events_tail t = { .offset = 0, .seq = 0 };
+	char state[16], by[64] = "";
 	if (!kind->restart)
 		return;
-	jobdir_file(w->dir, JOBDIR_EVENTS, t.path, sizeof t.path);
-	events_tail_poll(&t, last_status, state, NULL);
+	events_last_state(w->dir, state, sizeof state);
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 	int restarted = restarts && atoi(restarts) > 0;
 	if (restarted)
