@@ -575,7 +575,7 @@ static void slurm_signal(const struct exec_handle *h, int sig)
 
 const struct executor exec_slurm = {
 	.name = "slurm",
-	.flags = EXEC_ADOPT_ID | EXEC_SHARED_DATA,
+	.flags = EXEC_ADOPT_ID, /* on nodes that mount the same data folder */
 	.start = slurm_start,
 	.check = slurm_check,
 	.signal = slurm_signal,

@@ -48,9 +48,6 @@ enum {
 	/* A restarted server adopts its workers by the id the executor gave them
 	 * (exec_handle.ext_id), which the store keeps with the executor's name. */
 	EXEC_ADOPT_ID = 1 << 2,
-	/* Its workers need the data folder at the same path on the machines they
-	 * run on (a shared file system). */
-	EXEC_SHARED_DATA = 1 << 3,
 };
 
 struct executor {

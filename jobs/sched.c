@@ -733,15 +733,26 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 	free(text);
 }
 
+/* The executors a restarted server may find its jobs with. */
+static const struct executor *const executors[] = { &exec_local, &exec_slurm, NULL };
+
 /* The executor the store names (store_job_exec_set), or NULL when this build
  * has none of that name. */
 static const struct executor *executor_named(const char *name)
 {
-	static const struct executor *const all[] = { &exec_local, &exec_slurm, NULL };
-	for (int i = 0; all[i]; i++)
-		if (strcmp(all[i]->name, name) == 0)
-			return all[i];
+	for (int i = 0; executors[i]; i++)
+		if (strcmp(executors[i]->name, name) == 0)
+			return executors[i];
 	return NULL;
+}
+
+/* The executor that adopts a worker of this machine by its pid. */
+static const struct executor *executor_by_pid(void)
+{
+	for (int i = 0; executors[i]; i++)
+		if (executors[i]->flags & EXEC_ADOPT_PID)
+			return executors[i];
+	return &exec_local;
 }
 
 /* Take back the jobs the last server left running. */
@@ -776,7 +787,7 @@ static int recover(struct dd_err *err)
 			r->ex = named;
 			snprintf(r->h.dir, sizeof r->h.dir, "%s", dir);
 		} else {
-			r->ex = &exec_local;
+			r->ex = executor_by_pid();
 			r->h.ext_id[0] = 0;
 		}
 		r->slots = r->ex->flags & EXEC_LOCAL ? rows[i].cpu_slots : 0;
