@@ -617,9 +617,9 @@ static void start_queued(void)
 		int i = fair_next(rows, n, taken, owners, nowners);
 		if (i < 0)
 			break;
-		char path[PATH_MAX + 16];
-		sched_job_dir(rows[i].id, path, sizeof path);
-		strcat(path, "/job.json");
+		char dir[PATH_MAX], path[PATH_MAX + 16];
+		sched_job_dir(rows[i].id, dir, sizeof dir);
+		jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
 		int cluster = on_cluster(rows[i].kind);
 		if ((!cluster && S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots) || access(path, F_OK) != 0)
 			break;
