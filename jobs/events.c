@@ -368,6 +368,25 @@ int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int6
 	return DD_OK;
 }
 
+const char *events_str(const cJSON *ev, const char *key)
+{
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, key));
+}
+
+int events_is(const cJSON *ev, const char *type)
+{
+	const char *t = events_str(ev, "type");
+	return t && strcmp(t, type) == 0;
+}
+
+/* Every complete line of DIR/events.jsonl, from the first, to fn. */
+static int read_all(const char *dir, events_fn fn, void *ctx)
+{
+	struct events_tail t = { .offset = 0, .seq = 0 };
+	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
+	return events_tail_poll(&t, fn, ctx, NULL);
+}
+
 struct logs_ctx {
 	int n, count;
 	char **ring;
@@ -377,14 +396,11 @@ static void log_line(void *vctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
 	struct logs_ctx *c = vctx;
-	if (!ev)
-		return;
-	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
 	const char *msg = NULL;
-	if (type && strcmp(type, "log") == 0)
-		msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "msg"));
-	else if (type && strcmp(type, "status") == 0)
-		msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "message"));
+	if (events_is(ev, "log"))
+		msg = events_str(ev, "msg");
+	else if (events_is(ev, "status"))
+		msg = events_str(ev, "message");
 	if (!msg)
 		return;
 	int slot = c->count % c->n;
@@ -397,12 +413,10 @@ int events_last_logs(const char *dir, int n, cJSON *out)
 {
 	if (n <= 0)
 		return DD_OK;
-	struct events_tail t = { .offset = 0, .seq = 0 };
-	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	struct logs_ctx c = { .n = n, .count = 0, .ring = calloc((size_t)n, sizeof(char *)) };
 	if (!c.ring)
 		return DD_ENOMEM;
-	int rc = events_tail_poll(&t, log_line, &c, NULL);
+	int rc = read_all(dir, log_line, &c);
 	int first = c.count > n ? c.count - n : 0;
 	for (int i = first; i < c.count; i++)
 		if (c.ring[i % n])
@@ -423,17 +437,14 @@ static void final_line(void *vctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
 	struct final_ctx *c = vctx;
-	if (!ev)
-		return;
-	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
-	const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
-	if (!type || strcmp(type, "status") != 0 || !state)
+	const char *state = events_str(ev, "state");
+	if (!events_is(ev, "status") || !state)
 		return;
 	if (strcmp(state, "done") && strcmp(state, "error") && strcmp(state, "aborted")) {
 		c->found = 0; /* a later "running" (a resume) cancels an earlier end */
 		return;
 	}
-	const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "message"));
+	const char *msg = events_str(ev, "message");
 	snprintf(c->state, c->state_len, "%s", state);
 	snprintf(c->message, c->message_len, "%s", msg ? msg : "");
 	c->found = 1;
@@ -442,9 +453,28 @@ static void final_line(void *vctx, int64_t seq, cJSON *ev)
 int events_final_status(const char *dir, char *state, size_t state_len, char *message,
 			size_t message_len)
 {
-	struct events_tail t = { .offset = 0, .seq = 0 };
-	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	struct final_ctx c = { state, message, state_len, message_len, 0 };
-	events_tail_poll(&t, final_line, &c, NULL);
+	read_all(dir, final_line, &c);
 	return c.found;
+}
+
+struct state_ctx {
+	char *state;
+	size_t len;
+};
+
+static void state_line(void *vctx, int64_t seq, cJSON *ev)
+{
+	(void)seq;
+	struct state_ctx *c = vctx;
+	const char *state = events_str(ev, "state");
+	if (events_is(ev, "status") && state)
+		snprintf(c->state, c->len, "%s", state);
+}
+
+void events_last_state(const char *dir, char *state, size_t len)
+{
+	struct state_ctx c = { state, len };
+	state[0] = 0;
+	read_all(dir, state_line, &c);
 }

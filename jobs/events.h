@@ -72,6 +72,12 @@ typedef void (*events_fn)(void *ctx, int64_t seq, cJSON *ev);
  * delivered, or a negative DD_E* code. */
 int events_tail_poll(struct events_tail *t, events_fn fn, void *ctx, struct dd_err *err);
 
+/* The string ev[key], or NULL (ev NULL, no such key, not a string).  Borrowed
+ * from ev. */
+const char *events_str(const cJSON *ev, const char *key);
+/* Is ev (may be NULL) an event of this type ("log", "status", ...)? */
+int events_is(const cJSON *ev, const char *type);
+
 /* ---- paging (the API) ---- */
 
 /* Events with seq > after, at most `limit` of them, appended to `out` (a JSON array)
@@ -88,5 +94,8 @@ int events_last_logs(const char *dir, int n, cJSON *out);
  * state (8+ bytes) and message, returns 1; 0 when there is none. */
 int events_final_status(const char *dir, char *state, size_t state_len, char *message,
 			size_t message_len);
+/* The state of the last status event, whatever it is ("running", "interrupted",
+ * "done", ...), into state; "" when the log has none. */
+void events_last_state(const char *dir, char *state, size_t len);
 
 #endif

@@ -62,9 +62,11 @@ int64_t exec_local_pid_start(int pid)
 	return -1;
 }
 
-/* Does the job in dir run on a GPU (job.json params.backend "cuda…")?  The CUDA
- * driver maps host memory of its own as it sees fit, so such a worker is not put
- * under RLIMIT_DATA; its host share (feeds, runtime) is checked when it is created. */
+/* Does the job in dir run on a GPU (job.json resources.gpus, the ids the
+ * scheduler gave it at its start, whatever its kind calls the device in its
+ * params)?  The CUDA driver maps host memory of its own as it sees fit, so such a
+ * worker is not put under RLIMIT_DATA; its host share (feeds, runtime) is checked
+ * when it is created. */
 static int on_gpu(const char *dir)
 {
 	char path[PATH_MAX], *text = NULL;
@@ -73,9 +75,8 @@ static int on_gpu(const char *dir)
 		return 0;
 	cJSON *job = cJSON_Parse(text);
 	free(text);
-	const char *be = cJSON_GetStringValue(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "params"), "backend"));
-	int gpu = be && !strncmp(be, "cuda", 4);
+	int gpu = cJSON_GetArraySize(
+			  cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "resources"), "gpus")) > 0;
 	cJSON_Delete(job);
 	return gpu;
 }
@@ -158,6 +159,7 @@ static void local_signal(const struct exec_handle *h, int sig)
 
 const struct executor exec_local = {
 	.name = "local",
+	.flags = EXEC_LOCAL | EXEC_ADOPT_PID,
 	.start = local_start,
 	.check = local_check,
 	.signal = local_signal,

@@ -244,6 +244,19 @@ static int state_alive(const char *s)
 	return 0;
 }
 
+/* The end states in which Slurm stopped a job for a reason of its own, in words. */
+static const struct {
+	const char *state, *words;
+} slurm_ends[] = {
+	{ "CANCELLED", "Slurm cancelled the job (scancel by a person or an administrator)" },
+	{ "TIMEOUT", "Slurm stopped the job at its time limit (--slurm-time or the partition's limit)" },
+	{ "OUT_OF_MEMORY", "Slurm killed the job: it ran out of memory (ask for more with --slurm-mem)" },
+	{ "NODE_FAIL", "the node running the job failed" },
+	{ "PREEMPTED", "a job of higher priority preempted it and Slurm did not requeue it" },
+	{ "BOOT_FAIL", "the node for the job failed to boot" },
+	{ "DEADLINE", "Slurm ended the job at its deadline" },
+};
+
 /* Why a job in end state `s` ended, in words, into buf; returns 1 when Slurm
  * ended it for a reason of its own (not the worker finishing by itself). */
 static int state_words(const char *s, int exit_code, char *buf, size_t len)
@@ -260,34 +273,11 @@ static int state_words(const char *s, int exit_code, char *buf, size_t len)
 			snprintf(buf, len, "Slurm reports the job failed with exit code %d", code);
 		return 0;
 	}
-	if (strcmp(s, "CANCELLED") == 0) {
-		snprintf(buf, len, "Slurm cancelled the job (scancel by a person or an administrator)");
-		return 1;
-	}
-	if (strcmp(s, "TIMEOUT") == 0) {
-		snprintf(buf, len, "Slurm stopped the job at its time limit (--slurm-time or the partition's limit)");
-		return 1;
-	}
-	if (strcmp(s, "OUT_OF_MEMORY") == 0) {
-		snprintf(buf, len, "Slurm killed the job: it ran out of memory (ask for more with --slurm-mem)");
-		return 1;
-	}
-	if (strcmp(s, "NODE_FAIL") == 0) {
-		snprintf(buf, len, "the node running the job failed");
-		return 1;
-	}
-	if (strcmp(s, "PREEMPTED") == 0) {
-		snprintf(buf, len, "a job of higher priority preempted it and Slurm did not requeue it");
-		return 1;
-	}
-	if (strcmp(s, "BOOT_FAIL") == 0) {
-		snprintf(buf, len, "the node for the job failed to boot");
-		return 1;
-	}
-	if (strcmp(s, "DEADLINE") == 0) {
-		snprintf(buf, len, "Slurm ended the job at its deadline");
-		return 1;
-	}
+	for (size_t i = 0; i < sizeof slurm_ends / sizeof slurm_ends[0]; i++)
+		if (strcmp(s, slurm_ends[i].state) == 0) {
+			snprintf(buf, len, "%s", slurm_ends[i].words);
+			return 1;
+		}
 	snprintf(buf, len, "Slurm ended the job in state %s", s);
 	return 1;
 }
@@ -585,6 +575,7 @@ static void slurm_signal(const struct exec_handle *h, int sig)
 
 const struct executor exec_slurm = {
 	.name = "slurm",
+	.flags = EXEC_ADOPT_ID, /* on nodes that mount the same data folder */
 	.start = slurm_start,
 	.check = slurm_check,
 	.signal = slurm_signal,

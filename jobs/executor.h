@@ -1,11 +1,12 @@
 /* executor.h — how a worker process is started, watched and signalled.
  *
  * The scheduler knows only this interface.  The local executor (exec_local.c)
- * spawns `deepdesk worker JOB_DIR` as a child in its own session; a cluster
- * executor (Slurm: exec_slurm.c) submits the same command elsewhere.  Because a worker
- * reports only through its job folder, the scheduler needs nothing else from an
- * executor than start / check / signal, and a handle it can save in the store and
- * adopt again after a restart. */
+ * spawns `deepdesk worker JOB_DIR` as a child in its own session; the Slurm
+ * executor (exec_slurm.c) submits the same command to a cluster that mounts the
+ * same data folder.  Because a worker reports only through its job folder, the
+ * scheduler needs nothing else from an executor than start / check / signal, a
+ * handle it can save in the store and adopt again after a restart, and what the
+ * executor can do (its flags), which it asks instead of its name. */
 #ifndef DD_EXECUTOR_H
 #define DD_EXECUTOR_H
 
@@ -34,8 +35,24 @@ struct exec_handle {
 
 enum exec_status { EXEC_RUNNING, EXEC_EXITED, EXEC_GONE };
 
+/* What an executor is, for the scheduler to ask (struct executor.flags). */
+enum {
+	/* Its workers run on this machine: each holds this server's CPU slots and
+	 * GPUs while it runs, and a job asks no more than the server has.  Without
+	 * it the workers run elsewhere (a cluster, which queues them itself): they
+	 * hold none of this server's, and the cluster picks their GPUs. */
+	EXEC_LOCAL = 1 << 0,
+	/* A restarted server adopts its workers by pid and start time (exec_handle
+	 * pid, pid_start), which only this machine can see. */
+	EXEC_ADOPT_PID = 1 << 1,
+	/* A restarted server adopts its workers by the id the executor gave them
+	 * (exec_handle.ext_id), which the store keeps with the executor's name. */
+	EXEC_ADOPT_ID = 1 << 2,
+};
+
 struct executor {
-	const char *name;
+	const char *name;  /* as `--executor` and the store name it */
+	unsigned flags;    /* EXEC_* above */
 	/* Start `exe worker dir`, output to dir/worker.log.  Fills h. */
 	int (*start)(const char *exe, const char *dir, struct exec_handle *h, struct dd_err *err);
 	/* Is it still running?  EXEC_EXITED fills *wait_status (as from waitpid);

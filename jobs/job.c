@@ -1,4 +1,4 @@
-/* job.c — job states and the registry of job kinds. */
+/* job.c — job states, the registry of job kinds, and what job.json holds. */
 #include "job.h"
 
 #include <string.h>
@@ -66,6 +66,27 @@ const struct job_kind *job_kind_find(const char *name)
 		if (strcmp(kinds[i]->name, name) == 0)
 			return kinds[i];
 	return NULL;
+}
+
+/* What a worker (worker.c, kind_*.c) and an executor (exec_slurm.c) read from
+ * job.json, besides the guard: the allow-list, in job.json's order. */
+static const char *const spec_keys[] = { "id", "kind", "name", "owner", "parents", "params", "resources", NULL };
+
+cJSON *job_spec(const cJSON *job)
+{
+	cJSON *spec = cJSON_CreateObject();
+	for (int i = 0; spec && spec_keys[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(job, spec_keys[i]);
+		if (!v)
+			continue;
+		cJSON *copy = cJSON_Duplicate(v, 1);
+		if (!copy) {
+			cJSON_Delete(spec);
+			return NULL;
+		}
+		cJSON_AddItemToObject(spec, spec_keys[i], copy);
+	}
+	return spec;
 }
 
 int job_uses_add(struct job_uses *uses, int64_t id, struct dd_err *err)

@@ -7,8 +7,12 @@
  *   done | error | aborted | interrupted ──resume──> queued   (the same job, its event
  *                                                    log continued: sched_requeue)
  *
- * A job's record lives in SQLite (app/store); its own record of what happened is the
- * append-only events.jsonl in its folder (jobs/events). */
+ * A job's record lives in SQLite (store/store.c); its own record of what happened is
+ * the append-only events.jsonl in its folder (jobs/events.c), and what it is, the
+ * worker's whole input, is job.json beside it (job_spec).
+ *
+ * What differs between kinds is in their row (struct job_kind), never in a
+ * compare of a kind's name: the scheduler and the worker ask the row. */
 #ifndef DD_JOB_H
 #define DD_JOB_H
 
@@ -70,9 +74,32 @@ struct job_uses {
 	int n;
 };
 
-/* A kind of job: how to check its parameters when it is created, and how a worker
- * runs it.  Kinds register in jobs/job.c; the "test" kind exists only in the test
- * build (DD_TESTING). */
+/* What a job needs of the machine that runs it besides CPU slots (job_kind
+ * resources): gpus GPUs, any of them (nids 0) or those ids. */
+#define JOB_MAX_GPUS 16
+struct job_need {
+	int gpus; /* 0: it runs on the CPU */
+	int ids[JOB_MAX_GPUS];
+	int nids;
+};
+
+/* What a worker finds when it starts on a folder an earlier run of the same job
+ * used: a cluster that requeued the job (a node failed, a preemption, `scontrol
+ * requeue`) starts the same worker on the same folder with the same job.json, and
+ * a resume through the API queues it again.  Filled by the worker from the
+ * folder's event log and the cluster's environment, for the kind's restart hook. */
+struct job_restart {
+	const char *last_state; /* the earlier run's last status ("running", "done", ...; "" none) */
+	int unfinished;         /* it started and never wrote its end, or the cluster stopped it
+				 * ("interrupted") */
+	int by_cluster;         /* the cluster started this run again (Slurm's restart count > 0) */
+	const char *by;         /* for a log line: " by Slurm, restart N", or "" */
+};
+
+/* A kind of job: how to check its parameters when it is created, what it needs,
+ * how a worker runs it, restarts it on its own folder and clones it, and what is
+ * cleared once it ends.  Kinds register in jobs/job.c; the "test" kind exists only
+ * in the test build (DD_TESTING). */
 struct job_kind {
 	const char *name;
 	const char *title; /* for people: "Image classification dataset" */
@@ -90,10 +117,21 @@ struct job_kind {
 	 * Must return promptly (with DD_OK or an error) once worker_should_stop(). */
 	int (*run)(struct worker *w, struct dd_err *err);
 	int default_cpu_slots;   /* slots a job holds unless asked; -1: all the server has */
+	/* Optional: what a job with these params needs besides CPU slots, into need
+	 * (zeroed by the caller): the GPUs it asks for, of the ngpu this server has,
+	 * or (cluster 1: a cluster runs it and picks them) a count.  DD_EINVAL naming
+	 * the field when they cannot be had.  NULL: jobs of this kind use no GPU.
+	 * The scheduler asks it when a job is checked and again when it starts. */
+	int (*resources)(const cJSON *params, int ngpu, int cluster, struct job_need *need, struct dd_err *err);
 	/* Optional: adjust a copy of params for a clone of job orig_id, whose folder
 	 * is orig_dir (e.g. name that job's own copy of an upload); validate then
 	 * checks the result with the caller, as for any new job. */
 	int (*clone_params)(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err);
+	/* Optional: called by the worker before run(), with what an earlier run of
+	 * the folder left (how): go on from it (a training resumes from its latest
+	 * snapshot: params "resume") or clear what it half wrote (a dataset's
+	 * databases).  NULL: run() starts as if the folder were new. */
+	void (*restart)(struct worker *w, const struct job_restart *how);
 	/* Optional: called by the server once a job of this kind has ended, however
 	 * (its worker's own end, an abort, a kill -9, a server that found it gone),
 	 * with the job's folder: remove what only a running job needs (a dataset's
@@ -105,6 +143,14 @@ struct job_kind {
 const struct job_kind *job_kind_find(const char *name);
 /* NULL-terminated list of every kind in this build. */
 const struct job_kind *const *job_kinds(void);
+
+/* job.json, a worker's whole input, from job (the record as store_job_json gives
+ * it with detail): a new object with only the keys a worker and an executor read
+ * — "id", "kind", "name", "owner", "parents", "params", "resources" — copied, so
+ * that a field the API adds to a job's record never reaches a worker.  The
+ * scheduler adds its "guard".  NULL when out of memory; caller frees with
+ * cJSON_Delete. */
+cJSON *job_spec(const cJSON *job);
 
 /* Add id to uses once; DD_EINVAL when there are already JOB_MAX_USES. */
 int job_uses_add(struct job_uses *uses, int64_t id, struct dd_err *err);

@@ -32,6 +32,7 @@
 #include "../common/json.h"
 #include "../datasets/archive.h"
 #include "../datasets/create.h"
+#include "../datasets/dsinfo.h"
 #include "../datasets/example.h"
 #include "job.h"
 #include "jobdir.h"
@@ -348,6 +349,22 @@ static void ended(const char *dir)
 	fs_rm_rf(unpacked, NULL);
 }
 
+/* Started again on its own folder (job.h, struct job_restart): a dataset build
+ * has no snapshot, so it starts over, without the half-written databases of the
+ * run that was stopped. */
+static void restart(struct worker *w, const struct job_restart *how)
+{
+	if (!how->unfinished)
+		return;
+	static const char *const dbs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), NULL };
+	char path[PATH_MAX + 16];
+	for (int i = 0; dbs[i]; i++) {
+		snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);
+		fs_rm_rf(path, NULL);
+	}
+	worker_log(w, "info", "started again%s: building the dataset from the start", how->by);
+}
+
 const struct job_kind dataset_job_kind = {
 	.name = "dataset",
 	.title = "Image classification dataset",
@@ -355,5 +372,6 @@ const struct job_kind dataset_job_kind = {
 	.run = run,
 	.default_cpu_slots = 1,
 	.clone_params = clone_params,
+	.restart = restart,
 	.ended = ended,
 };

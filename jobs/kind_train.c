@@ -954,11 +954,113 @@ static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, st
 	return DD_OK;
 }
 
+/* The GPUs a training asks for (job.h, job_kind.resources): "backend": "cuda"
+ * and "gpus" (a count, a list of ids or "any"; none: one), need->gpus of them,
+ * either any (nids 0) or those ids.  need->gpus 0 for a training on the CPU;
+ * DD_EINVAL naming the field when this server cannot give them (ngpu: how many
+ * it has).  A training that runs on a cluster (cluster 1) gets the cluster's
+ * GPUs, which Slurm picks: it asks for a count or "any", whatever this server
+ * has. */
+static int resources(const cJSON *params, int ngpu, int cluster, struct job_need *need, struct dd_err *err)
+{
+	int *want = &need->gpus, *ids = need->ids, *nids = &need->nids;
+	*want = *nids = 0;
+	const char *backend = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(params, "backend"));
+	if (!backend || strncmp(backend, "cuda", 4) != 0)
+		return DD_OK;
+	if (cluster) {
+		const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
+		*want = 1;
+		if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any")))
+			return DD_OK;
+		if (cJSON_IsNumber(g) && g->valuedouble == (int)g->valuedouble && g->valueint >= 1 &&
+		    g->valueint <= JOB_MAX_GPUS) {
+			*want = g->valueint;
+			return DD_OK;
+		}
+		*want = 0;
+		return dd_err_set(err, DD_EINVAL,
+				  "gpus: a job on the cluster asks for a count of GPUs (1 to %d) or \"any\"; Slurm "
+				  "chooses which",
+				  JOB_MAX_GPUS);
+	}
+	if (ngpu <= 0)
+		return dd_err_set(err, DD_EINVAL,
+				  "backend: no GPU on this server, so \"cuda\" cannot run here (use \"cpu\")");
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
+	if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any"))) {
+		*want = 1;
+		return DD_OK;
+	}
+	if (cJSON_IsNumber(g)) {
+		if (g->valuedouble != (int)g->valuedouble || g->valueint < 1)
+			return dd_err_set(err, DD_EINVAL, "gpus: %g is not a count of GPUs (1 or more)", g->valuedouble);
+		if (g->valueint > ngpu)
+			return dd_err_set(err, DD_EINVAL, "gpus: asks for %d GPUs, this server has %d", g->valueint, ngpu);
+		*want = g->valueint;
+		return DD_OK;
+	}
+	if (cJSON_IsArray(g) && cJSON_GetArraySize(g) >= 1 && cJSON_GetArraySize(g) <= JOB_MAX_GPUS) {
+		const cJSON *it;
+		cJSON_ArrayForEach(it, g)
+		{
+			int id = cJSON_IsNumber(it) ? it->valueint : -1;
+			if (!cJSON_IsNumber(it) || it->valuedouble != id)
+				return dd_err_set(err, DD_EINVAL, "gpus: a list holds GPU ids, whole numbers from 0");
+			if (id < 0 || id >= ngpu)
+				return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is not on this server (it has %d: 0 to %d)", id,
+						  ngpu, ngpu - 1);
+			for (int j = 0; j < *nids; j++)
+				if (ids[j] == id)
+					return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is listed twice", id);
+			ids[(*nids)++] = id;
+		}
+		*want = *nids;
+		return DD_OK;
+	}
+	return dd_err_set(err, DD_EINVAL, "gpus: must be a count, a list of GPU ids or \"any\"");
+}
+
+/* Started again on its own folder (job.h, struct job_restart): a training that
+ * finds its own earlier run there, stopped before its end, goes on from its
+ * latest snapshot instead of starting over, so its curves continue: its params
+ * get "resume": {} (the latest snapshot), as a resume through the API does.  A
+ * resume asked for through the API names its snapshot: that is kept, unless the
+ * cluster restarted that very run. */
+static void restart(struct worker *w, const struct job_restart *how)
+{
+	const char *state = how->last_state;
+	if (cJSON_GetObjectItemCaseSensitive(w->params, "resume") && !how->by_cluster)
+		return;
+	if (!how->unfinished && !(how->by_cluster && state[0] && strcmp(state, "done") && strcmp(state, "error")))
+		return;
+	struct modeldir_snapshot *snaps = NULL;
+	int n = 0, with_state = 0;
+	if (modeldir_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
+		char path[PATH_MAX + 64];
+		int i = modeldir_snapshot_find(snaps, n, -1);
+		if (i >= 0) {
+			modeldir_snapshot_path(w->dir, snaps[i].label, MODELDIR_SNAP_STATE, path, sizeof path);
+			with_state = access(path, R_OK) == 0;
+		}
+	}
+	free(snaps);
+	if (!with_state) {
+		worker_log(w, "info", "started again%s, with no snapshot yet: training from the start", how->by);
+		return;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(w->params, "resume");
+	cJSON_AddItemToObject(w->params, "resume", cJSON_CreateObject());
+	worker_log(w, "info", "started again%s: resuming from the latest snapshot", how->by);
+}
+
 const struct job_kind model_job_kind = {
 	.name = "model",
 	.title = "Image classification model",
 	.validate = validate,
 	.run = run,
 	.default_cpu_slots = -1, /* every slot: a CPU training uses every core */
+	.resources = resources,
 	.clone_params = clone_params,
+	.restart = restart,
 };

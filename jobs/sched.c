@@ -12,11 +12,12 @@
  *    something, so a restarted server neither repeats nor skips events.
  *  - GPUs are held like CPU slots: gpu_holder[g] is the id of the running job that
  *    holds GPU g (0: free), set when the job starts and cleared when it settles.
- *    A job asks for GPUs through its params ("backend": "cuda", "gpus": N, [ids]
- *    or "any"); at its start the scheduler writes the ids it got into job.json
- *    (resources.gpus, and params.backend "cuda:ID" so that the worker runs on the
- *    first).  One job per GPU.  A job that runs on a cluster holds none of this
- *    server's GPUs: it asks for a count (or "any": 1), and job.json gets
+ *    A job asks for GPUs through its kind's resources hook (a model's params:
+ *    "backend": "cuda", "gpus": N, [ids] or "any"); at its start the scheduler
+ *    writes the ids it got into job.json (resources.gpus, and params.backend
+ *    "cuda:ID" so that the worker runs on the first).  One job per GPU.  A job
+ *    whose executor is not EXEC_LOCAL (a cluster) holds none of this server's CPU
+ *    slots or GPUs: it asks for a count (or "any": 1), and job.json gets
  *    resources.gpu_count, which becomes Slurm's --gres=gpu:N and, in the worker,
  *    one copy of the network per GPU Slurm gave it. */
 #define _GNU_SOURCE
@@ -48,7 +49,7 @@
 
 #define SCHED_STACK (2u << 20) /* the scheduler thread: sched_start says why */
 
-#define SCHED_MAX_GPUS 16
+#define SCHED_MAX_GPUS JOB_MAX_GPUS
 #define SCHED_MAX_ROOTS 32
 
 struct running {
@@ -157,69 +158,14 @@ cJSON *sched_gpus_json(void)
 	return arr;
 }
 
-/* What a job's params ask for: *want GPUs, either any (nids 0) or those ids.
- * DD_OK with *want 0 for a job that runs on the CPU; DD_EINVAL naming the field
- * when this server cannot give them (ngpu: how many it has).  A job that runs on
- * a cluster (cluster 1) gets the cluster's GPUs, which Slurm picks: it asks for a
- * count or "any", whatever this server has. */
-static int gpu_request(const cJSON *params, int ngpu, int cluster, int *want, int *ids, int *nids,
-		       struct dd_err *err)
+/* What a job of kind k with these params needs besides CPU slots (job.h,
+ * job_kind.resources): GPUs.  need->gpus 0 for a kind that uses none, or one
+ * this build lacks. */
+static int kind_needs(const struct job_kind *k, const cJSON *params, int cluster, struct job_need *need,
+		      struct dd_err *err)
 {
-	*want = *nids = 0;
-	const char *backend = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(params, "backend"));
-	if (!backend || strncmp(backend, "cuda", 4) != 0)
-		return DD_OK;
-	if (cluster) {
-		const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
-		*want = 1;
-		if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any")))
-			return DD_OK;
-		if (cJSON_IsNumber(g) && g->valuedouble == (int)g->valuedouble && g->valueint >= 1 &&
-		    g->valueint <= SCHED_MAX_GPUS) {
-			*want = g->valueint;
-			return DD_OK;
-		}
-		*want = 0;
-		return dd_err_set(err, DD_EINVAL,
-				  "gpus: a job on the cluster asks for a count of GPUs (1 to %d) or \"any\"; Slurm "
-				  "chooses which",
-				  SCHED_MAX_GPUS);
-	}
-	if (ngpu <= 0)
-		return dd_err_set(err, DD_EINVAL,
-				  "backend: no GPU on this server, so \"cuda\" cannot run here (use \"cpu\")");
-	const cJSON *g = cJSON_GetObjectItemCaseSensitive(params, "gpus");
-	if (!g || (cJSON_IsString(g) && !strcmp(g->valuestring, "any"))) {
-		*want = 1;
-		return DD_OK;
-	}
-	if (cJSON_IsNumber(g)) {
-		if (g->valuedouble != (int)g->valuedouble || g->valueint < 1)
-			return dd_err_set(err, DD_EINVAL, "gpus: %g is not a count of GPUs (1 or more)", g->valuedouble);
-		if (g->valueint > ngpu)
-			return dd_err_set(err, DD_EINVAL, "gpus: asks for %d GPUs, this server has %d", g->valueint, ngpu);
-		*want = g->valueint;
-		return DD_OK;
-	}
-	if (cJSON_IsArray(g) && cJSON_GetArraySize(g) >= 1 && cJSON_GetArraySize(g) <= SCHED_MAX_GPUS) {
-		const cJSON *it;
-		cJSON_ArrayForEach(it, g)
-		{
-			int id = cJSON_IsNumber(it) ? it->valueint : -1;
-			if (!cJSON_IsNumber(it) || it->valuedouble != id)
-				return dd_err_set(err, DD_EINVAL, "gpus: a list holds GPU ids, whole numbers from 0");
-			if (id < 0 || id >= ngpu)
-				return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is not on this server (it has %d: 0 to %d)", id,
-						  ngpu, ngpu - 1);
-			for (int j = 0; j < *nids; j++)
-				if (ids[j] == id)
-					return dd_err_set(err, DD_EINVAL, "gpus: GPU %d is listed twice", id);
-			ids[(*nids)++] = id;
-		}
-		*want = *nids;
-		return DD_OK;
-	}
-	return dd_err_set(err, DD_EINVAL, "gpus: must be a count, a list of GPU ids or \"any\"");
+	memset(need, 0, sizeof *need);
+	return k && k->resources ? k->resources(params, S.ngpu, cluster, need, err) : DD_OK;
 }
 
 static void wake(void)
@@ -242,6 +188,14 @@ void sched_job_changed(int64_t id)
 	if (store_job_json(id, 0, &job, NULL) == DD_OK)
 		notify(id, "job", job);
 	cJSON_Delete(job);
+}
+
+/* The queue changed at job id (a new job, a resume, a new place): tell the
+ * listeners and wake the scheduler to start what may start now. */
+static void queue_changed(int64_t id)
+{
+	sched_job_changed(id);
+	wake();
 }
 
 /* ---- tailing ---- */
@@ -273,8 +227,7 @@ static void on_event(void *vctx, int64_t seq, cJSON *ev)
 	}
 	cJSON_AddItemToArray(c->batch, item);
 	c->n++;
-	const char *type = ev ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type")) : NULL;
-	if (type && strcmp(type, "progress") == 0) {
+	if (events_is(ev, "progress")) {
 		cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "progress");
 		cJSON *e = cJSON_GetObjectItemCaseSensitive(ev, "eta_s");
 		if (cJSON_IsNumber(p)) {
@@ -423,23 +376,22 @@ static void add_guard(cJSON *job)
 	cJSON_AddNumberToObject(g, "max_bytes", (double)S.server.max_bytes);
 }
 
+/* Write DATA/jobs/<id>/job.json (making the folder): what the job is, not what
+ * happened to it — the allow-list of job_spec and this server's guard. */
 static int write_job_json(int64_t id, struct dd_err *err)
 {
-	cJSON *job = NULL;
+	cJSON *record = NULL;
 	char dir[PATH_MAX], path[PATH_MAX + 16];
-	int rc = store_job_json(id, 1, &job, err);
+	int rc = store_job_json(id, 1, &record, err);
 	if (rc)
 		return rc;
-	/* job.json is what the job is, not what happened to it */
-	static const char *const drop[] = { "state", "progress", "eta_s", "started_at", "finished_at",
-					    "error", "events", "pid", "exit", "abort_requested",
-					    "history", "children", "executor", NULL };
-	for (int i = 0; drop[i]; i++)
-		cJSON_DeleteItemFromObjectCaseSensitive(job, drop[i]);
-	add_guard(job);
+	cJSON *job = job_spec(record);
+	cJSON_Delete(record);
+	if (job)
+		add_guard(job);
 	sched_job_dir(id, dir, sizeof dir);
 	jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
-	char *text = cJSON_Print(job);
+	char *text = job ? cJSON_Print(job) : NULL;
 	cJSON_Delete(job);
 	if (!text)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
@@ -471,6 +423,13 @@ static const struct executor *executor_of(const char *kind)
 {
 	const struct executor *ex = S.cfg.executor_for ? S.cfg.executor_for(kind) : NULL;
 	return ex ? ex : S.cfg.executor;
+}
+
+/* Do jobs of this kind run elsewhere (a cluster), holding none of this server's
+ * CPU slots or GPUs? */
+static int on_cluster(const char *kind)
+{
+	return !(executor_of(kind)->flags & EXEC_LOCAL);
 }
 
 static void start_job(const struct job_row *row, const int *gpus, int ngpus)
@@ -507,7 +466,7 @@ static void start_job(const struct job_row *row, const int *gpus, int ngpus)
 		r->oom_kills = train_memory_oom_kills();
 		r->ex = ex;
 		r->h = h;
-		r->slots = h.ext_id[0] ? 0 : row->cpu_slots;
+		r->slots = ex->flags & EXEC_LOCAL ? row->cpu_slots : 0;
 		jobdir_file(dir, JOBDIR_EVENTS, r->tail.path, sizeof r->tail.path);
 		/* a resumed job's log goes on from where its last run left it */
 		r->tail.offset = (off_t)row->ev_offset;
@@ -548,17 +507,18 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	size_t len = 0;
 	struct dd_err err = { 0 };
 	cJSON *job = NULL;
-	int rc = -1, want = 0, nids = 0, ids[SCHED_MAX_GPUS];
+	int rc = -1;
+	struct job_need need;
 	*ngpus = *counted = 0;
 	if (fs_read_file(job_json, 64 << 20, &text, &len, &err) != DD_OK)
 		goto fail;
 	if (json_parse(text, len, job_json, &job, &err) != DD_OK)
 		goto fail;
 	cJSON *params = cJSON_GetObjectItemCaseSensitive(job, "params");
-	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
+	if (kind_needs(job_kind_find(row->kind), params, cluster, &need, &err) != DD_OK)
 		goto fail;
 	add_guard(job); /* this server's rules, whoever wrote the job */
-	if (want == 0)
+	if (need.gpus == 0)
 		goto write;
 	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
 	if (!cJSON_IsObject(res)) {
@@ -567,21 +527,21 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	}
 	if (cluster) {
 		cJSON_DeleteItemFromObjectCaseSensitive(res, "gpu_count");
-		cJSON_AddNumberToObject(res, "gpu_count", want);
-		*counted = want;
+		cJSON_AddNumberToObject(res, "gpu_count", need.gpus);
+		*counted = need.gpus;
 		goto write;
 	}
-	if (nids) {
-		for (int i = 0; i < nids; i++)
-			if (S.gpu_holder[ids[i]])
+	if (need.nids) {
+		for (int i = 0; i < need.nids; i++)
+			if (S.gpu_holder[need.ids[i]])
 				goto busy;
-		memcpy(gpus, ids, (size_t)nids * sizeof *ids);
-		*ngpus = nids;
+		memcpy(gpus, need.ids, (size_t)need.nids * sizeof *need.ids);
+		*ngpus = need.nids;
 	} else {
-		for (int g = 0; g < S.ngpu && *ngpus < want; g++)
+		for (int g = 0; g < S.ngpu && *ngpus < need.gpus; g++)
 			if (!S.gpu_holder[g])
 				gpus[(*ngpus)++] = g;
-		if (*ngpus < want)
+		if (*ngpus < need.gpus)
 			goto busy;
 	}
 	/* tell the worker: the ids in resources, the first as its device */
@@ -657,10 +617,10 @@ static void start_queued(void)
 		int i = fair_next(rows, n, taken, owners, nowners);
 		if (i < 0)
 			break;
-		char path[PATH_MAX + 16];
-		sched_job_dir(rows[i].id, path, sizeof path);
-		strcat(path, "/job.json");
-		int cluster = strcmp(executor_of(rows[i].kind)->name, "local") != 0;
+		char dir[PATH_MAX], path[PATH_MAX + 16];
+		sched_job_dir(rows[i].id, dir, sizeof dir);
+		jobdir_file(dir, JOBDIR_JOB, path, sizeof path);
+		int cluster = on_cluster(rows[i].kind);
 		if ((!cluster && S.slots_used + rows[i].cpu_slots > S.cfg.cpu_slots) || access(path, F_OK) != 0)
 			break;
 		int gpus[SCHED_MAX_GPUS], ngpus = 0, counted = 0;
@@ -773,6 +733,28 @@ static void hold_recorded_gpus(struct running *r, const char *dir)
 	free(text);
 }
 
+/* The executors a restarted server may find its jobs with. */
+static const struct executor *const executors[] = { &exec_local, &exec_slurm, NULL };
+
+/* The executor the store names (store_job_exec_set), or NULL when this build
+ * has none of that name. */
+static const struct executor *executor_named(const char *name)
+{
+	for (int i = 0; executors[i]; i++)
+		if (strcmp(executors[i]->name, name) == 0)
+			return executors[i];
+	return NULL;
+}
+
+/* The executor that adopts a worker of this machine by its pid. */
+static const struct executor *executor_by_pid(void)
+{
+	for (int i = 0; executors[i]; i++)
+		if (executors[i]->flags & EXEC_ADOPT_PID)
+			return executors[i];
+	return &exec_local;
+}
+
 /* Take back the jobs the last server left running. */
 static int recover(struct dd_err *err)
 {
@@ -795,16 +777,20 @@ static int recover(struct dd_err *err)
 		memset(&r->h, 0, sizeof r->h);
 		r->h.pid = rows[i].pid;
 		r->h.pid_start = rows[i].pid_start;
-		r->ex = &exec_local;
+		/* the executor the store names adopts it by the id it gave; a job with
+		 * none ran on this machine and is adopted by its pid */
 		char exname[32];
-		if (store_job_exec_get(r->id, exname, sizeof exname, r->h.ext_id, sizeof r->h.ext_id) == 0 &&
-		    strcmp(exname, exec_slurm.name) == 0) {
-			r->ex = &exec_slurm;
+		const struct executor *named = NULL;
+		if (store_job_exec_get(r->id, exname, sizeof exname, r->h.ext_id, sizeof r->h.ext_id) == 0)
+			named = executor_named(exname);
+		if (named && (named->flags & EXEC_ADOPT_ID)) {
+			r->ex = named;
 			snprintf(r->h.dir, sizeof r->h.dir, "%s", dir);
 		} else {
+			r->ex = executor_by_pid();
 			r->h.ext_id[0] = 0;
 		}
-		r->slots = r->h.ext_id[0] ? 0 : rows[i].cpu_slots;
+		r->slots = r->ex->flags & EXEC_LOCAL ? rows[i].cpu_slots : 0;
 		r->abort = rows[i].abort_requested;
 		jobdir_file(dir, JOBDIR_EVENTS, r->tail.path, sizeof r->tail.path);
 		r->tail.offset = (off_t)rows[i].ev_offset;
@@ -812,9 +798,10 @@ static int recover(struct dd_err *err)
 		S.slots_used += r->slots;
 		hold_recorded_gpus(r, dir);
 		int alive;
-		if (r->h.ext_id[0]) {
-			alive = 1; /* the first tick asks Slurm */
-			log_info("job %lld: was submitted to slurm as job %s: adopted", (long long)r->id, r->h.ext_id);
+		if (r->ex->flags & EXEC_ADOPT_ID) {
+			alive = 1; /* the first tick asks the cluster */
+			log_info("job %lld: was submitted to %s as job %s: adopted", (long long)r->id, r->ex->name,
+				 r->h.ext_id);
 		} else {
 			alive = rows[i].pid > 0 && exec_local_pid_start(rows[i].pid) == rows[i].pid_start;
 			log_info("job %lld: was running as pid %d: %s", (long long)r->id, rows[i].pid,
@@ -855,7 +842,7 @@ int sched_start(const struct sched_config *cfg, sched_listener fn, void *ctx, st
 		S.cfg.cpu_slots = 1;
 	S.any_cluster = 0;
 	for (const struct job_kind *const *k = job_kinds(); *k; k++)
-		S.any_cluster |= strcmp(executor_of((*k)->name)->name, "local") != 0;
+		S.any_cluster |= on_cluster((*k)->name);
 	S.listener = fn;
 	S.listener_ctx = ctx;
 	S.stopping = 0;
@@ -1074,20 +1061,16 @@ int sched_move_to_front(int64_t id, struct dd_err *err)
 	int rc = store_queue_max_priority(&max, err);
 	if (rc == DD_OK)
 		rc = store_job_set_priority(id, max + 1, err);
-	if (rc == DD_OK) {
-		sched_job_changed(id);
-		wake();
-	}
+	if (rc == DD_OK)
+		queue_changed(id);
 	return rc;
 }
 
 int sched_set_priority(int64_t id, int priority, struct dd_err *err)
 {
 	int rc = store_job_set_priority(id, priority, err);
-	if (rc == DD_OK) {
-		sched_job_changed(id);
-		wake();
-	}
+	if (rc == DD_OK)
+		queue_changed(id);
 	return rc;
 }
 
@@ -1184,8 +1167,10 @@ int sched_quota_check(int64_t owner_id, int gpu, struct dd_err *err)
 
 const struct job_server *sched_server(void) { return &S.server; }
 
-int sched_validate(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
-		   int np, struct job_uses *all, struct dd_err *err)
+/* sched_validate, and (need non-NULL) into *need what the job needs besides CPU
+ * slots (its GPUs), of its params as the checks left them. */
+static int validate_job(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
+			int np, struct job_uses *all, struct job_need *need, struct dd_err *err)
 {
 	const struct job_kind *kind = job_kind_find(kind_name);
 	if (!kind)
@@ -1197,17 +1182,16 @@ int sched_validate(const char *kind_name, cJSON *params, const struct job_caller
 	struct job_caller c = *who;
 	c.server = &S.server; /* the server's rules, never the request's */
 	struct job_uses uses = { .n = 0 };
+	struct job_need shape;
 	int rc;
 	if (!kind->validate && !c.admin)
 		return dd_err_set(err, DD_EPERM, "kind: %s jobs are for admins only", kind->name);
 	/* the shape first, then whether this server can run it at all (GPUs), then
 	 * everything that needs the caller: a request that can never run here says
 	 * so before anything is looked up */
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
-	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
 	if (kind->validate && (rc = kind->validate(params, NULL, NULL, err)))
 		return rc;
-	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
+	if ((rc = kind_needs(kind, params, on_cluster(kind->name), &shape, err)))
 		return rc;
 	if (kind->validate && (rc = kind->validate(params, &c, &uses, err)))
 		return rc;
@@ -1218,9 +1202,17 @@ int sched_validate(const char *kind_name, cJSON *params, const struct job_caller
 		if ((rc = job_uses_add(&uses, parents[i], err)))
 			return rc;
 	}
+	if (need && (rc = kind_needs(kind, params, on_cluster(kind->name), need, err)))
+		return rc;
 	if (all)
 		*all = uses;
 	return DD_OK;
+}
+
+int sched_validate(const char *kind_name, cJSON *params, const struct job_caller *who, const int64_t *parents,
+		   int np, struct job_uses *all, struct dd_err *err)
+{
+	return validate_job(kind_name, params, who, parents, np, all, NULL, err);
 }
 
 int sched_submit(const char *kind_name, const char *name, const struct job_caller *who, cJSON *params,
@@ -1228,17 +1220,15 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 		 struct dd_err *err)
 {
 	struct job_uses uses;
-	int rc = sched_validate(kind_name, params, who, parents, nparents, &uses, err);
+	struct job_need need;
+	int rc = validate_job(kind_name, params, who, parents, nparents, &uses, &need, err);
 	if (rc)
 		return rc;
 	const struct job_kind *kind = job_kind_find(kind_name);
 	const char *owner = who->user;
 	/* a cluster has more cores and GPUs than this server: Slurm says whether it fits */
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
-	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
-		return rc;
-	if (cpu_slots <= 0 && want > 0 && S.ngpu > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
+	int cluster = on_cluster(kind->name);
+	if (cpu_slots <= 0 && need.gpus > 0 && S.ngpu > 0) /* a GPU job: its share of the cores, so every GPU can be busy */
 		cpu_slots = S.cfg.cpu_slots / S.ngpu > 1 ? S.cfg.cpu_slots / S.ngpu : 1;
 	if (cpu_slots <= 0)
 		cpu_slots = kind->default_cpu_slots > 0 ? kind->default_cpu_slots
@@ -1247,7 +1237,7 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 		return dd_err_set(err, DD_EINVAL,
 				  "resources.cpu_slots: asks for %d CPU slots, this server has %d", cpu_slots,
 				  S.cfg.cpu_slots);
-	if ((rc = sched_quota_check(store_user_id(owner), want > 0, err)))
+	if ((rc = sched_quota_check(store_user_id(owner), need.gpus > 0, err)))
 		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	char resources[96];
@@ -1271,8 +1261,7 @@ int sched_submit(const char *kind_name, const char *name, const struct job_calle
 		store_job_delete(*id, NULL);
 		return rc;
 	}
-	sched_job_changed(*id);
-	wake();
+	queue_changed(*id);
 	return DD_OK;
 }
 
@@ -1332,13 +1321,10 @@ int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struc
 		return dd_err_set(err, DD_EINVAL, "this deepdesk cannot run jobs of kind \"%s\"", row.kind);
 	/* the same checks as a new job, as its owner now: a resume uses nothing the
 	 * owner may no longer use (a dataset whose share was revoked) */
-	if ((rc = sched_validate(row.kind, params, who, NULL, 0, NULL, err)))
+	struct job_need need;
+	if ((rc = validate_job(row.kind, params, who, NULL, 0, NULL, &need, err)))
 		return rc;
-	int want = 0, nids = 0, ids[SCHED_MAX_GPUS];
-	int cluster = strcmp(executor_of(kind->name)->name, "local") != 0;
-	if ((rc = gpu_request(params, S.ngpu, cluster, &want, ids, &nids, err)))
-		return rc;
-	if ((rc = sched_quota_check(row.owner_id, want > 0, err)))
+	if ((rc = sched_quota_check(row.owner_id, need.gpus > 0, err)))
 		return rc;
 	char *params_json = cJSON_PrintUnformatted(params);
 	if (!params_json)
@@ -1354,8 +1340,7 @@ int sched_requeue(int64_t id, cJSON *params, const struct job_caller *who, struc
 	if (rc)
 		return rc;
 	log_info("job %lld: queued again", (long long)id);
-	sched_job_changed(id);
-	wake();
+	queue_changed(id);
 	return DD_OK;
 }
 

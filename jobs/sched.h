@@ -24,8 +24,8 @@ struct sched_config {
 	int poll_ms;          /* event-log poll period */
 	const struct executor *executor;
 	/* Optional: the executor for jobs of a kind (`--executor model=slurm`); NULL
-	 * or a NULL answer means `executor`.  Jobs a cluster runs hold no local CPU
-	 * slots: the cluster queues them. */
+	 * or a NULL answer means `executor`.  Jobs an executor without EXEC_LOCAL
+	 * runs (a cluster) hold no local CPU slots: the cluster queues them. */
 	const struct executor *(*executor_for)(const char *kind);
 	/* What jobs may use (jobs/job.h, struct job_server): the --data-root folders
 	 * server paths must lie below, and the caps on unpacking an archive (0: the

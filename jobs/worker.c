@@ -15,12 +15,10 @@
 #include "../common/fsutil.h"
 #include "../common/json.h"
 #include "../datasets/archive.h"
-#include "../datasets/dsinfo.h"
 #include "executor.h"
 #include "job.h"
 #include "jobdir.h"
 #include "kind_check.h"
-#include "../networks/modeldir.h"
 
 /* Bytes set aside beside events.jsonl for the final status (a few lines). */
 #define WORKER_EVENTS_RESERVE (64 << 10)
@@ -189,75 +187,26 @@ int worker_archive(struct worker *w, const cJSON *src, char *file, size_t len, s
 
 /* ---- starting again where an earlier run of this folder stopped ---- */
 
-static void last_status(void *vctx, int64_t seq, cJSON *ev)
+/* What an earlier run of this folder left, for the kind's restart hook (job.h,
+ * struct job_restart): its last status in the event log, and whether the cluster
+ * started this run again. */
+static void restart_kind(struct worker *w, const struct job_kind *kind)
 {
-	(void)seq;
-	char *state = vctx;
-	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
-	const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
-	if (type && st && strcmp(type, "status") == 0)
-		snprintf(state, 16, "%s", st);
-}
-
-/* A cluster that requeues a job (a node failed, a preemption, `scontrol requeue`)
- * starts this same worker on the same folder again, with the same job.json.  A
- * training that finds its own earlier run there, stopped before its end, goes on
- * from its latest snapshot instead of starting over, so its curves continue: its
- * params get "resume": {} (the latest snapshot), as a resume through the API does.
- * Returns 1 when it will resume. */
-static int resume_after_restart(struct worker *w, const struct job_kind *kind)
-{
-	char state[16] = "";
-	struct events_tail t = { .offset = 0, .seq = 0 };
-	jobdir_file(w->dir, JOBDIR_EVENTS, t.path, sizeof t.path);
-	events_tail_poll(&t, last_status, state, NULL);
+	char state[16], by[64] = "";
+	if (!kind->restart)
+		return;
+	events_last_state(w->dir, state, sizeof state);
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 	int restarted = restarts && atoi(restarts) > 0;
-	/* an earlier run that started and never wrote its end, or was stopped by the
-	 * cluster ("interrupted") */
-	int unfinished = strcmp(state, "running") == 0 || strcmp(state, "interrupted") == 0;
-	if (strcmp(kind->name, "dataset") == 0 && unfinished) {
-		/* a dataset build has no snapshot: it starts over, without the
-		 * half-written databases of the run that was stopped */
-		static const char *const dbs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), NULL };
-		char path[PATH_MAX + 16];
-		for (int i = 0; dbs[i]; i++) {
-			snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);
-			fs_rm_rf(path, NULL);
-		}
-		worker_log(w, "info", "started again%s%s: building the dataset from the start",
-			   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
-		return 0;
-	}
-	if (strcmp(kind->name, "model") != 0)
-		return 0;
-	/* a resume asked for through the API names its snapshot: keep it, unless
-	 * Slurm restarted that very run */
-	if (cJSON_GetObjectItemCaseSensitive(w->params, "resume") && !restarted)
-		return 0;
-	if (!unfinished && !(restarted && state[0] && strcmp(state, "done") && strcmp(state, "error")))
-		return 0;
-	struct modeldir_snapshot *snaps = NULL;
-	int n = 0, with_state = 0;
-	if (modeldir_snapshots(w->dir, &snaps, &n, NULL) == DD_OK && n > 0) {
-		char path[PATH_MAX + 64];
-		int i = modeldir_snapshot_find(snaps, n, -1);
-		if (i >= 0) {
-			modeldir_snapshot_path(w->dir, snaps[i].label, MODELDIR_SNAP_STATE, path, sizeof path);
-			with_state = access(path, R_OK) == 0;
-		}
-	}
-	free(snaps);
-	if (!with_state) {
-		worker_log(w, "info", "started again%s%s, with no snapshot yet: training from the start",
-			   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
-		return 0;
-	}
-	cJSON_DeleteItemFromObjectCaseSensitive(w->params, "resume");
-	cJSON_AddItemToObject(w->params, "resume", cJSON_CreateObject());
-	worker_log(w, "info", "started again%s%s: resuming from the latest snapshot",
-		   restarted ? " by Slurm, restart " : "", restarted ? restarts : "");
-	return 1;
+	if (restarted)
+		snprintf(by, sizeof by, " by Slurm, restart %.32s", restarts);
+	struct job_restart how = {
+		.last_state = state,
+		.unfinished = strcmp(state, "running") == 0 || strcmp(state, "interrupted") == 0,
+		.by_cluster = restarted,
+		.by = by,
+	};
+	kind->restart(w, &how);
 }
 
 /* Under Slurm a SIGTERM is an abort only when the server left its marker in the
@@ -320,7 +269,7 @@ int worker_main(const char *dir)
 		w.params = cJSON_CreateObject();
 		cJSON_AddItemToObject(w.job, "params", w.params);
 	}
-	resume_after_restart(&w, kind);
+	restart_kind(&w, kind);
 	worker_status(&w, "running", NULL);
 	int rc = kind->run(&w, &err);
 	events_writer_release(&w.ev); /* the room set aside is for what follows */

@@ -10,8 +10,10 @@
 
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
+#include "../../common/json.h"
 #include "../../common/log.h"
 #include "../../jobs/job.h"
+#include "../../jobs/jobdir.h"
 #include "../../jobs/sched.h"
 #include "fixture.h"
 
@@ -211,6 +213,65 @@ static void test_final_state_from_the_worker(void)
 	cJSON_Delete(j);
 }
 
+/* The keys of job.json, a worker's whole input, and nothing else: a field the
+ * job's record (the API's detail) has or gains never reaches a worker. */
+static const char *const SPEC_KEYS[] = { "id", "kind", "name", "owner", "parents", "params", "resources", "guard", NULL };
+
+static int spec_key(const char *k)
+{
+	for (int i = 0; SPEC_KEYS[i]; i++)
+		if (k && strcmp(k, SPEC_KEYS[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Every key of o is in SPEC_KEYS, and (all) every one of SPEC_KEYS is in o. */
+static void check_spec_keys(const cJSON *o, int all)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, o)
+	{
+		if (!spec_key(it->string))
+			fprintf(stderr, "  job.json has \"%s\"\n", it->string);
+		CHECK(spec_key(it->string));
+	}
+	for (int i = 0; all && SPEC_KEYS[i]; i++)
+		CHECK(cJSON_HasObjectItem(o, SPEC_KEYS[i]));
+}
+
+static void test_job_json_holds_only_the_allowed_keys(void)
+{
+	int64_t id = submit("{\"steps\":1,\"step_ms\":1}", 1);
+	CHECK(wait_final(id, 5000));
+	/* notes, and a resume: job.json written again from a record that has more */
+	struct dd_err err = { 0 };
+	CHECK_EQ_INT(store_job_patch(id, NULL, "notes are the API's, not the worker's", &err), DD_OK);
+	cJSON *params = cJSON_Parse("{\"steps\":1,\"step_ms\":1}");
+	CHECK_EQ_INT(sched_requeue(id, params, &LOCAL, &err), DD_OK);
+	cJSON_Delete(params);
+	CHECK(wait_final(id, 5000));
+	char jd[PATH_MAX], path[PATH_MAX + 16];
+	sched_job_dir(id, jd, sizeof jd);
+	jobdir_file(jd, JOBDIR_JOB, path, sizeof path);
+	cJSON *spec = NULL;
+	CHECK_EQ_INT(json_read_file(path, 1 << 20, &spec, &err), DD_OK);
+	check_spec_keys(spec, 1);
+	CHECK_EQ_INT((int)cJSON_GetObjectItem(spec, "id")->valuedouble, (int)id);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(spec, "kind")), "test");
+	cJSON_Delete(spec);
+	/* a field the record gains tomorrow stays out */
+	cJSON *record = NULL;
+	CHECK_EQ_INT(store_job_json(id, 1, &record, &err), DD_OK);
+	cJSON_AddStringToObject(record, "a_new_api_field", "secret");
+	spec = job_spec(record);
+	CHECK(spec != NULL);
+	CHECK(!cJSON_HasObjectItem(spec, "a_new_api_field"));
+	CHECK(!cJSON_HasObjectItem(spec, "notes") && !cJSON_HasObjectItem(spec, "state"));
+	check_spec_keys(spec, 0);
+	cJSON_Delete(spec);
+	cJSON_Delete(record);
+}
+
 /* The scheduler over the store fixture_main opened, with the test build's workers. */
 static void tests(void)
 {
@@ -235,6 +296,7 @@ static void tests(void)
 	RUN(test_caller_checks);
 	RUN(test_one_slot_runs_one_job_at_a_time);
 	RUN(test_abort_queued_and_running);
+	RUN(test_job_json_holds_only_the_allowed_keys);
 	RUN(test_final_state_from_the_worker);
 	sched_stop();
 }
