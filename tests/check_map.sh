@@ -4,8 +4,12 @@
 #    program, its UI, its tools, benchmarks and test machinery appears there by
 #    its name (or, for a page of ui/js/, its name without .js);
 #  - only store/ speaks SQL: no C source outside store/ and tests/ mentions
-#    sqlite3 (its header, its calls, its types).
-# A file that breaks either fails `make test`, named.
+#    sqlite3 (its header, its calls, its types);
+#  - calls go downwards: nothing in jobs/, store/, datasets/, networks/ or common/
+#    includes a header of app/, and nothing below app/ knows HTTP (CivetWeb);
+#  - the scheduler and the worker name no job kind and no executor: what differs
+#    between kinds is in their rows (jobs/job.h), between executors in their flags.
+# A file that breaks one fails `make test`, named.
 cd "$(dirname "$0")/.." || exit 1
 pass=0 fail=0
 map=docs/ARCHITECTURE.md
@@ -37,5 +41,9 @@ check() {
 check "every source file is on the map" "not named in $map" $missing
 check "only store/ speaks SQL" "speaks SQLite (sqlite3), which only store/ may" \
 	$(git grep -l -F sqlite3 -- '*.c' '*.h' '*.cu' ':!store/' ':!tests/' 2>/dev/null)
+check "calls go downwards" "includes app/ or CivetWeb, which only app/ may" \
+	$(git grep -l -E '#include "(\.\./)+app/|civetweb|mg_connection' -- jobs store datasets networks common 2>/dev/null)
+check "the scheduler and the worker name no kind or executor" "compares a kind's or an executor's name" \
+	$(git grep -l -E '"(dataset|model|evaluation|test|local|slurm)"' -- jobs/sched.c jobs/worker.c 2>/dev/null)
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
