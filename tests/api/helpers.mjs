@@ -52,7 +52,7 @@ export async function waitState(server, id, states, timeout = 60000) {
 }
 
 export const SHIPPED_BIN = process.env.DEEPDESK_SHIPPED_BIN || join(ROOT, 'build', 'deepdesk');
-export const OPENAPI_FILE = join(ROOT, 'app', 'openapi.json');
+export const OPENAPI_FILE = join(ROOT, 'app', 'api', 'openapi.json');
 export const loadOpenApi = () => JSON.parse(readFileSync(OPENAPI_FILE, 'utf8'));
 
 /** Start `bin serve` (a binary other than BIN, such as the shipped build). */
