@@ -619,7 +619,7 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
 	if (who && (rc = check_related(params, who, uses, err)))
 		return rc;
-	return train_memory_check(params, err); /* the per-job memory limit (kind_train_memory.c) */
+	return train_memory_check(params, who, err); /* the per-job memory limit (kind_train_memory.c) */
 }
 
 /* ---- the folder and the events (the worker's and `deepdesk train`'s) ---- */

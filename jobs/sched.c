@@ -557,6 +557,7 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	if (gpu_request(params, S.ngpu, cluster, &want, ids, &nids, &err) != DD_OK)
 		goto fail;
 	add_guard(job); /* this server's rules, whoever wrote the job */
+	train_memory_guard(job, row->owner_id); /* the memory limit of its owner (kind_train_memory.h) */
 	if (want == 0)
 		goto write;
 	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");
