@@ -7,7 +7,8 @@
 //
 // The server runs with 64 threads (so "more connections than threads" is a few
 // hundred), --request-timeout 3 (so its drops are seen within the test) and the
-// default per-address limits: 32 plain connections, 16 WebSockets.  The figures
+// default per-address limits: 32 plain connections, 16 WebSockets; a request body
+// must average 1 KiB a second after its first 10 s.  The figures
 // (connections held, the other client's latency) are printed as diagnostics.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -159,18 +160,31 @@ describe('a hostile client', () => {
     assert.deepEqual(slowIn(phase), []);
   });
 
-  test('slow bodies: a byte a second on as many POSTs as it likes; past 32 at once it gets 429', async () => {
+  test('slow bodies: a byte a second on as many POSTs as it likes; past 32 at once it gets 429; after 10 s each is cut 408', async () => {
     phase = 'slow bodies';
     const head = 'POST /api/v1/uploads?name=slow.tar HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
       'Content-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n';
+    const t0 = Date.now();
     const posts = Array.from({ length: PER_ADDR + 8 }, () => halfOpen('127.0.0.3', head));
-    after(() => posts.forEach((s) => s.destroy()));
-    const drip = setInterval(() => { for (const s of posts) if (!s.gone) s.write('x'); }, 1000);
+    // the same trickle into a JSON body and into a multipart form (CivetWeb's own reader)
+    const json = halfOpen('127.0.0.8', 'POST /api/v1/networks/check HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"prototxt":"');
+    // and into a body no handler reads (login is a 409 with accounts off): answered
+    // at once, then closed when the rest trickles
+    const unread = halfOpen('127.0.0.10', 'POST /api/v1/login HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"name":"');
+    const form = halfOpen('127.0.0.9', 'POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: multipart/form-data; boundary=----formdata-deepdesk-0123456789\r\nContent-Length: 100000\r\n\r\n' +
+      '------formdata-deepdesk-0123456789\r\nContent-Disposition: form-data; name="name"\r\n\r\nslow\r\n' +
+      '------formdata-deepdesk-0123456789\r\nContent-Disposition: form-data; name="archive"; filename="a.tar"\r\n' +
+      'Content-Type: application/x-tar\r\n\r\n');
+    const trickles = [...posts, json, form, unread];
+    after(() => trickles.forEach((s) => s.destroy()));
+    const drip = setInterval(() => { for (const s of trickles) if (!s.gone) s.write('x'); }, 1000);
     // one that stops sending: dropped after --request-timeout without a byte (twice
     // that here: the read that got "abc" waits its timeout, then the next one)
     const stall = halfOpen('127.0.0.4', head + 'abc');
     await sleep(2 * TIMEOUT_S * 1000 + 2000);
-    clearInterval(drip);
     const refused = posts.filter((s) => /^HTTP\/1\.1 429/.test(s.got));
     const going = posts.filter((s) => !s.gone && s.got === '');
     console.log(`# slow bodies from 127.0.0.3: ${going.length} under way at a byte a second, ${refused.length} refused 429`);
@@ -180,6 +194,24 @@ describe('a hostile client', () => {
     assert.equal(going.length, PER_ADDR);
     assert.match(stall.got, /^HTTP\/1\.1 408 /, stall.got);
     assert.match(stall.got, /"code":"timeout".*stopped after 3 of its 100000 bytes/);
+    // a byte a second is under the 1 KiB a second a body must average after its
+    // first 10 s (body_deadline.h): each is answered 408 and closed by 10.5 s or so
+    const cut = [...going, json, form];
+    while (cut.some((s) => !s.gone) && Date.now() - t0 < 14000) await sleep(100);
+    while (!unread.gone && Date.now() - t0 < 14000) await sleep(100);
+    const took = Date.now() - t0;
+    clearInterval(drip);
+    assert.ok(unread.gone, `the unread body still trickles in ${took} ms on`);
+    assert.match(unread.got, /^HTTP\/1\.1 409 /);
+    console.log(`# slow bodies: ${cut.filter((s) => s.gone).length} of ${cut.length} trickles (upload, JSON, form) cut ` +
+      `by ${took} ms after they began`);
+    for (const s of cut) {
+      assert.ok(s.gone, `still open ${took} ms on: ${s.got.slice(0, 80)}`);
+      assert.match(s.got, /^HTTP\/1\.1 408 /, s.got.slice(0, 300));
+      assert.match(s.got, /Connection: close/);
+      assert.match(s.got, /"code":"timeout","message":"the request body came too slowly \(\d+ bytes of its \d+ in 1\d s\): a body must average 1024 bytes a second after its first 10 s/);
+    }
+    assert.ok(took < 13000, `the last trickle went ${took} ms after they began`);
     for (const s of posts) s.destroy();
     assert.deepEqual(slowIn(phase), []);
   });
