@@ -53,6 +53,7 @@
 #include "../networks/train.h"
 #include "job.h"
 #include "kind_check.h"
+#include "kind_preset.h"
 #include "kind_train_memory.h"
 #include "worker.h"
 
@@ -574,9 +575,9 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	static const char *const top[] = { "dataset",  "network",     "solver",	    "epochs",
 					   "batch_size", "crop_size", "mean",	    "seed",
 					   "val_interval", "snapshot_interval", "backend", "finetune",
-					   "resume",   "group",	      "mirror",	    "gpus", "precision", NULL };
+					   "resume",   "group",	      "mirror",	    "gpus", "precision", "preset", NULL };
 	int rc;
-	if ((rc = only_fields(params, top, "", err)))
+	if ((rc = only_fields(params, top, "", err)) || (rc = kind_preset_check(params, err))) /* kind_preset.h */
 		return rc;
 	if (!is_id(get(params, "dataset")))
 		return dd_err_set(err, DD_EINVAL, "dataset: required, the id of a finished dataset job");

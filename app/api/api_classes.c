@@ -601,6 +601,11 @@ int api_preset_apply(struct req *r, cJSON **body)
 		cJSON_DeleteItemFromObjectCaseSensitive(merged, f->string);
 		cJSON_AddItemToObject(merged, f->string, cJSON_Duplicate(f, 1));
 	}
+	/* the job keeps which preset it came from and what it hides (jobs/kind_preset.h) */
+	cJSON *mark = cJSON_AddObjectToObject(merged, "preset");
+	cJSON_AddNumberToObject(mark, "id", (double)id);
+	cJSON_AddNumberToObject(mark, "class_id", cJSON_GetNumberValue(get(preset, "class_id")));
+	cJSON_AddItemToObject(mark, "hidden", cJSON_IsArray(hidden) ? cJSON_Duplicate(hidden, 1) : cJSON_CreateArray());
 	cJSON_Delete(*body);
 	*body = merged;
 	merged = NULL;

@@ -102,7 +102,7 @@ int api_models_create(struct req *r)
 					      "solver",	   "epochs",	  "batch_size",	       "crop_size",
 					      "mean",	   "seed",	  "val_interval",      "snapshot_interval",
 					      "backend",   "finetune",	  "mirror",	       "gpus",
-					      "precision", NULL };
+					      "precision", "preset", NULL }; /* preset: api_preset_apply's mark */
 	cJSON *body = NULL, *detached = NULL, *out = NULL;
 	cJSON *params[SWEEP_MAX] = { 0 };
 	int64_t ids[SWEEP_MAX];

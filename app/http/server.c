@@ -56,6 +56,7 @@
 #include "../api/api.h"
 #include "../infer/infer_service.h"
 #include "body_deadline.h"
+#include "job_view.h"
 #include "metrics.h"
 #include "../accounts/auth.h"
 #include "perm.h"
@@ -325,7 +326,10 @@ static int api_dispatch(struct mg_connection *c, void *data)
 			return rc;
 		if (m.id < 0)
 			return http_error(c, 404, "not_found", "%s: not a valid id", ri->local_uri);
-		return rt->fn(&m);
+		job_view_begin(&who, rt->pattern, m.id); /* what of a job the caller sees (job_view.h) */
+		rc = rt->fn(&m);
+		job_view_end();
+		return rc;
 	}
 	if (who.accounts && !who.authenticated)
 		return perm_check(&r, PERM_USER, 0);

@@ -32,6 +32,7 @@
 #include "../../common/log.h"
 #include "../accounts/auth.h"
 #include "http.h"
+#include "job_view.h"
 #include "perm.h"
 #include "../../store/store.h"
 
@@ -524,12 +525,23 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 		cJSON_AddStringToObject(j, "type", "job");
 		cJSON_AddItemReferenceToObject(j, "job", payload);
 	}
-	char *text = cJSON_PrintUnformatted(j);
+	/* a lab preset's hidden values go only to who may see them (job_view.h): the
+	 * others get a copy without them */
+	cJSON *mark = owner > 0 ? job_view_mark(job_id) : NULL, *bare = NULL;
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mark, "hidden")) && (bare = cJSON_Duplicate(j, 1)))
+		job_view_strip(bare, mark);
+	char *text = cJSON_PrintUnformatted(j), *bare_text = bare ? cJSON_PrintUnformatted(bare) : NULL;
 	cJSON_Delete(j); /* references do not free the payload */
-	struct msg *m = text ? msg_new(text) : NULL;
+	cJSON_Delete(bare);
+	struct msg *m = text ? msg_new(text) : NULL, *mb = bare_text ? msg_new(bare_text) : NULL;
 	free(text);
-	if (!m)
+	free(bare_text);
+	if (!m || (bare && !mb)) {
+		msg_unref(m);
+		msg_unref(mb);
+		cJSON_Delete(mark);
 		return;
+	}
 	int64_t now = fs_mono_ms();
 	pthread_mutex_lock(&lock);
 	for (struct ws_client *cl = clients; cl; cl = cl->next) {
@@ -546,11 +558,14 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 		}
 		if (cl->signed_out)
 			continue;
-		if (wants(cl, job_id, owner, is_event) && enqueue(cl, m) != 0 && cl->overflowed == 1) {
+		if (wants(cl, job_id, owner, is_event) && enqueue(cl, mb && !job_view_sees(&cl->who, mark) ? mb : m) != 0 &&
+		    cl->overflowed == 1) {
 			cl->overflowed = 2; /* logged once */
 			log_warn("a websocket client fell %u MiB behind and is being closed", QUEUE_MAX_BYTES >> 20);
 		}
 	}
 	pthread_mutex_unlock(&lock);
 	msg_unref(m);
+	msg_unref(mb);
+	cJSON_Delete(mark);
 }
