@@ -527,7 +527,7 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 	}
 	/* a lab preset's hidden values go only to who may see them (job_view.h): the
 	 * others get a copy without them */
-	cJSON *mark = owner > 0 ? job_view_mark(job_id) : NULL, *bare = NULL;
+	cJSON *mark = owner > 0 && ws_client_count() > 0 ? job_view_mark(job_id) : NULL, *bare = NULL;
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mark, "hidden")) && (bare = cJSON_Duplicate(j, 1)))
 		job_view_strip(bare, mark);
 	char *text = cJSON_PrintUnformatted(j), *bare_text = bare ? cJSON_PrintUnformatted(bare) : NULL;
