@@ -111,7 +111,7 @@ static int local_start(const char *exe, const char *dir, struct exec_handle *h, 
 	 * why that one).  The child is still starting (posix_spawn returns once it
 	 * has exec'd); a training lowers it further once it knows its estimate. */
 	struct rlimit rl;
-	int64_t cap = on_gpu(dir) || DD_UNDER_ASAN ? 0 : job_memory_cap();
+	int64_t cap = on_gpu(dir) || DD_UNDER_ASAN ? 0 : job_memory_cap_dir(dir); /* its owner's, in the guard */
 	if (cap > 0 && prlimit(pid, RLIMIT_DATA, NULL, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || (int64_t)rl.rlim_max > cap)) {
 		rl.rlim_cur = (rlim_t)cap;
 		prlimit(pid, RLIMIT_DATA, &rl, NULL);

@@ -56,6 +56,7 @@
 #include "job.h"
 #include "jobdir.h"
 #include "kind_check.h"
+#include "kind_preset.h"
 #include "kind_train_memory.h"
 #include "worker.h"
 
@@ -434,13 +435,14 @@ out:
 const char *const train_model_fields[] = { "dataset",	   "network",  "solver",	     "epochs",
 					   "batch_size",   "crop_size", "mean",	     "seed",
 					   "val_interval", "snapshot_interval", "backend", "finetune",
-					   "resume",	   "group",    "mirror",	     "gpus", "precision", NULL };
+					   "resume",	   "group",    "mirror",	     "gpus", "precision",
+					   "preset", NULL }; /* preset: api_preset_apply's mark (kind_preset.h) */
 
 static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
 	const char *const *top = train_model_fields;
 	int rc;
-	if ((rc = only_fields(params, top, "", err)))
+	if ((rc = only_fields(params, top, "", err)) || (rc = kind_preset_check(params, err))) /* kind_preset.h */
 		return rc;
 	if (!is_id(get(params, "dataset")))
 		return dd_err_set(err, DD_EINVAL, "dataset: required, the id of a finished dataset job");
@@ -483,7 +485,7 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
 	if (who && (rc = check_related(params, who, uses, err)))
 		return rc;
-	return train_memory_check(params, err); /* the per-job memory limit (kind_train_memory.c) */
+	return train_memory_check(params, who, err); /* the per-job memory limit (kind_train_memory.c) */
 }
 
 /* ---- the folder and the events (the worker's and `deepdesk train`'s) ---- */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/fsutil.h"
+#include "../common/json.h"
 #include "../common/sanitizer.h"
 #include "../common/testhooks.h"
 #include "../datasets/dsinfo.h"
@@ -21,6 +22,8 @@
 #include "../networks/net.h"
 #include "../networks/solver.h"
 #include "../networks/train.h"
+#include "../store/store.h"
+#include "job.h"
 #include "kind_train.h"
 #include "sched.h"
 
@@ -126,10 +129,46 @@ static int64_t thread_margin(void)
 	return 64 * MIB + (ncpu > 0 ? ncpu + 4 : 8) * stack;
 }
 
-int64_t job_memory_cap(void)
+static int64_t cap_of(int64_t l) { return l > 0 ? l + l / 4 + thread_margin() : 0; }
+
+int64_t job_memory_cap(void) { return cap_of(job_memory_max()); }
+
+int64_t job_memory_max_for(int64_t user_id, int *from_quota)
 {
 	int64_t l = job_memory_max();
-	return l > 0 ? l + l / 4 + thread_margin() : 0;
+	struct store_quota q;
+	int quota = user_id > 0 && store_quota_get(user_id, &q, NULL) == DD_OK && q.memory_bytes > 0 &&
+		    (l <= 0 || q.memory_bytes < l);
+	if (from_quota)
+		*from_quota = quota;
+	return quota ? q.memory_bytes : l;
+}
+
+void train_memory_guard(cJSON *job, int64_t owner_id)
+{
+	cJSON *g = cJSON_GetObjectItemCaseSensitive(job, "guard");
+	if (!cJSON_IsObject(g))
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(g, "memory_max");
+	cJSON_AddNumberToObject(g, "memory_max", (double)job_memory_max_for(owner_id, NULL));
+}
+
+int64_t job_memory_cap_dir(const char *dir)
+{
+	char path[PATH_MAX], *text = NULL;
+	size_t len = 0;
+	cJSON *job = NULL;
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	int64_t cap = job_memory_cap();
+	if (fs_read_file(path, 64u << 20, &text, &len, NULL) == DD_OK && json_parse(text, len, path, &job, NULL) == DD_OK) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "guard"),
+								  "memory_max");
+		if (cJSON_IsNumber(m) && m->valuedouble >= 0)
+			cap = cap_of((int64_t)m->valuedouble);
+	}
+	cJSON_Delete(job);
+	free(text);
+	return cap;
 }
 
 /* ---- the estimate of a job ---- */
@@ -172,9 +211,13 @@ static int int_of(const cJSON *o, const char *k)
 	return cJSON_IsNumber(v) ? (int)v->valuedouble : 0;
 }
 
-int train_memory_check(const cJSON *params, struct dd_err *err)
+static int over_limit(const struct net_memory *m, const char *largest, int64_t lp, int64_t limit, int quota,
+		      struct dd_err *err);
+
+int train_memory_check(const cJSON *params, const struct job_caller *who, struct dd_err *err)
 {
-	int64_t limit = job_memory_max();
+	int quota = 0;
+	int64_t limit = who ? job_memory_max_for(who->user_id, &quota) : job_memory_max();
 	if (limit <= 0)
 		return DD_OK;
 	char ds[PATH_MAX], path[PATH_MAX + 32];
@@ -209,12 +252,19 @@ int train_memory_check(const cJSON *params, struct dd_err *err)
 	free(prev);
 	if (rc)
 		return DD_OK; /* a network that does not build is the network check's to report */
-	return train_memory_over(&m, largest, lp, err);
+	return over_limit(&m, largest, lp, limit, quota, err);
 }
 
 int train_memory_over(const struct net_memory *m, const char *largest, int64_t lp, struct dd_err *err)
 {
-	int64_t limit = job_memory_max();
+	return over_limit(m, largest, lp, job_memory_max(), 0, err);
+}
+
+/* train_memory_over's sentence, for limit: the server's (quota 0) or the user's
+ * memory quota (quota 1). */
+static int over_limit(const struct net_memory *m, const char *largest, int64_t lp, int64_t limit, int quota,
+		      struct dd_err *err)
+{
 	if (limit <= 0 || m->host <= limit)
 		return DD_OK;
 	char need[32], lim[32], weights[32], acts[32];
@@ -233,9 +283,10 @@ int train_memory_over(const struct net_memory *m, const char *largest, int64_t l
 			 largest && largest[0] ? "'" : "");
 	return dd_err_set(err, DD_EINVAL,
 			  "memory: training this network at batch %d needs about %s (%lld bytes: weights, gradients "
-			  "and solver state %s, activations %s), over the per-job memory limit of %s (%lld bytes, "
-			  "deepdesk serve --job-memory-max): %s",
-			  m->batch, need, (long long)m->host, weights, acts, lim, (long long)limit, fix);
+			  "and solver state %s, activations %s), over %s of %s (%lld bytes, %s): %s",
+			  m->batch, need, (long long)m->host, weights, acts,
+			  quota ? "your per-job memory quota" : "the per-job memory limit", lim, (long long)limit,
+			  quota ? "quota.memory_bytes, which an admin sets" : "deepdesk serve --job-memory-max", fix);
 }
 
 /* ---- in the worker ---- */

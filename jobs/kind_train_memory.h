@@ -39,6 +39,16 @@ void job_memory_set_max(int64_t bytes);
 /* The RLIMIT_DATA soft limit a worker starts with: the limit plus a quarter, plus
  * its threads' stacks and 64 MiB; 0 when there is no limit. */
 int64_t job_memory_cap(void);
+/* The limit for one job of user_id (0: the local user): job_memory_max(), or the
+ * user's memory quota (store_quota.memory_bytes) where that is lower; 0: none.
+ * *from_quota (may be NULL) is 1 when the quota is the one in force. */
+int64_t job_memory_max_for(int64_t user_id, int *from_quota);
+/* Put the limit of owner_id's jobs into job.json's "guard" (as "memory_max"),
+ * which the scheduler writes at every start: nothing when job has no guard. */
+void train_memory_guard(cJSON *job, int64_t owner_id);
+/* job_memory_cap() for the job in dir: of its guard's memory_max when job.json has
+ * one (its owner's quota), else of the server's limit. */
+int64_t job_memory_cap_dir(const char *dir);
 
 /* The estimate of training text on the dataset in ds_dir with batch and crop (0:
  * the network's), solver (a name, NULL: sgd), backend (NULL: cpu) and replicas
@@ -49,10 +59,12 @@ int train_memory_estimate(const char *text, const char *ds_dir, int batch, int c
 			  int64_t *largest_params, struct dd_err *err);
 
 /* The model kind's rule, on validated params: DD_OK when the training fits the
- * limit (or cannot be estimated here: no such dataset yet, a network that does not
+ * limit — job_memory_max_for(who's user), or the server's alone when who is NULL —
+ * (or cannot be estimated here: no such dataset yet, a network that does not
  * build, which other checks report), else DD_EINVAL naming the estimate, the limit
- * and what to lower. */
-int train_memory_check(const cJSON *params, struct dd_err *err);
+ * (the server's, or the user's quota) and what to lower. */
+struct job_caller;
+int train_memory_check(const cJSON *params, const struct job_caller *who, struct dd_err *err);
 
 /* The rule itself, on an estimate m whose largest layer is largest (may be NULL or
  * "") with lp parameters: DD_OK when m's host bytes are within job_memory_max(),

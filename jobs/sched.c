@@ -518,6 +518,7 @@ static int take_gpus(const struct job_row *row, const char *job_json, int cluste
 	if (kind_needs(job_kind_find(row->kind), params, cluster, &need, &err) != DD_OK)
 		goto fail;
 	add_guard(job); /* this server's rules, whoever wrote the job */
+	train_memory_guard(job, row->owner_id); /* the memory limit of its owner (kind_train_memory.h) */
 	if (need.gpus == 0)
 		goto write;
 	cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "resources");

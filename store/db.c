@@ -170,6 +170,9 @@ static const char *const migrations[] = {
 	"  hidden TEXT NOT NULL DEFAULT '[]',"
 	"  created INTEGER NOT NULL);"
 	"CREATE INDEX class_presets_class ON class_presets(class_id);",
+	/* 5 -> 6: the most memory one job of a user may use (kind_train_memory.c);
+	 * NULL: the role's default */
+	"ALTER TABLE quotas ADD COLUMN memory_bytes INTEGER;",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 

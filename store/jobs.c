@@ -624,15 +624,16 @@ int store_queue_max_priority(int *max, struct dd_err *err)
 }
 
 /* The defaults of each role: a learner runs 2 jobs at once, 10 CPU-slot hours
- * and 2 GPU hours a day, in 10 GiB; instructors 4 jobs, admins no limit. */
+ * and 2 GPU hours a day, in 10 GiB, each job in at most 4 GiB of memory;
+ * instructors 4 jobs, admins no limit. */
 void store_quota_default(const char *role, struct store_quota *q)
 {
 	if (role && strcmp(role, "learner") == 0)
-		*q = (struct store_quota){ 2, 600, 120, 10ll << 30 };
+		*q = (struct store_quota){ 2, 600, 120, 10ll << 30, 4ll << 30 };
 	else if (role && strcmp(role, "instructor") == 0)
-		*q = (struct store_quota){ 4, 0, 0, 0 };
+		*q = (struct store_quota){ 4, 0, 0, 0, 0 };
 	else
-		*q = (struct store_quota){ 0, 0, 0, 0 };
+		*q = (struct store_quota){ 0, 0, 0, 0, 0 };
 }
 
 int store_quota_get(int64_t user_id, struct store_quota *q, struct dd_err *err)
@@ -640,7 +641,7 @@ int store_quota_get(int64_t user_id, struct store_quota *q, struct dd_err *err)
 	memset(q, 0, sizeof *q);
 	if (user_id <= 0)
 		return DD_OK; /* the local user of a server without accounts: no limit */
-	sqlite3_stmt *st = db_prep("SELECT u.role,q.jobs,q.cpu_minutes,q.gpu_minutes,q.disk_bytes FROM users u"
+	sqlite3_stmt *st = db_prep("SELECT u.role,q.jobs,q.cpu_minutes,q.gpu_minutes,q.disk_bytes,q.memory_bytes FROM users u"
 				" LEFT JOIN quotas q ON q.user_id=u.id WHERE u.id=?", err);
 	if (!st)
 		return db_err_code(err);
@@ -648,8 +649,8 @@ int store_quota_get(int64_t user_id, struct store_quota *q, struct dd_err *err)
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		store_quota_default((const char *)sqlite3_column_text(st, 0), q);
-		int64_t *f[] = { &q->jobs, &q->cpu_minutes, &q->gpu_minutes, &q->disk_bytes };
-		for (int i = 0; i < 4; i++)
+		int64_t *f[] = { &q->jobs, &q->cpu_minutes, &q->gpu_minutes, &q->disk_bytes, &q->memory_bytes };
+		for (int i = 0; i < 5; i++)
 			if (sqlite3_column_type(st, 1 + i) != SQLITE_NULL)
 				*f[i] = sqlite3_column_int64(st, 1 + i);
 	}
@@ -675,7 +676,8 @@ int store_quota_set(int64_t user_id, const struct store_quota *q, struct dd_err 
 	st = db_prep("UPDATE quotas SET jobs=CASE ?2 WHEN -2 THEN jobs WHEN -1 THEN NULL ELSE ?2 END,"
 		  " cpu_minutes=CASE ?3 WHEN -2 THEN cpu_minutes WHEN -1 THEN NULL ELSE ?3 END,"
 		  " gpu_minutes=CASE ?4 WHEN -2 THEN gpu_minutes WHEN -1 THEN NULL ELSE ?4 END,"
-		  " disk_bytes=CASE ?5 WHEN -2 THEN disk_bytes WHEN -1 THEN NULL ELSE ?5 END WHERE user_id=?1",
+		  " disk_bytes=CASE ?5 WHEN -2 THEN disk_bytes WHEN -1 THEN NULL ELSE ?5 END,"
+		  " memory_bytes=CASE ?6 WHEN -2 THEN memory_bytes WHEN -1 THEN NULL ELSE ?6 END WHERE user_id=?1",
 		  err);
 	if (st) {
 		sqlite3_bind_int64(st, 1, user_id);
@@ -683,6 +685,7 @@ int store_quota_set(int64_t user_id, const struct store_quota *q, struct dd_err 
 		sqlite3_bind_int64(st, 3, q->cpu_minutes);
 		sqlite3_bind_int64(st, 4, q->gpu_minutes);
 		sqlite3_bind_int64(st, 5, q->disk_bytes);
+		sqlite3_bind_int64(st, 6, q->memory_bytes);
 	}
 	if ((rc = db_step_one(st, "changing a quota", "user", user_id, err)))
 		goto fail;

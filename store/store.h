@@ -116,6 +116,7 @@ struct store_quota {
 	int64_t cpu_minutes; /* CPU-slot minutes per UTC day */
 	int64_t gpu_minutes; /* GPU minutes per UTC day */
 	int64_t disk_bytes;  /* the user's job folders together */
+	int64_t memory_bytes; /* one job's memory (its estimate; jobs/kind_train_memory.h), within the server's */
 };
 /* What a user uses: minutes since a time, jobs running and queued now. */
 struct store_usage {

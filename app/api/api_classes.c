@@ -377,8 +377,9 @@ int api_class_dataset_remove(struct req *r)
 
 /* The model fields (jobs/kind_train.h) a preset does not set: the learner's
  * group and the scheduler's gpus (as the job's name, which is not the kind's),
- * and resume, which only POST /api/v1/models/{id}/resume asks for. */
-static const char *const not_preset[] = { "group", "gpus", "resume", NULL };
+ * resume, which only POST /api/v1/models/{id}/resume asks for, and the preset
+ * mark, which only api_preset_apply writes. */
+static const char *const not_preset[] = { "group", "gpus", "resume", "preset", NULL };
 
 static int in_list(const char *const *list, const char *s)
 {
@@ -611,6 +612,11 @@ int api_preset_apply(struct req *r, cJSON **body)
 		cJSON_DeleteItemFromObjectCaseSensitive(merged, f->string);
 		cJSON_AddItemToObject(merged, f->string, cJSON_Duplicate(f, 1));
 	}
+	/* the job keeps which preset it came from and what it hides (jobs/kind_preset.h) */
+	cJSON *mark = cJSON_AddObjectToObject(merged, "preset");
+	cJSON_AddNumberToObject(mark, "id", (double)id);
+	cJSON_AddNumberToObject(mark, "class_id", cJSON_GetNumberValue(get(preset, "class_id")));
+	cJSON_AddItemToObject(mark, "hidden", cJSON_IsArray(hidden) ? cJSON_Duplicate(hidden, 1) : cJSON_CreateArray());
 	cJSON_Delete(*body);
 	*body = merged;
 	merged = NULL;

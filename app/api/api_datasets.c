@@ -30,6 +30,7 @@
 #include "../../jobs/jobdir.h"
 #include "../../jobs/sched.h"
 #include "api.h"
+#include "../http/body_deadline.h"
 #include "../http/perm.h"
 #include "../http/server.h"
 #include "../../store/store.h"
@@ -160,6 +161,8 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 		}
 	}
 	free(buf);
+	if (!status)
+		body_deadline_done(c); /* all of it came */
 	if (close(fd) != 0 && !status) {
 		if (errno == ENOSPC || errno == EDQUOT) {
 			fs_err_nospace(&err, path, "the upload was not kept");
@@ -337,6 +340,8 @@ static int create_multipart(struct req *r)
 	struct form f = { .r = r };
 	struct mg_form_data_handler h = { form_found, form_get, http_form_stored, &f };
 	int n = mg_handle_form_request(r->c, &h);
+	if (!f.bad && n >= 0)
+		body_deadline_done(r->c); /* all of it came; a form cut short is still watched */
 	int status = 0;
 	cJSON *body = NULL;
 	if (f.bad || n < 0) {

@@ -47,6 +47,7 @@
 #include "../../networks/bundle.h"
 #include "../../networks/infer.h"
 #include "api.h"
+#include "../http/body_deadline.h"
 #include "../http/server.h"
 #include "../../store/store.h"
 
@@ -125,6 +126,8 @@ static int read_request(struct req *r, struct form *f)
 					  r->ri->content_length, server_max_upload());
 		struct mg_form_data_handler h = { form_found, form_get, http_form_stored, f };
 		int n = mg_handle_form_request(r->c, &h);
+		if (!f->bad && n >= 0)
+			body_deadline_done(r->c); /* all of it came; a form cut short is still watched */
 		if (f->bad || n < 0 || !f->archive[0]) {
 			if (f->archive[0])
 				unlink(f->archive);

@@ -44,6 +44,7 @@
 #include "../../networks/infer.h"
 #include "api.h"
 #include "../infer/infer_service.h"
+#include "../http/body_deadline.h"
 #include "../http/perm.h"
 #include "../http/server.h"
 #include "../../store/store.h"
@@ -192,6 +193,8 @@ static int read_image(struct mg_connection *c, struct upload *u)
 	if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
 		struct mg_form_data_handler h = { up_found, up_get, http_form_stored, u };
 		int n = mg_handle_form_request(c, &h);
+		if (!u->too_big && !u->bad && n >= 0)
+			body_deadline_done(c); /* all of it came; a form cut short is still watched */
 		if (u->too_big)
 			return http_error(c, 413, "too_large", "%s is over the %u-byte limit", u->file_field,
 					  strcmp(u->file_field, "image_list") ? IMAGE_UPLOAD_CAP : LIST_CAP);
@@ -224,6 +227,7 @@ static int read_image(struct mg_connection *c, struct upload *u)
 		}
 	} else
 		return http_error(c, 400, "invalid", "send a multipart/form-data form with job_id and %s", u->file_field);
+	body_deadline_done(c);
 	if (!u->len)
 		return http_error(c, 400, "invalid", "no %s: send %s as the body, or a form with field \"%s\"",
 				  strcmp(u->file_field, "image_list") ? "image" : "image list",

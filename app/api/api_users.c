@@ -5,8 +5,9 @@
  * quota), remove; admins only (perm.c), and every change that matters (a new
  * account, a role, disabling, a quota, a removal) leaves an audit row.  Quota
  * fields: "jobs" (running at once), "cpu_minutes" and "gpu_minutes" (per UTC
- * day), "disk_bytes" (the user's job folders); 0 is no limit, null goes back
- * to the role's default. */
+ * day), "disk_bytes" (the user's job folders), "memory_bytes" (one job's memory,
+ * within the server's --job-memory-max); 0 is no limit, null goes back to the
+ * role's default. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
@@ -17,13 +18,14 @@
 #include "../accounts/auth.h"
 #include "../../store/store.h"
 
-static const char *const quota_fields[] = { "jobs", "cpu_minutes", "gpu_minutes", "disk_bytes", NULL };
+static const char *const quota_fields[] = { "jobs", "cpu_minutes", "gpu_minutes", "disk_bytes", "memory_bytes",
+					     NULL };
 
 /* {"jobs",…} of a quota; caller frees. */
 static cJSON *quota_json(const struct store_quota *q)
 {
 	cJSON *o = cJSON_CreateObject();
-	const int64_t v[] = { q->jobs, q->cpu_minutes, q->gpu_minutes, q->disk_bytes };
+	const int64_t v[] = { q->jobs, q->cpu_minutes, q->gpu_minutes, q->disk_bytes, q->memory_bytes };
 	for (int i = 0; o && quota_fields[i]; i++)
 		cJSON_AddNumberToObject(o, quota_fields[i], (double)v[i]);
 	return o;
@@ -94,16 +96,16 @@ int api_users_list(struct req *r)
  * role's default); 0, or the status of the 400 sent. */
 static int read_quota(struct req *r, const cJSON *o, struct store_quota *q)
 {
-	*q = (struct store_quota){ -2, -2, -2, -2 };
+	*q = (struct store_quota){ -2, -2, -2, -2, -2 };
 	if (!o)
 		return 0;
 	if (!cJSON_IsObject(o))
-		return http_error(r->c, 400, "invalid", "quota: must be an object of %s, %s, %s and %s", quota_fields[0],
-				  quota_fields[1], quota_fields[2], quota_fields[3]);
+		return http_error(r->c, 400, "invalid", "quota: must be an object of %s, %s, %s, %s and %s",
+				  quota_fields[0], quota_fields[1], quota_fields[2], quota_fields[3], quota_fields[4]);
 	int rc = http_only_fields(r->c, o, quota_fields, "quota.");
 	if (rc)
 		return rc;
-	int64_t *f[] = { &q->jobs, &q->cpu_minutes, &q->gpu_minutes, &q->disk_bytes };
+	int64_t *f[] = { &q->jobs, &q->cpu_minutes, &q->gpu_minutes, &q->disk_bytes, &q->memory_bytes };
 	for (int i = 0; quota_fields[i]; i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, quota_fields[i]);
 		if (!v)
@@ -125,9 +127,11 @@ static int read_quota(struct req *r, const cJSON *o, struct store_quota *q)
 /* "quota {…}" for the audit log. */
 static void quota_target(const char *name, const struct store_quota *q, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s: jobs %lld, cpu_minutes %lld, gpu_minutes %lld, disk_bytes %lld (-2 kept, -1 default)",
+	snprintf(buf, len,
+		 "%s: jobs %lld, cpu_minutes %lld, gpu_minutes %lld, disk_bytes %lld, memory_bytes %lld (-2 kept, -1 "
+		 "default)",
 		 name, (long long)q->jobs, (long long)q->cpu_minutes, (long long)q->gpu_minutes,
-		 (long long)q->disk_bytes);
+		 (long long)q->disk_bytes, (long long)q->memory_bytes);
 }
 
 int api_users_create(struct req *r)
@@ -167,7 +171,8 @@ int api_users_create(struct req *r)
 	char target[128];
 	snprintf(target, sizeof target, "%s as %s", name, auth_role_name(role));
 	auth_audit(&r->auth->user, "user_add", target, r->auth->address);
-	if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2) {
+	if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2 ||
+	    q.memory_bytes != -2) {
 		if (store_quota_set(id, &q, &err) != DD_OK) {
 			rc = http_error_dd(r->c, &err);
 			goto out;
@@ -247,7 +252,8 @@ int api_user_patch(struct req *r)
 		auth_audit(&r->auth->user, cJSON_IsTrue(dis) ? "user_disable" : "user_enable", u.name,
 			   r->auth->address);
 	}
-	if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2) {
+	if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2 ||
+	    q.memory_bytes != -2) {
 		if (store_quota_set(u.id, &q, &err) != DD_OK) {
 			rc = http_error_dd(r->c, &err);
 			goto out;

@@ -25,7 +25,8 @@ const char cli_user_usage[] =
 	"       deepdesk user passwd NAME [--password-file F] [--data DIR]\n"
 	"       deepdesk user role NAME ROLE [--data DIR]\n"
 	"       deepdesk user remove NAME [--data DIR]\n"
-	"       deepdesk user quota NAME [--jobs N] [--cpu-minutes N] [--gpu-minutes N] [--disk SIZE] [--data DIR]\n"
+	"       deepdesk user quota NAME [--jobs N] [--cpu-minutes N] [--gpu-minutes N] [--disk SIZE]\n"
+	"                               [--memory SIZE] [--data DIR]\n"
 	"\n"
 	"Accounts of the server whose data folder is DIR (default ./data).  Roles: learner\n"
 	"(their own datasets and models, and datasets shared with their classes),\n"
@@ -42,6 +43,8 @@ const char cli_user_usage[] =
 	"  --cpu-minutes N      quota: CPU-slot minutes per day (UTC)\n"
 	"  --gpu-minutes N      quota: GPU minutes per day (UTC)\n"
 	"  --disk SIZE          quota: bytes of the user's job folders (K, M, G, T suffixes)\n"
+	"  --memory SIZE        quota: the memory one of the user's jobs may use (its\n"
+	"                       estimate; the server's --job-memory-max still holds)\n"
 	"                       A quota value of 0 is no limit; \"default\" is the role's\n"
 	"                       default.  Without any, `quota` shows the quota in force.\n"
 	"  -h, --help           this text\n";
@@ -161,13 +164,14 @@ static int quota_value(const char *opt, const char *s, int size, int64_t *out)
 
 int cli_user(int argc, char **argv)
 {
-	enum { O_ROLE = 1, O_PWFILE, O_DATA, O_QJOBS, O_QCPU, O_QGPU, O_QDISK };
-	struct store_quota q = { -2, -2, -2, -2 };
+	enum { O_ROLE = 1, O_PWFILE, O_DATA, O_QJOBS, O_QCPU, O_QGPU, O_QDISK, O_QMEM };
+	struct store_quota q = { -2, -2, -2, -2, -2 };
 	static const struct option longopts[] = {
 		{ "jobs", required_argument, NULL, O_QJOBS },
 		{ "cpu-minutes", required_argument, NULL, O_QCPU },
 		{ "gpu-minutes", required_argument, NULL, O_QGPU },
 		{ "disk", required_argument, NULL, O_QDISK },
+		{ "memory", required_argument, NULL, O_QMEM },
 		{ "role", required_argument, NULL, O_ROLE },
 		{ "password-file", required_argument, NULL, O_PWFILE },
 		{ "data", required_argument, NULL, O_DATA },
@@ -203,6 +207,10 @@ int cli_user(int argc, char **argv)
 			break;
 		case O_QDISK:
 			if (quota_value("--disk", optarg, 1, &q.disk_bytes))
+				return 2;
+			break;
+		case O_QMEM:
+			if (quota_value("--memory", optarg, 1, &q.memory_bytes))
 				return 2;
 			break;
 		case 'h': fputs(cli_user_usage, stdout); return 0;
@@ -294,16 +302,18 @@ int cli_user(int argc, char **argv)
 	} else if (strcmp(sub, "quota") == 0) {
 		if (find(args[0], &u))
 			goto out;
-		if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2) {
+		if (q.jobs != -2 || q.cpu_minutes != -2 || q.gpu_minutes != -2 || q.disk_bytes != -2 ||
+		    q.memory_bytes != -2) {
 			if (store_quota_set(u.id, &q, &err) != DD_OK) {
 				fprintf(stderr, "deepdesk user: %s\n", err.msg);
 				goto out;
 			}
 			char target[256];
 			snprintf(target, sizeof target,
-				 "%s: jobs %lld, cpu_minutes %lld, gpu_minutes %lld, disk_bytes %lld (-2 kept, -1 default)",
+				 "%s: jobs %lld, cpu_minutes %lld, gpu_minutes %lld, disk_bytes %lld, memory_bytes %lld "
+				 "(-2 kept, -1 default)",
 				 u.name, (long long)q.jobs, (long long)q.cpu_minutes, (long long)q.gpu_minutes,
-				 (long long)q.disk_bytes);
+				 (long long)q.disk_bytes, (long long)q.memory_bytes);
 			auth_audit(NULL, "user_quota", target, "cli");
 		}
 		struct store_quota now;
@@ -311,9 +321,10 @@ int cli_user(int argc, char **argv)
 			fprintf(stderr, "deepdesk user: %s\n", err.msg);
 			goto out;
 		}
-		printf("%s (%s): jobs %lld, cpu-minutes %lld, gpu-minutes %lld, disk %lld bytes (0: no limit)\n", u.name,
-		       auth_role_name(u.role), (long long)now.jobs, (long long)now.cpu_minutes, (long long)now.gpu_minutes,
-		       (long long)now.disk_bytes);
+		printf("%s (%s): jobs %lld, cpu-minutes %lld, gpu-minutes %lld, disk %lld bytes, memory %lld bytes a job "
+		       "(0: no limit)\n",
+		       u.name, auth_role_name(u.role), (long long)now.jobs, (long long)now.cpu_minutes,
+		       (long long)now.gpu_minutes, (long long)now.disk_bytes, (long long)now.memory_bytes);
 		rc = 0;
 	} else { /* remove */
 		if (find(args[0], &u))

@@ -9,6 +9,8 @@
 
 #include "../../common/json.h"
 #include "../../common/log.h"
+#include "body_deadline.h"
+#include "job_view.h"
 
 static const char *reason(int status)
 {
@@ -56,6 +58,7 @@ static int send_text(struct mg_connection *c, int status, const char *type, cons
 
 int http_json(struct mg_connection *c, int status, cJSON *body)
 {
+	job_view_answer(body); /* a lab preset's hidden values, for who may not see them */
 	char *text = body ? cJSON_PrintUnformatted(body) : NULL;
 	cJSON_Delete(body);
 	if (!text)
@@ -76,9 +79,30 @@ int http_json(struct mg_connection *c, int status, cJSON *body)
 	return rc;
 }
 
+/* The answer to a request whose body the deadline cut (body_deadline.h): whatever
+ * error its handler found in what came, 408, and the connection ends. */
+static int body_cut_answer(struct mg_connection *c, const char *why)
+{
+	cJSON *body = cJSON_CreateObject();
+	cJSON *e = cJSON_AddObjectToObject(body, "error");
+	cJSON_AddStringToObject(e, "code", "timeout");
+	cJSON_AddStringToObject(e, "message", why);
+	char *text = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	size_t len = text ? strlen(text) : 0;
+	http_send_head(c, &(struct http_head){ .status = 408, .type = "application/json", .len = (long long)len,
+					       .extra = "Connection: close\r\n" });
+	if (len)
+		mg_write(c, text, len);
+	free(text);
+	return 408;
+}
+
 int http_error(struct mg_connection *c, int status, const char *code, const char *fmt, ...)
 {
 	char msg[600];
+	if (body_deadline_cut(c, msg, sizeof msg))
+		return body_cut_answer(c, msg);
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
@@ -182,6 +206,12 @@ int http_read_json(struct mg_connection *c, cJSON **out)
 		}
 	}
 	buf[len] = 0;
+	if (ri->content_length > 0 && (long long)len < ri->content_length) {
+		free(buf); /* the reads gave up (--request-timeout), or the deadline cut it (http_error says) */
+		return http_error(c, 408, "timeout", "the request body ended after %zu of its %lld bytes: nothing more "
+				  "came in time", len, ri->content_length);
+	}
+	body_deadline_done(c);
 	if (len == 0) {
 		free(buf);
 		return http_error(c, 400, "invalid", "the request body is empty; a JSON object was expected");

@@ -56,6 +56,8 @@
 #include "../../jobs/sched.h"
 #include "../api/api.h"
 #include "../infer/infer_service.h"
+#include "body_deadline.h"
+#include "job_view.h"
 #include "metrics.h"
 #include "../accounts/auth.h"
 #include "perm.h"
@@ -277,7 +279,10 @@ static int api_dispatch(struct mg_connection *c)
 			return rc;
 		if (m.id < 0)
 			return http_error(c, 404, "not_found", "%s: not a valid id", ri->local_uri);
-		return rt->fn(&m);
+		job_view_begin(&who, rt->pattern, m.id); /* what of a job the caller sees (job_view.h) */
+		rc = rt->fn(&m);
+		job_view_end();
+		return rc;
 	}
 	if (who.accounts && !who.authenticated)
 		return perm_check(&r, PERM_USER, 0);
@@ -793,6 +798,7 @@ static void guard_pass(void)
 		int busy = 0;
 		for (int j = 0; j < G.nflight && !busy; j++)
 			busy = G.flight[j].c && G.flight[j].port == G.now[i].port && strcmp(G.flight[j].addr, G.now[i].addr) == 0;
+		body_deadline_watch(G.now[i].fd, G.now[i].addr, G.now[i].port, now); /* body_deadline.h */
 		if (!busy)
 			G.now[w++] = G.now[i];
 	}
@@ -800,6 +806,7 @@ static void guard_pass(void)
 		for (int j = 0; j < G.nflight; j++)
 			G.now[i].plain += G.flight[j].c && !G.flight[j].ws && strcmp(G.flight[j].addr, G.now[i].addr) == 0;
 	pthread_mutex_unlock(&G.lock);
+	body_deadline_sweep(now);
 	for (int i = 0; i < w; i++) {
 		struct guard_sock *s = &G.now[i];
 		const struct guard_sock *p = bsearch(s, G.was, (size_t)G.nwas, sizeof *s, guard_by_fd);
@@ -883,7 +890,7 @@ static int guard_init(int nthreads, int conns_per_addr)
 	G.flight = calloc((size_t)G.nflight, sizeof *G.flight);
 	G.was = calloc(GUARD_MAX_SOCKS, sizeof *G.was);
 	G.now = calloc(GUARD_MAX_SOCKS, sizeof *G.now);
-	if (!G.flight || !G.was || !G.now)
+	if (!G.flight || !G.was || !G.now || body_deadline_init(G.nflight) != 0)
 		return -1;
 	return 0;
 }
@@ -915,6 +922,7 @@ static void guard_stop(void)
 	free(G.now);
 	G.flight = NULL;
 	G.was = G.now = NULL;
+	body_deadline_fini();
 }
 
 /* CivetWeb's begin_request: on_begin_request's checks, then the request is in
@@ -945,8 +953,10 @@ static int guard_begin_request(struct mg_connection *c)
 		f->ws = ws;
 	}
 	pthread_mutex_unlock(&G.lock);
-	if (!over)
+	if (!over) {
+		body_deadline_begin(c);
 		return 0;
+	}
 	static const char fmt[] =
 		"{\"error\":{\"code\":\"rate_limited\",\"message\":\"%s has %d requests under way already, the most one "
 		"address may have at once (serve --conns-per-addr); send this one when one of them is done\"}}";
@@ -972,6 +982,7 @@ static void guard_end_request(const struct mg_connection *c, int status)
 {
 	(void)status;
 	guard_forget(c);
+	body_deadline_ended(c);
 }
 
 /* Decide whether accounts are on, and refuse what would leave the server open
@@ -1199,6 +1210,7 @@ static void sweep_uploads(void)
 static void on_connection_close(const struct mg_connection *c)
 {
 	guard_forget(c);
+	body_deadline_end(c);
 }
 
 static void on_thread_exit(const struct mg_context *ctx, int type, void *thread_data)

@@ -32,6 +32,7 @@
 #include "../../common/log.h"
 #include "../accounts/auth.h"
 #include "http.h"
+#include "job_view.h"
 #include "perm.h"
 #include "../../store/store.h"
 
@@ -69,6 +70,7 @@ struct ws_client {
 	int closing, overflowed;
 	int signed_out;          /* its session ended: told so and closed */
 	int64_t checked_ms;      /* when the session was last asked about */
+	size_t frag_bytes;       /* a fragmented message's bytes so far (on_data's thread only) */
 	pthread_cond_t wake;
 	pthread_t sender;
 	int sender_started;
@@ -89,6 +91,16 @@ static struct pending {
 	char addr[48];
 	int64_t at_ms;
 } pending[PENDING_MAX];
+
+/* Whether any WebSocket is open now (a client that comes a moment later gets the
+ * job's state from its own subscribe). */
+static int any_client(void)
+{
+	pthread_mutex_lock(&lock);
+	int any = clients != NULL;
+	pthread_mutex_unlock(&lock);
+	return any;
+}
 
 /* Every frame we send is made here, and a TEXT frame must be UTF-8 (RFC 6455;
  * browsers close the socket on one that is not): cJSON copies a string's bytes
@@ -328,6 +340,35 @@ static void on_ready(struct mg_connection *c, void *data)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Is this data frame, or the message it continues, over WS_FRAME_MAX?  Then the
+ * client is sent a Close frame with status 1009 ("message too big", RFC 6455
+ * 7.4.1) naming the limit, and 1: on_data ends the connection.  CivetWeb 1.15
+ * hands each frame over as it came (no reassembly), so a fragmented message is
+ * counted here, from its first frame (no FIN bit) to its last. */
+static int frame_too_big(struct mg_connection *c, struct ws_client *cl, int bits, size_t len)
+{
+	int opcode = bits & 0xf, fin = bits & 0x80;
+	if (opcode != MG_WEBSOCKET_OPCODE_TEXT && opcode != MG_WEBSOCKET_OPCODE_BINARY &&
+	    opcode != MG_WEBSOCKET_OPCODE_CONTINUATION)
+		return 0;
+	size_t total = len;
+	if (cl) {
+		total = opcode == MG_WEBSOCKET_OPCODE_CONTINUATION ? cl->frag_bytes + len : len;
+		cl->frag_bytes = fin ? 0 : total;
+	}
+	if (total <= WS_FRAME_MAX)
+		return 0;
+	char close[125]; /* a control frame's payload: 2 bytes of status, then the reason */
+	int n = snprintf(close + 2, sizeof close - 2, "message of %zu bytes is over the %u-byte limit", total,
+			 WS_FRAME_MAX);
+	close[0] = (char)(1009 >> 8);
+	close[1] = (char)(1009 & 0xff);
+	mg_websocket_write(c, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, close,
+			   2 + (size_t)(n < (int)sizeof close - 2 ? n : (int)sizeof close - 3));
+	log_warn("closed a WebSocket (1009): a message of %zu bytes, over the %u-byte limit", total, WS_FRAME_MAX);
+	return 1;
+}
+
 static int on_data(struct mg_connection *c, int bits, char *data, size_t len, void *ud)
 {
 	(void)ud;
@@ -335,13 +376,13 @@ static int on_data(struct mg_connection *c, int bits, char *data, size_t len, vo
 	int opcode = bits & 0xf;
 	if (opcode == MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE)
 		return 0;
+	if (frame_too_big(c, cl, bits, len))
+		return 0;
 	if (opcode != MG_WEBSOCKET_OPCODE_TEXT || !cl)
 		return 1; /* pings are answered by CivetWeb; binary is ignored */
 	cJSON *msg = NULL;
 	struct dd_err perr = { 0 };
-	int bad = len > WS_FRAME_MAX ?
-			  dd_err_set(&perr, DD_ETOOBIG, "frame: %zu bytes, over the %u-byte limit", len, WS_FRAME_MAX) :
-			  json_parse(data, len, "frame", &msg, &perr) != DD_OK;
+	int bad = json_parse(data, len, "frame", &msg, &perr) != DD_OK;
 	cJSON *sub = cJSON_GetObjectItemCaseSensitive(msg, "subscribe");
 	cJSON *unsub = cJSON_GetObjectItemCaseSensitive(msg, "unsubscribe");
 	cJSON *topic = sub ? sub : unsub;
@@ -483,12 +524,23 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 		cJSON_AddStringToObject(j, "type", "job");
 		cJSON_AddItemReferenceToObject(j, "job", payload);
 	}
-	char *text = cJSON_PrintUnformatted(j);
+	/* a lab preset's hidden values go only to who may see them (job_view.h): the
+	 * others get a copy without them */
+	cJSON *mark = owner > 0 && any_client() ? job_view_mark(job_id) : NULL, *bare = NULL;
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mark, "hidden")) && (bare = cJSON_Duplicate(j, 1)))
+		job_view_strip(bare, mark);
+	char *text = cJSON_PrintUnformatted(j), *bare_text = bare ? cJSON_PrintUnformatted(bare) : NULL;
 	cJSON_Delete(j); /* references do not free the payload */
-	struct msg *m = text ? msg_new(text) : NULL;
+	cJSON_Delete(bare);
+	struct msg *m = text ? msg_new(text) : NULL, *mb = bare_text ? msg_new(bare_text) : NULL;
 	free(text);
-	if (!m)
+	free(bare_text);
+	if (!m || (bare && !mb)) {
+		msg_unref(m);
+		msg_unref(mb);
+		cJSON_Delete(mark);
 		return;
+	}
 	int64_t now = fs_mono_ms();
 	pthread_mutex_lock(&lock);
 	for (struct ws_client *cl = clients; cl; cl = cl->next) {
@@ -505,11 +557,14 @@ void ws_publish(void *unused, int64_t job_id, const char *what, cJSON *payload)
 		}
 		if (cl->signed_out)
 			continue;
-		if (wants(cl, job_id, owner, is_event) && enqueue(cl, m) != 0 && cl->overflowed == 1) {
+		if (wants(cl, job_id, owner, is_event) && enqueue(cl, mb && !job_view_sees(&cl->who, mark) ? mb : m) != 0 &&
+		    cl->overflowed == 1) {
 			cl->overflowed = 2; /* logged once */
 			log_warn("a websocket client fell %u MiB behind and is being closed", QUEUE_MAX_BYTES >> 20);
 		}
 	}
 	pthread_mutex_unlock(&lock);
 	msg_unref(m);
+	msg_unref(mb);
+	cJSON_Delete(mark);
 }

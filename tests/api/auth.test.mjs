@@ -180,7 +180,7 @@ describe('accounts on', () => {
     assert.equal(mine.status, 200);
     assertSchema(DOC, 'Me', mine.body);
     assert.deepEqual(mine.body.user, s.body.user);
-    assert.deepEqual(Object.keys(mine.body.quota).sort(), ['cpu_minutes', 'disk_bytes', 'gpu_minutes', 'jobs']);
+    assert.deepEqual(Object.keys(mine.body.quota).sort(), ['cpu_minutes', 'disk_bytes', 'gpu_minutes', 'jobs', 'memory_bytes']);
     assert.equal(mine.body.usage.running, 0);
   });
 

@@ -266,7 +266,9 @@ describe('classes', () => {
     const params = m.body.job.params;
     assert.equal(params.epochs, 1);
     assert.equal(params.batch_size, 4);
-    assert.equal(params.solver.base_lr, 0.02);
+    assert.equal(params.solver.base_lr, undefined, 'hidden from the learner in her own model (preset_hidden.test.mjs)');
+    assert.deepEqual(params.preset, { id: presetId, class_id: classX, hidden: ['solver.base_lr'] });
+    assert.equal((await ivy('GET', `/api/v1/jobs/${m.body.job.id}`)).body.job.params.solver.base_lr, 0.02, 'the instructor sees it');
     assert.equal(params.solver.momentum, 0.8);
     assert.equal(params.network.prototxt, TINY_NET);
     assert.equal(m.body.job.owner, 'ann');

@@ -7,7 +7,8 @@
 //
 // The server runs with 64 threads (so "more connections than threads" is a few
 // hundred), --request-timeout 3 (so its drops are seen within the test) and the
-// default per-address limits: 32 plain connections, 16 WebSockets.  The figures
+// default per-address limits: 32 plain connections, 16 WebSockets; a request body
+// must average 1 KiB a second after its first 10 s.  The figures
 // (connections held, the other client's latency) are printed as diagnostics.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -173,18 +174,31 @@ describe('a hostile client', () => {
     assert.deepEqual(slowIn(phase), []);
   });
 
-  test('slow bodies: a byte a second on as many POSTs as it likes; past 32 at once it gets 429', async () => {
+  test('slow bodies: a byte a second on as many POSTs as it likes; past 32 at once it gets 429; after 10 s each is cut 408', async () => {
     phase = 'slow bodies';
     const head = 'POST /api/v1/uploads?name=slow.tar HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
       'Content-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n';
+    const t0 = Date.now();
     const posts = Array.from({ length: PER_ADDR + 8 }, () => halfOpen('127.0.0.3', head));
-    after(() => posts.forEach((s) => s.destroy()));
-    const drip = setInterval(() => { for (const s of posts) if (!s.gone) s.write('x'); }, 1000);
+    // the same trickle into a JSON body and into a multipart form (CivetWeb's own reader)
+    const json = halfOpen('127.0.0.8', 'POST /api/v1/networks/check HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"prototxt":"');
+    // and into a body no handler reads (login is a 409 with accounts off): answered
+    // at once, then closed when the rest trickles
+    const unread = halfOpen('127.0.0.10', 'POST /api/v1/login HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"name":"');
+    const form = halfOpen('127.0.0.9', 'POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: multipart/form-data; boundary=----formdata-deepdesk-0123456789\r\nContent-Length: 100000\r\n\r\n' +
+      '------formdata-deepdesk-0123456789\r\nContent-Disposition: form-data; name="name"\r\n\r\nslow\r\n' +
+      '------formdata-deepdesk-0123456789\r\nContent-Disposition: form-data; name="archive"; filename="a.tar"\r\n' +
+      'Content-Type: application/x-tar\r\n\r\n');
+    const trickles = [...posts, json, form, unread];
+    after(() => trickles.forEach((s) => s.destroy()));
+    const drip = setInterval(() => { for (const s of trickles) if (!s.gone) s.write('x'); }, 1000);
     // one that stops sending: dropped after --request-timeout without a byte (twice
     // that here: the read that got "abc" waits its timeout, then the next one)
     const stall = halfOpen('127.0.0.4', head + 'abc');
     await sleep(2 * TIMEOUT_S * 1000 + 2000);
-    clearInterval(drip);
     const refused = posts.filter((s) => /^HTTP\/1\.1 429/.test(s.got));
     const going = posts.filter((s) => !s.gone && s.got === '');
     console.log(`# slow bodies from 127.0.0.3: ${going.length} under way at a byte a second, ${refused.length} refused 429`);
@@ -194,6 +208,24 @@ describe('a hostile client', () => {
     assert.equal(going.length, PER_ADDR);
     assert.match(stall.got, /^HTTP\/1\.1 408 /, stall.got);
     assert.match(stall.got, /"code":"timeout".*stopped after 3 of its 100000 bytes/);
+    // a byte a second is under the 1 KiB a second a body must average after its
+    // first 10 s (body_deadline.h): each is answered 408 and closed by 10.5 s or so
+    const cut = [...going, json, form];
+    while (cut.some((s) => !s.gone) && Date.now() - t0 < 14000) await sleep(100);
+    while (!unread.gone && Date.now() - t0 < 14000) await sleep(100);
+    const took = Date.now() - t0;
+    clearInterval(drip);
+    assert.ok(unread.gone, `the unread body still trickles in ${took} ms on`);
+    assert.match(unread.got, /^HTTP\/1\.1 409 /);
+    console.log(`# slow bodies: ${cut.filter((s) => s.gone).length} of ${cut.length} trickles (upload, JSON, form) cut ` +
+      `by ${took} ms after they began`);
+    for (const s of cut) {
+      assert.ok(s.gone, `still open ${took} ms on: ${s.got.slice(0, 80)}`);
+      assert.match(s.got, /^HTTP\/1\.1 408 /, s.got.slice(0, 300));
+      assert.match(s.got, /Connection: close/);
+      assert.match(s.got, /"code":"timeout","message":"the request body came too slowly \(\d+ bytes of its \d+ in 1\d s\): a body must average 1024 bytes a second after its first 10 s/);
+    }
+    assert.ok(took < 13000, `the last trickle went ${took} ms after they began`);
     for (const s of posts) s.destroy();
     assert.deepEqual(slowIn(phase), []);
   });
@@ -231,22 +263,44 @@ describe('a hostile client', () => {
     assert.deepEqual(slowIn(phase), []);
   });
 
-  test('an oversized WebSocket frame (32 MiB) is refused, and the server goes on', async () => {
-    phase = 'oversized frame';
-    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: '127.0.0.7', handshakeTimeout: 5000 });
-    await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+  /** A WebSocket from addr that sends what send(ws) sends; resolves the close
+   *  code and reason, and the messages that came first (within 10 s). */
+  const closedBy = (addr, send) => new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: addr, handshakeTimeout: 5000 });
     const msgs = [];
-    ws.on('message', (d) => msgs.push(JSON.parse(String(d))));
-    const closed = new Promise((r) => ws.once('close', (code) => r(code)));
-    ws.send('{"subscribe":"' + 'x'.repeat(32 << 20) + '"}');
+    const timer = setTimeout(() => { ws.terminate(); resolve({ code: 'still open after 10 s', msgs }); }, 10000);
+    ws.on('message', (d) => msgs.push(String(d)));
+    ws.once('close', (code, reason) => { clearTimeout(timer); resolve({ code, reason: String(reason), msgs }); });
+    ws.once('error', (e) => { if (ws.readyState === WebSocket.CONNECTING) { clearTimeout(timer); reject(e); } });
+    ws.once('open', () => send(ws));
+  });
+
+  test('an oversized WebSocket frame (32 MiB) is closed with 1009, and the server goes on', async () => {
+    phase = 'oversized frame';
     const t0 = performance.now();
-    while (!msgs.length && ws.readyState === WebSocket.OPEN && performance.now() - t0 < 10000) await sleep(100);
-    const code = ws.readyState === WebSocket.OPEN ? null : await closed;
-    console.log(`# a 32 MiB frame: ${msgs.length ? 'answered ' + JSON.stringify(msgs[0]).slice(0, 100) : 'closed with ' + code}`);
-    // ws.c answers a frame over its limit with an error and reads on (1009 would do too)
-    assert.ok(code === 1009 || (msgs[0]?.type === 'error' && /over the \d+-byte limit/.test(msgs[0].message)),
-      `close code ${code}, messages ${JSON.stringify(msgs).slice(0, 200)}`);
-    ws.terminate();
+    const r = await closedBy('127.0.0.7', (ws) => ws.send('{"subscribe":"' + 'x'.repeat(32 << 20) + '"}'));
+    console.log(`# a 32 MiB frame: closed with ${r.code} (${r.reason}) in ${Math.round(performance.now() - t0)} ms`);
+    assert.equal(r.code, 1009, JSON.stringify(r).slice(0, 300));
+    assert.match(r.reason, /message of 33554448 bytes is over the 65536-byte limit/);
+    assert.deepEqual(r.msgs, []);
+    // a message sent in fragments is counted whole: three of 30 KiB
+    const f = await closedBy('127.0.0.7', (ws) => {
+      const part = 'x'.repeat(30 << 10);
+      ws.send(part, { fin: false });
+      ws.send(part, { fin: false });
+      ws.send(part, { fin: true });
+    });
+    assert.equal(f.code, 1009, JSON.stringify(f).slice(0, 300));
+    assert.match(f.reason, /message of 92160 bytes is over the 65536-byte limit/);
+    // one frame at the limit is read (and answered: it is no subscription)
+    const ok = await new Promise((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/ws`, { localAddress: '127.0.0.7', handshakeTimeout: 5000 });
+      ws.once('open', () => ws.send(' '.repeat((64 << 10) - 2) + '{}'));
+      ws.once('message', (d) => { ws.terminate(); resolve(JSON.parse(String(d))); });
+      ws.once('error', reject);
+    });
+    assert.equal(ok.type, 'error');
+    assert.match(ok.message, /expected \{"subscribe"/);
     const after = await info();
     assert.ok(typeof after === "number" && after < 3000, `after the flood: ${after}`);
     assert.deepEqual(slowIn(phase), []);

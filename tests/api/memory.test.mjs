@@ -5,7 +5,10 @@
 // passes with its estimate shown; a worker that runs out of memory under its limit
 // (a runaway test job; a training that passes the check but whose worker, under a
 // hard RLIMIT_DATA below it, cannot get its memory), or is killed as the kernel's OOM
-// killer kills, ends "out of memory (N MiB …)" and the server goes on.
+// killer kills, ends "out of memory (N MiB …)" and the server goes on.  A user's
+// memory quota (quota.memory_bytes) lowers the limit for that user's jobs: a training
+// over it is refused by every route naming the quota, and the job's worker gets it
+// (job.json's guard.memory_max, the local executor's RLIMIT_DATA).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
@@ -15,6 +18,7 @@ import {
   startServer, waitState, waitFor, assertError, killTrackedPids, trackPid, writeColourFolders, TINY_NET,
   folderDataset, getJob, BIN, wideNet,
 } from './helpers.mjs';
+import { makeAccounts, userClient } from '../lib/auth.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40], blue: [20, 40, 210] };
 
@@ -187,5 +191,69 @@ describe('memory', () => {
       await tight.stop();
       tight.cleanup();
     }
+  });
+});
+
+describe('a memory quota per user', () => {
+  let server, acc, work, admin, ann, annId, dsId;
+  const waitAs = async (as, id, states, ms = 60000) => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const j = (await as('GET', `/api/v1/jobs/${id}`)).body.job;
+      if (states.includes(j?.state) || Date.now() > end) return j;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  before(async () => {
+    acc = makeAccounts({ root: 'admin', ann: 'learner' });
+    work = mkdtempSync(join(tmpdir(), 'deepdesk-memquota-'));
+    writeColourFolders(join(work, 'colours'), COLOURS, 16);
+    server = await startServer({ dataDir: acc.data, args: ['--accounts', 'on', '--data-root', work, '--job-memory-max', '8G'] });
+    admin = await userClient(server, 'root');
+    ann = await userClient(server, 'ann');
+    annId = (await admin('GET', '/api/v1/users')).body.users.find((u) => u.name === 'ann').id;
+    const d = await ann('POST', '/api/v1/datasets', {
+      name: 'colours', source: { type: 'folder', train: join(work, 'colours') },
+      options: { width: 8, height: 8, channels: 3, val_pct: 25, seed: 1 },
+    });
+    assert.equal(d.status, 202, JSON.stringify(d.body));
+    dsId = d.body.job.id;
+    assert.equal((await waitAs(ann, dsId, ['done', 'error'])).state, 'done');
+  });
+  after(async () => { await server?.stop(); rmSync(acc.dir, { recursive: true, force: true }); rmSync(work, { recursive: true, force: true }); });
+
+  test('shown and set through the user API; a training over it is refused naming the quota; the worker gets it', async () => {
+    const u = (await admin('GET', `/api/v1/users`)).body.users.find((x) => x.id === annId);
+    assert.equal(u.quota.memory_bytes, 4 * 1024 * MIB, 'a learner\'s default: 4 GiB');
+    const p = await admin('PATCH', `/api/v1/users/${annId}`, { quota: { memory_bytes: 200 * MIB } });
+    assert.equal(p.status, 200, JSON.stringify(p.body));
+    assert.equal(p.body.user.quota.memory_bytes, 200 * MIB);
+    assertError(await admin('PATCH', `/api/v1/users/${annId}`, { quota: { memory_bytes: -1 } }), 400, 'invalid', /quota\.memory_bytes/);
+    // MEDIUM needs about 400 MiB: under the server's 8 GiB, over ann's 200 MiB, by every route
+    const quota = /^memory: training this network at batch 4 needs about [\d.]+ MiB .*over your per-job memory quota of 200 MiB \(209715200 bytes, quota\.memory_bytes, which an admin sets\): lower/;
+    assertError(await ann('POST', '/api/v1/models', { name: 'm', dataset: dsId, network: { prototxt: MEDIUM }, epochs: 1 }), 400, 'invalid', quota);
+    assertError(await ann('POST', '/api/v1/jobs', { kind: 'model', name: 'm', params: { dataset: dsId, network: { prototxt: MEDIUM }, epochs: 1 } }),
+      400, 'invalid', quota);
+    // a small one passes; its worker runs under ann's limit
+    const t = await ann('POST', '/api/v1/models', { name: 'tiny', dataset: dsId, network: { prototxt: TINY_NET }, epochs: 1 });
+    assert.equal(t.status, 202, JSON.stringify(t.body));
+    assert.equal((await waitAs(ann, t.body.job.id, ['done', 'error'])).state, 'done');
+    const guard = JSON.parse(readFileSync(join(acc.data, 'jobs', String(t.body.job.id), 'job.json'), 'utf8')).guard;
+    assert.equal(guard.memory_max, 200 * MIB);
+    // the clone of a job made under a higher quota is checked against today's
+    await admin('PATCH', `/api/v1/users/${annId}`, { quota: { memory_bytes: 1024 * MIB } });
+    const m = await ann('POST', '/api/v1/models', { name: 'm', dataset: dsId, network: { prototxt: MEDIUM }, epochs: 1 });
+    assert.equal(m.status, 202, JSON.stringify(m.body));
+    await admin('PATCH', `/api/v1/users/${annId}`, { quota: { memory_bytes: 200 * MIB } });
+    await ann('POST', `/api/v1/jobs/${m.body.job.id}/abort`, {});
+    assertError(await ann('POST', `/api/v1/jobs/${m.body.job.id}/clone`, {}), 400, 'invalid', quota);
+    // the admin has no memory quota: the server's 8 GiB holds
+    const a = await admin('POST', '/api/v1/models', { name: 'a', dataset: dsId, network: { prototxt: MEDIUM }, epochs: 1 });
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    await admin('POST', `/api/v1/jobs/${a.body.job.id}/abort`, {});
+    // null: the role's default again
+    assert.equal((await admin('PATCH', `/api/v1/users/${annId}`, { quota: { memory_bytes: null } })).body.user.quota.memory_bytes, 4 * 1024 * MIB);
+    await waitAs(admin, a.body.job.id, ['aborted', 'done', 'error']);
+    await waitAs(ann, m.body.job.id, ['aborted', 'done', 'error']);
   });
 });

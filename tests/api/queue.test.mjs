@@ -240,7 +240,9 @@ describe('deepdesk user quota', () => {
       assert.match(run('ann'), /ann \(learner\): jobs 2, cpu-minutes 600, gpu-minutes 120, disk 10737418240 bytes/);
       assert.match(run('ann', '--jobs', '3', '--disk', '5G', '--gpu-minutes', '0'),
         /jobs 3, cpu-minutes 600, gpu-minutes 0, disk 5368709120 bytes/);
-      assert.match(run('ann', '--disk', 'default'), /jobs 3, .* disk 10737418240 bytes/);
+      assert.match(run('ann', '--disk', 'default'), /jobs 3, .* disk 10737418240 bytes, memory 4294967296 bytes a job/);
+      assert.match(run('ann', '--memory', '2G'), /disk 10737418240 bytes, memory 2147483648 bytes a job/);
+      assert.throws(() => run('ann', '--memory', 'lots'), (e) => e.status === 2 && /--memory lots/.test(e.stderr));
       assert.throws(() => run('ann', '--disk', '5X'), (e) => e.status === 2 && /--disk 5X/.test(e.stderr));
       assert.throws(() => run('nobody'), (e) => e.status === 1 && /nobody/.test(e.stderr));
     } finally { rmSync(acc.dir, { recursive: true, force: true }); }

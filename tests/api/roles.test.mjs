@@ -213,7 +213,7 @@ describe('user admin', () => {
     assert.equal(made.status, 201, JSON.stringify(made.body));
     assertSchema(DOC, 'UserResponse', made.body);
     const id = made.body.user.id;
-    assert.deepEqual(made.body.user.quota, { jobs: 1, cpu_minutes: 600, gpu_minutes: 120, disk_bytes: 10 * 2 ** 30 });
+    assert.deepEqual(made.body.user.quota, { jobs: 1, cpu_minutes: 600, gpu_minutes: 120, disk_bytes: 10 * 2 ** 30, memory_bytes: 4 * 2 ** 30 });
     assert.equal((await login(server, 'dora')).status, 200, 'the new account logs in');
 
     const dup = await root('POST', '/api/v1/users', { name: 'DORA', password: PASSWORD });

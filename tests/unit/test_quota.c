@@ -1,10 +1,12 @@
 /* test_quota.c — the store's side of the fair queue and quotas: the queue's
  * order (priority, then age), priorities only for queued jobs, quotas by role
  * and per user (kept, reset, no limit), a day's usage counted from the runs
- * that overlap it, and the owner served last. */
+ * that overlap it, and the owner served last; the per-job memory limit of a
+ * user (the lower of the server's and the quota's), as the worker gets it. */
 #define _GNU_SOURCE
 #include "../../store/store.h"
 #include "../../common/fsutil.h"
+#include "../../jobs/kind_train_memory.h"
 #include "fixture.h"
 #include "rawsql.h"
 
@@ -74,32 +76,84 @@ static void test_quota_defaults_and_overrides(void)
 	CHECK_EQ_INT(q.cpu_minutes, 600);
 	CHECK_EQ_INT(q.gpu_minutes, 120);
 	CHECK_EQ_INT(q.disk_bytes, 10ll << 30);
+	CHECK_EQ_INT(q.memory_bytes, 4ll << 30);
 	CHECK_EQ_INT(store_quota_get(tea, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.memory_bytes, 0);
 	CHECK_EQ_INT(q.jobs, 4);
 	CHECK_EQ_INT(q.cpu_minutes, 0);
 	CHECK_EQ_INT(store_quota_get(root, &q, &err), DD_OK);
-	CHECK_EQ_INT(q.jobs + q.cpu_minutes + q.gpu_minutes + q.disk_bytes, 0);
+	CHECK_EQ_INT(q.jobs + q.cpu_minutes + q.gpu_minutes + q.disk_bytes + q.memory_bytes, 0);
 	CHECK_EQ_INT(store_quota_get(0, &q, &err), DD_OK); /* no accounts: no limit */
 	CHECK_EQ_INT(q.jobs, 0);
 
 	/* -2 keeps, -1 goes back to the role's default, 0 is no limit */
-	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ 5, 0, -2, -2 }, &err), DD_OK);
+	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ 5, 0, -2, -2, 1ll << 30 }, &err), DD_OK);
 	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
 	CHECK_EQ_INT(q.jobs, 5);
 	CHECK_EQ_INT(q.cpu_minutes, 0);
 	CHECK_EQ_INT(q.gpu_minutes, 120);
-	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ -1, -2, 7, -2 }, &err), DD_OK);
+	CHECK_EQ_INT(q.memory_bytes, 1ll << 30);
+	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ -1, -2, 7, -2, -2 }, &err), DD_OK);
 	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
 	CHECK_EQ_INT(q.jobs, 2);
 	CHECK_EQ_INT(q.cpu_minutes, 0);
 	CHECK_EQ_INT(q.gpu_minutes, 7);
+	CHECK_EQ_INT(q.memory_bytes, 1ll << 30); /* kept */
+	CHECK_EQ_INT(store_quota_set(ben, &(struct store_quota){ -2, -2, -2, -2, -1 }, &err), DD_OK);
+	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
+	CHECK_EQ_INT(q.memory_bytes, 4ll << 30); /* the learner's default again */
 	/* a role change moves the defaults, not what was set */
 	CHECK_EQ_INT(store_user_set_role(ben, "instructor", &err), DD_OK);
 	CHECK_EQ_INT(store_quota_get(ben, &q, &err), DD_OK);
 	CHECK_EQ_INT(q.jobs, 4);
 	CHECK_EQ_INT(q.gpu_minutes, 7);
-	CHECK_EQ_INT(store_quota_set(99999, &(struct store_quota){ 1, -2, -2, -2 }, &err), DD_ENOENT);
+	CHECK_EQ_INT(store_quota_set(99999, &(struct store_quota){ 1, -2, -2, -2, -2 }, &err), DD_ENOENT);
 	CHECK_CONTAINS(err.msg, "user 99999");
+}
+
+/* A job's memory limit is the lower of the server's and its owner's quota (0 in
+ * either: no limit from it); the scheduler writes it into job.json's guard, and
+ * the local executor's RLIMIT_DATA comes from there. */
+static void test_memory_quota(void)
+{
+	int64_t kim = add_user("kim", "learner"), boss = add_user("boss", "admin");
+	struct dd_err err = { 0 };
+	int from = -1;
+	job_memory_set_max(8ll << 30);
+	CHECK_EQ_INT(job_memory_max_for(kim, &from), 4ll << 30); /* the learner's default */
+	CHECK_EQ_INT(from, 1);
+	CHECK_EQ_INT(job_memory_max_for(boss, &from), 8ll << 30); /* no quota: the server's */
+	CHECK_EQ_INT(from, 0);
+	CHECK_EQ_INT(job_memory_max_for(0, NULL), 8ll << 30);
+	job_memory_set_max(1ll << 30); /* the server's is lower */
+	CHECK_EQ_INT(job_memory_max_for(kim, &from), 1ll << 30);
+	CHECK_EQ_INT(from, 0);
+	job_memory_set_max(0); /* --job-memory-max off: the quota alone */
+	CHECK_EQ_INT(job_memory_max_for(kim, NULL), 4ll << 30);
+	CHECK_EQ_INT(store_quota_set(kim, &(struct store_quota){ -2, -2, -2, -2, 0 }, &err), DD_OK);
+	CHECK_EQ_INT(job_memory_max_for(kim, NULL), 0); /* neither */
+	CHECK_EQ_INT(store_quota_set(kim, &(struct store_quota){ -2, -2, -2, -2, 300ll << 20 }, &err), DD_OK);
+	job_memory_set_max(8ll << 30);
+
+	/* the guard, and the worker's cap from it */
+	char jd[128], path[160];
+	snprintf(jd, sizeof jd, "%s/job7", dir);
+	CHECK_EQ_INT(fs_mkdir_p(jd, &err), DD_OK);
+	CHECK_EQ_INT(job_memory_cap_dir(jd), job_memory_cap()); /* no job.json: the server's */
+	cJSON *job = cJSON_Parse("{\"kind\":\"model\",\"guard\":{\"roots\":[]}}");
+	train_memory_guard(job, kim);
+	train_memory_guard(job, kim); /* again at the next start: one field */
+	cJSON *g = cJSON_GetObjectItemCaseSensitive(job, "guard");
+	CHECK_EQ_INT(cJSON_GetArraySize(g), 2);
+	CHECK_EQ_INT((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(g, "memory_max")), 300ll << 20);
+	char *text = cJSON_Print(job);
+	snprintf(path, sizeof path, "%s/job.json", jd);
+	CHECK_EQ_INT(fs_write_file_atomic(path, text, strlen(text), &err), DD_OK);
+	free(text);
+	cJSON_Delete(job);
+	int64_t cap = job_memory_cap_dir(jd);
+	CHECK(cap > (300ll << 20) + (75ll << 20) && cap < job_memory_cap()); /* the limit + a quarter + stacks */
+	job_memory_set_max(-1);
 }
 
 static void test_usage_of_a_day(void)
@@ -158,6 +212,7 @@ static void tests(void)
 {
 	RUN(test_queue_order_and_priority);
 	RUN(test_quota_defaults_and_overrides);
+	RUN(test_memory_quota);
 	RUN(test_usage_of_a_day);
 	RUN(test_disable);
 }

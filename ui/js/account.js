@@ -83,6 +83,7 @@ export function quotaRows(quota, usage) {
     ['CPU minutes today', min(u.cpu_minutes), lim(q.cpu_minutes), over(u.cpu_minutes, q.cpu_minutes)],
     ['GPU minutes today', min(u.gpu_minutes), lim(q.gpu_minutes), over(u.gpu_minutes, q.gpu_minutes)],
     ['Disk', gib(u.disk_bytes), lim(q.disk_bytes, gib), over(u.disk_bytes, q.disk_bytes)],
+    ['Memory of one job', '—', lim(q.memory_bytes, gib), false],
   ];
 }
 

@@ -3,7 +3,7 @@
 //   The users      GET /users: name, role, quota and today's usage, created, last login
 //                  (the newest "login" row of GET /audit, which keeps the last 1000)
 //   Per user       role (PATCH {role}), quota (PATCH {quota: {jobs, cpu_minutes,
-//                  gpu_minutes, disk_bytes}}, a field left empty goes back to the role's
+//                  gpu_minutes, disk_bytes, memory_bytes}}, a field left empty goes back to the role's
 //                  default: null), disable/enable (PATCH {disabled}), reset password
 //                  (PATCH {password}: a generated one, shown to the admin once; the
 //                  user's sessions end), remove (DELETE after a confirm).  An error shows in the user's row; the server
@@ -26,7 +26,9 @@ const QUOTA_KEYS = [
   ['cpu_minutes', 'CPU minutes', 'a day'],
   ['gpu_minutes', 'GPU minutes', 'a day'],
   ['disk_bytes', 'Disk', 'GiB'],
+  ['memory_bytes', 'Memory of one job', 'GiB'],
 ];
+const IN_GIB = new Set(['disk_bytes', 'memory_bytes']);
 const ACCOUNT_ACTIONS = new Set(['login', 'login_failed', 'logout', 'password_change', 'password_reset', 'token_create', 'token_revoke',
   'user_add', 'user_remove', 'role_change', 'user_disable', 'user_enable', 'user_quota']);
 
@@ -211,11 +213,11 @@ export function mountUsers(root) {
   /* ---------- the quota of one user ---------- */
   function quotaForm(u, close, replace) {
     const q = u.quota || {};
-    const shown = (k, v) => (typeof v !== 'number' ? '' : k === 'disk_bytes' ? String(Math.round((v / GIB) * 1000) / 1000) : String(v));
+    const shown = (k, v) => (typeof v !== 'number' ? '' : IN_GIB.has(k) ? String(Math.round((v / GIB) * 1000) / 1000) : String(v));
     const fields = {};
     for (const [k, label, unit] of QUOTA_KEYS) {
       fields[`quota.${k}`] = formField({ id: `quota-${u.id}-${k}`, label: `${label} (${unit})`,
-        input: h('input', { class: 'input num-input', inputmode: k === 'disk_bytes' ? 'decimal' : 'numeric', value: shown(k, q[k]), dataset: { quota: k } }) });
+        input: h('input', { class: 'input num-input', inputmode: IN_GIB.has(k) ? 'decimal' : 'numeric', value: shown(k, q[k]), dataset: { quota: k } }) });
     }
     const err = h('p', { class: 'field-error', role: 'alert', hidden: true });
     const save = h('button', { type: 'submit', class: 'btn btn-primary btn-small', dataset: { action: 'save-quota' } }, 'Save quota');
@@ -246,9 +248,9 @@ export function mountUsers(root) {
         if (s === shown(k, q[k])) continue; // unchanged
         if (s === '') { quota[k] = null; continue; }
         const n = Number(s);
-        const v = k === 'disk_bytes' ? Math.round(n * GIB) : n;
+        const v = IN_GIB.has(k) ? Math.round(n * GIB) : n;
         if (!Number.isFinite(n) || n < 0 || !Number.isInteger(v)) {
-          f.set(`quota.${k}: ${k === 'disk_bytes' ? 'a number of GiB' : 'a whole number'} from 0 (0: no limit), or empty for the role's default`);
+          f.set(`quota.${k}: ${IN_GIB.has(k) ? 'a number of GiB' : 'a whole number'} from 0 (0: no limit), or empty for the role's default`);
           f.input.focus();
           return;
         }
