@@ -23,6 +23,10 @@
 #define JSON_MAX_DEPTH 64          /* levels of [ and {; the 65th is refused */
 #define JSON_MAX_BYTES (1u << 30)  /* the biggest text any caller reads (an evaluation's metrics.json) */
 
+/* o's member k (names compare case-sensitively, as JSON's do), or NULL when o is
+ * not an object or has none: the one short spelling of cJSON's lookup. */
+static inline cJSON *json_get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
 /* Check buf[0..len) without parsing it (no allocation, no recursion): DD_OK, or
  * DD_EINVAL / DD_ETOOBIG with err = "what: why at byte N".  what may be NULL
  * (no prefix).  Bytes outside strings are left to the parser, which refuses what

@@ -54,7 +54,6 @@
 #define MAX_ID 9007199254740991.0
 #define IMAGE_FILE_CAP (64u << 20)
 
-static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 /* ---- the statistics ---- */
 
@@ -289,7 +288,7 @@ static int is_id(const cJSON *v)
 
 static int int_field(cJSON *params, const char *key, int lo, int hi, struct dd_err *err)
 {
-	const cJSON *v = get(params, key);
+	const cJSON *v = json_get(params, key);
 	if (!v)
 		return DD_OK;
 	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
@@ -311,7 +310,7 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	enum job_state st;
-	int64_t model = (int64_t)get(params, "model")->valuedouble;
+	int64_t model = (int64_t)json_get(params, "model")->valuedouble;
 	int rc = kind_use_job(who, uses, model, "model", "model", &st, dir, sizeof dir, err);
 	if (rc)
 		return rc;
@@ -319,7 +318,7 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 	int n = 0;
 	if ((rc = modeldir_snapshots(dir, &snaps, &n, err)))
 		return rc;
-	const char *want = cJSON_GetStringValue(get(params, "snapshot"));
+	const char *want = cJSON_GetStringValue(json_get(params, "snapshot"));
 	double epoch = -1;
 	if (want)
 		modeldir_label_ok(want, &epoch);
@@ -335,20 +334,20 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 	cJSON_DeleteItemFromObjectCaseSensitive(params, "snapshot");
 	cJSON_AddStringToObject(params, "snapshot", snaps[i].label);
 	free(snaps);
-	cJSON *src = get(params, "source");
-	if (get(src, "dataset")) {
-		int64_t ds = (int64_t)get(src, "dataset")->valuedouble;
+	cJSON *src = json_get(params, "source");
+	if (json_get(src, "dataset")) {
+		int64_t ds = (int64_t)json_get(src, "dataset")->valuedouble;
 		if ((rc = kind_use_dataset(who, uses, ds, "source.dataset", "an evaluation needs a finished dataset", dir,
 					   sizeof dir, err)))
 			return rc;
-		const char *split = cJSON_GetStringValue(get(src, "split"));
+		const char *split = cJSON_GetStringValue(json_get(src, "split"));
 		dsinfo_db_path(dir, split, path, sizeof path);
 		strncat(path, "/data.mdb", sizeof path - strlen(path) - 1);
 		if (access(path, R_OK) != 0)
 			return dd_err_set(err, DD_EINVAL, "source.split: dataset %lld has no %s split", (long long)ds, split);
 		return DD_OK;
 	}
-	const cJSON *of = get(src, "archive_of");
+	const cJSON *of = json_get(src, "archive_of");
 	if (of) {
 		char kept[PATH_MAX];
 		if ((rc = kind_use_job(who, NULL, (int64_t)of->valuedouble, "evaluation", "source.archive_of", NULL, dir,
@@ -358,10 +357,10 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 			return dd_err_set(err, DD_ECONFLICT, "the archive this evaluation classified is gone; upload it again");
 		return DD_OK;
 	}
-	const char *id = cJSON_GetStringValue(get(src, "upload"));
+	const char *id = cJSON_GetStringValue(json_get(src, "upload"));
 	if (!kind_upload_path(who->server->data_dir, id, path, sizeof path) || !kind_upload_usable(who, path))
 		return dd_err_set(err, DD_EINVAL, "source.upload: no upload has this id (uploads are used once)");
-	if (!get(src, "name"))
+	if (!json_get(src, "name"))
 		cJSON_AddStringToObject(src, "name", strrchr(path, '/') + 1);
 	return DD_OK;
 }
@@ -374,56 +373,56 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	int rc;
 	if ((rc = only(params, top, "", err)))
 		return rc;
-	if (!is_id(get(params, "model")))
+	if (!is_id(json_get(params, "model")))
 		return dd_err_set(err, DD_EINVAL, "model: required, the id of a model job");
-	cJSON *snap = get(params, "snapshot");
+	cJSON *snap = json_get(params, "snapshot");
 	if (cJSON_IsNumber(snap)) {
 		/* an epoch given as a number: the label it is written under */
 		char label[MODELDIR_LABEL_MAX];
 		modeldir_label_of(snap->valuedouble, label, sizeof label);
 		cJSON_ReplaceItemInObjectCaseSensitive(params, "snapshot", cJSON_CreateString(label));
-		snap = get(params, "snapshot");
+		snap = json_get(params, "snapshot");
 	}
 	if (snap && !cJSON_IsNull(snap) &&
 	    (!cJSON_IsString(snap) || !modeldir_label_ok(snap->valuestring, NULL)))
 		return dd_err_set(err, DD_EINVAL, "snapshot: must be a snapshot's epoch (a number like 3 or 1.4167)");
-	cJSON *src = get(params, "source");
+	cJSON *src = json_get(params, "source");
 	if (!cJSON_IsObject(src))
 		return dd_err_set(err, DD_EINVAL,
 				  "source: required, {\"dataset\": ID, \"split\": \"val\"|\"test\"|\"train\"} or {\"upload\": ID}");
-	if (get(src, "dataset")) {
+	if (json_get(src, "dataset")) {
 		if ((rc = only(src, ds, "source.", err)))
 			return rc;
-		if (!is_id(get(src, "dataset")))
+		if (!is_id(json_get(src, "dataset")))
 			return dd_err_set(err, DD_EINVAL, "source.dataset: must be the id of a dataset job");
-		const char *split = cJSON_GetStringValue(get(src, "split"));
-		if (get(src, "split") && (!split || (strcmp(split, "val") && strcmp(split, "test") && strcmp(split, "train"))))
+		const char *split = cJSON_GetStringValue(json_get(src, "split"));
+		if (json_get(src, "split") && (!split || (strcmp(split, "val") && strcmp(split, "test") && strcmp(split, "train"))))
 			return dd_err_set(err, DD_EINVAL, "source.split: must be \"val\", \"test\" or \"train\"");
 		if (!split)
 			cJSON_AddStringToObject(src, "split", "val");
-	} else if (get(src, "upload") || get(src, "archive_of") || get(src, "file")) {
-		if (get(src, "file"))
+	} else if (json_get(src, "upload") || json_get(src, "archive_of") || json_get(src, "file")) {
+		if (json_get(src, "file"))
 			return dd_err_set(err, DD_EINVAL, "source.file: unknown field; give an upload by its id, {\"upload\": ID}");
-		if (get(src, "limits"))
+		if (json_get(src, "limits"))
 			return dd_err_set(err, DD_EINVAL,
 					  "source.limits: unknown field; the caps on unpacking are the server's "
 					  "(--archive-max-files, --archive-max-mib)");
 		if ((rc = only(src, up, "source.", err)))
 			return rc;
-		if (!!get(src, "upload") == !!get(src, "archive_of"))
+		if (!!json_get(src, "upload") == !!json_get(src, "archive_of"))
 			return dd_err_set(err, DD_EINVAL, "source.upload: required, an upload's id");
-		if (get(src, "upload") && !cJSON_IsString(get(src, "upload")))
+		if (json_get(src, "upload") && !cJSON_IsString(json_get(src, "upload")))
 			return dd_err_set(err, DD_EINVAL, "source.upload: must be an upload's id");
-		if (get(src, "archive_of") && !is_id(get(src, "archive_of")))
+		if (json_get(src, "archive_of") && !is_id(json_get(src, "archive_of")))
 			return dd_err_set(err, DD_EINVAL, "source.archive_of: must be an evaluation job id");
-		if (get(src, "name") && !cJSON_IsString(get(src, "name")))
+		if (json_get(src, "name") && !cJSON_IsString(json_get(src, "name")))
 			return dd_err_set(err, DD_EINVAL, "source.name: must be a string");
 	} else {
 		return dd_err_set(err, DD_EINVAL, "source: needs \"dataset\" (with \"split\") or \"upload\"");
 	}
 	if ((rc = int_field(params, "top_n", 0, 1000, err)) || (rc = int_field(params, "batch_size", 1, 1024, err)))
 		return rc;
-	const cJSON *g = get(params, "group");
+	const cJSON *g = json_get(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
 	return who ? check_related(params, who, uses, err) : DD_OK;
@@ -689,7 +688,7 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 	int rc = worker_archive(w, src, kept, sizeof kept, err);
 	if (rc)
 		return rc;
-	const char *shown = cJSON_GetStringValue(get(src, "name"));
+	const char *shown = cJSON_GetStringValue(json_get(src, "name"));
 	jobdir_file(w->dir, JOBDIR_EVAL_IMAGES, r->images, sizeof r->images);
 	fs_rm_rf(r->images, NULL);
 	struct archive_limits lim;
@@ -729,8 +728,8 @@ static int prepare_upload(struct run *r, const cJSON *src, struct dd_err *err)
 /* The dataset's labels.txt against the model's labels: index -> model class. */
 static int prepare_dataset(struct run *r, const cJSON *src, struct dd_err *err)
 {
-	r->ds_id = (int64_t)get(src, "dataset")->valuedouble;
-	snprintf(r->split, sizeof r->split, "%s", cJSON_GetStringValue(get(src, "split")));
+	r->ds_id = (int64_t)json_get(src, "dataset")->valuedouble;
+	snprintf(r->split, sizeof r->split, "%s", cJSON_GetStringValue(json_get(src, "split")));
 	char ds[PATH_MAX], path[PATH_MAX + 32];
 	jobdir_sibling(r->w->dir, r->ds_id, ds, sizeof ds);
 	dsinfo_db_path(ds, r->split, path, sizeof path);
@@ -811,9 +810,9 @@ static int write_metrics(struct run *r, int complete, const char *snapshot, stru
 		cJSON_AddStringToObject(src, "split", r->split);
 		snprintf(base, sizeof base, "/api/v1/datasets/%lld/images/%s/", (long long)r->ds_id, r->split);
 	} else {
-		const cJSON *id = get(r->w->job, "id");
-		cJSON_AddStringToObject(src, "upload", cJSON_GetStringValue(get(get(r->w->params, "source"), "name")) ?
-							      cJSON_GetStringValue(get(get(r->w->params, "source"), "name")) :
+		const cJSON *id = json_get(r->w->job, "id");
+		cJSON_AddStringToObject(src, "upload", cJSON_GetStringValue(json_get(json_get(r->w->params, "source"), "name")) ?
+							      cJSON_GetStringValue(json_get(json_get(r->w->params, "source"), "name")) :
 							      "upload");
 		snprintf(base, sizeof base, "/api/v1/evaluations/%lld/images/",
 			 cJSON_IsNumber(id) ? (long long)id->valuedouble : 0LL);
@@ -832,15 +831,15 @@ static int write_metrics(struct run *r, int complete, const char *snapshot, stru
 
 static int run(struct worker *w, struct dd_err *err)
 {
-	const cJSON *p = w->params, *src = get(p, "source");
+	const cJSON *p = w->params, *src = json_get(p, "source");
 	struct run r = { .w = w };
 	struct slot_item *items = NULL;
 	char mdir[PATH_MAX], weights[PATH_MAX + 64], path[PATH_MAX + 32];
 	int rc;
-	int64_t model = (int64_t)get(p, "model")->valuedouble;
+	int64_t model = (int64_t)json_get(p, "model")->valuedouble;
 	if (jobdir_sibling(w->dir, model, mdir, sizeof mdir))
 		return dd_err_set(err, DD_EINTERNAL, "the job folder %s has no parent folder", w->dir);
-	const char *snapshot = cJSON_GetStringValue(get(p, "snapshot"));
+	const char *snapshot = cJSON_GetStringValue(json_get(p, "snapshot"));
 	char latest[MODELDIR_LABEL_MAX];
 	if (!snapshot) {
 		struct modeldir_snapshot *snaps = NULL;
@@ -859,11 +858,11 @@ static int run(struct worker *w, struct dd_err *err)
 	if (access(weights, R_OK) != 0)
 		return dd_err_set(err, DD_ENOENT, "snapshot: model %lld has no snapshot at epoch %s (deleted?)",
 				  (long long)model, snapshot);
-	const cJSON *b = get(p, "batch_size"), *tn = get(p, "top_n");
+	const cJSON *b = json_get(p, "batch_size"), *tn = json_get(p, "top_n");
 	r.bsz = cJSON_IsNumber(b) ? b->valueint : 64;
 	int top_n = cJSON_IsNumber(tn) ? tn->valueint : 10;
 
-	const cJSON *slots = get(get(w->job, "resources"), "cpu_slots");
+	const cJSON *slots = json_get(json_get(w->job, "resources"), "cpu_slots");
 	if (cJSON_IsNumber(slots) && slots->valuedouble >= 1)
 		omp_set_num_threads((int)slots->valuedouble);
 	worker_log(w, "info", "model %lld, snapshot %s, batches of %d", (long long)model, snapshot, r.bsz);
@@ -884,7 +883,7 @@ static int run(struct worker *w, struct dd_err *err)
 	qsort_r(r.sorted, (size_t)r.classes, sizeof *r.sorted, by_label, (void *)r.labels);
 	if ((rc = eval_stats_init(&r.st, r.classes, top_n, EVAL_MAX_MISCLASSIFIED, err)))
 		goto out;
-	if ((rc = get(src, "dataset") ? prepare_dataset(&r, src, err) : prepare_upload(&r, src, err)))
+	if ((rc = json_get(src, "dataset") ? prepare_dataset(&r, src, err) : prepare_upload(&r, src, err)))
 		goto out;
 
 	jobdir_file(w->dir, JOBDIR_RESULTS_CSV, path, sizeof path);
@@ -990,8 +989,8 @@ out:
  * checks the caller may use. */
 static int clone_params(cJSON *params, int64_t orig_id, const char *orig_dir, struct dd_err *err)
 {
-	cJSON *src = get(params, "source");
-	if (!cJSON_IsObject(src) || get(src, "dataset"))
+	cJSON *src = json_get(params, "source");
+	if (!cJSON_IsObject(src) || json_get(src, "dataset"))
 		return DD_OK;
 	return kind_clone_archive(src, orig_id, orig_dir, "the archive this evaluation classified is gone; upload it again",
 				  err);

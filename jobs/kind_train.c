@@ -98,7 +98,6 @@ out:
 
 /* ---- validation ---- */
 
-static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static int only_fields(const cJSON *obj, const char *const *allowed, const char *where, struct dd_err *err)
 {
@@ -112,7 +111,7 @@ enum { NUM_REAL = 0, NUM_INT = 1, NUM_ABOVE = 2 /* lo itself is not allowed */ }
 static int num(cJSON *obj, const char *where, const char *key, double lo, double hi, int flags,
 	       int fill, double dflt, struct dd_err *err)
 {
-	cJSON *v = get(obj, key);
+	cJSON *v = json_get(obj, key);
 	if (!v) {
 		if (fill)
 			cJSON_AddNumberToObject(obj, key, dflt);
@@ -138,7 +137,7 @@ static int is_id(const cJSON *v)
 static int choice(cJSON *obj, const char *where, const char *key, const char *const *names,
 		  struct dd_err *err)
 {
-	cJSON *v = get(obj, key);
+	cJSON *v = json_get(obj, key);
 	if (!v) {
 		cJSON_AddStringToObject(obj, key, names[0]);
 		return DD_OK;
@@ -170,7 +169,7 @@ static const struct policy {
 static int check_policy(cJSON *solver, struct dd_err *err)
 {
 	static const char *const fields[] = { "policy", "step_pct", "multistep_pct", "gamma", "power", NULL };
-	cJSON *lp = get(solver, "lr_policy");
+	cJSON *lp = json_get(solver, "lr_policy");
 	if (!lp)
 		lp = cJSON_AddObjectToObject(solver, "lr_policy");
 	else if (cJSON_IsString(lp)) { /* "step" is short for {"policy":"step"} */
@@ -187,18 +186,18 @@ static int check_policy(cJSON *solver, struct dd_err *err)
 	static const char *const names[] = { "step", "fixed", "multistep", "exp", "inv", "poly", "sigmoid", NULL };
 	if ((rc = choice(lp, "solver.lr_policy.", "policy", names, err)))
 		return rc;
-	const char *name = get(lp, "policy")->valuestring;
+	const char *name = json_get(lp, "policy")->valuestring;
 	const struct policy *p = policies;
 	while (strcmp(p->name, name) != 0)
 		p++;
 	static const char *const used_by[] = { "step_pct", "gamma", "power" };
 	const double dflt[] = { p->step_pct, p->gamma, p->power };
 	for (int i = 0; i < 3; i++) {
-		if (isnan(dflt[i]) && get(lp, used_by[i]))
+		if (isnan(dflt[i]) && json_get(lp, used_by[i]))
 			return dd_err_set(err, DD_EINVAL, "solver.lr_policy.%s: the %s policy does not use it",
 					  used_by[i], name);
 	}
-	if (!p->multistep && get(lp, "multistep_pct"))
+	if (!p->multistep && json_get(lp, "multistep_pct"))
 		return dd_err_set(err, DD_EINVAL, "solver.lr_policy.multistep_pct: the %s policy does not use it", name);
 	if (!isnan(p->step_pct) &&
 	    (rc = num(lp, "solver.lr_policy.", "step_pct", 0, 100, NUM_ABOVE, 1, p->step_pct, err)))
@@ -208,7 +207,7 @@ static int check_policy(cJSON *solver, struct dd_err *err)
 	if (!isnan(p->power) && (rc = num(lp, "solver.lr_policy.", "power", 0, 1000, NUM_ABOVE, 1, p->power, err)))
 		return rc;
 	if (p->multistep) {
-		cJSON *ms = get(lp, "multistep_pct");
+		cJSON *ms = json_get(lp, "multistep_pct");
 		if (!ms) {
 			ms = cJSON_AddArrayToObject(lp, "multistep_pct");
 			cJSON_AddItemToArray(ms, cJSON_CreateNumber(50));
@@ -237,7 +236,7 @@ static int check_solver(cJSON *params, struct dd_err *err)
 {
 	static const char *const fields[] = { "type",	   "base_lr",	   "momentum",  "momentum2", "delta",
 					      "rms_decay", "weight_decay", "iter_size", "lr_policy", NULL };
-	cJSON *s = get(params, "solver");
+	cJSON *s = json_get(params, "solver");
 	if (!s)
 		s = cJSON_AddObjectToObject(params, "solver");
 	if (!cJSON_IsObject(s))
@@ -258,7 +257,7 @@ static int check_solver(cJSON *params, struct dd_err *err)
 static int check_network(cJSON *params, struct dd_err *err)
 {
 	static const char *const fields[] = { "standard", "prototxt", "previous", NULL };
-	cJSON *n = get(params, "network");
+	cJSON *n = json_get(params, "network");
 	int rc;
 	if (cJSON_IsObject(n) && (rc = only_fields(n, fields, "network.", err)))
 		return rc;
@@ -266,7 +265,7 @@ static int check_network(cJSON *params, struct dd_err *err)
 		return dd_err_set(err, DD_EINVAL,
 				  "network: required, one of {\"standard\": NAME}, {\"prototxt\": TEXT} or {\"previous\": MODEL_JOB_ID}");
 	cJSON *v;
-	if ((v = get(n, "standard"))) {
+	if ((v = json_get(n, "standard"))) {
 		if (!cJSON_IsString(v) || !net_standard_find(v->valuestring)) {
 			char list[256] = "";
 			for (const struct net_standard *s = net_standards; s->name; s++)
@@ -276,7 +275,7 @@ static int check_network(cJSON *params, struct dd_err *err)
 		}
 		return DD_OK;
 	}
-	if ((v = get(n, "prototxt"))) {
+	if ((v = json_get(n, "prototxt"))) {
 		if (!cJSON_IsString(v) || !*v->valuestring || strlen(v->valuestring) > MAX_PROTOTXT)
 			return dd_err_set(err, DD_EINVAL, "network.prototxt: must be the text of a network (at most %u bytes)",
 					  MAX_PROTOTXT);
@@ -289,7 +288,7 @@ static int check_network(cJSON *params, struct dd_err *err)
 		}
 		return DD_OK;
 	}
-	if (!is_id(get(n, "previous")))
+	if (!is_id(json_get(n, "previous")))
 		return dd_err_set(err, DD_EINVAL, "network.previous: must be a model job id");
 	return DD_OK;
 }
@@ -298,7 +297,7 @@ static int check_network(cJSON *params, struct dd_err *err)
  * inside an epoch) or its label ("1.4167"), which is turned into the number. */
 static int snapshot_field(cJSON *obj, const char *where, struct dd_err *err)
 {
-	cJSON *v = get(obj, "snapshot");
+	cJSON *v = json_get(obj, "snapshot");
 	double ep;
 	if (cJSON_IsString(v) && modeldir_label_ok(v->valuestring, &ep) && ep <= 10000) {
 		cJSON_ReplaceItemInObjectCaseSensitive(obj, "snapshot", cJSON_CreateNumber(ep));
@@ -316,8 +315,8 @@ static int snapshot_field(cJSON *obj, const char *where, struct dd_err *err)
  * Whether this server has them is the scheduler's question (sched_submit). */
 static int check_gpus(cJSON *params, struct dd_err *err)
 {
-	const cJSON *g = get(params, "gpus"), *it;
-	const char *be = cJSON_GetStringValue(get(params, "backend"));
+	const cJSON *g = json_get(params, "gpus"), *it;
+	const char *be = cJSON_GetStringValue(json_get(params, "backend"));
 	if (!g)
 		return DD_OK;
 	if (!be || strcmp(be, "cuda") != 0)
@@ -355,9 +354,9 @@ static int check_gpus(cJSON *params, struct dd_err *err)
 static int check_precision(cJSON *params, struct dd_err *err)
 {
 	static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
-	int rc = get(params, "precision") ? choice(params, "", "precision", precisions, err) : DD_OK;
-	const char *p = cJSON_GetStringValue(get(params, "precision"));
-	const char *be = cJSON_GetStringValue(get(params, "backend"));
+	int rc = json_get(params, "precision") ? choice(params, "", "precision", precisions, err) : DD_OK;
+	const char *p = cJSON_GetStringValue(json_get(params, "precision"));
+	const char *be = cJSON_GetStringValue(json_get(params, "backend"));
 	if (!rc && p && strcmp(p, "fp32") != 0 && (!be || strcmp(be, "cuda") != 0))
 		return dd_err_set(err, DD_EINVAL, "precision: \"%s\" only with \"backend\": \"cuda\"", p);
 	return rc;
@@ -385,18 +384,18 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 {
 	char ds_dir[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32];
 	char *prev_text = NULL;
-	int rc = kind_use_dataset(who, uses, (int64_t)get(params, "dataset")->valuedouble, "dataset",
+	int rc = kind_use_dataset(who, uses, (int64_t)json_get(params, "dataset")->valuedouble, "dataset",
 				  "a model needs a finished dataset", ds_dir, sizeof ds_dir, err);
 	if (rc)
 		return rc;
-	const cJSON *net = get(params, "network");
+	const cJSON *net = json_get(params, "network");
 	const char *text = NULL;
-	if (cJSON_IsString(get(net, "standard")))
-		text = net_standard_text(get(net, "standard")->valuestring);
-	else if (cJSON_IsString(get(net, "prototxt")))
-		text = get(net, "prototxt")->valuestring;
+	if (cJSON_IsString(json_get(net, "standard")))
+		text = net_standard_text(json_get(net, "standard")->valuestring);
+	else if (cJSON_IsString(json_get(net, "prototxt")))
+		text = json_get(net, "prototxt")->valuestring;
 	else {
-		int64_t prev = (int64_t)get(net, "previous")->valuedouble;
+		int64_t prev = (int64_t)json_get(net, "previous")->valuedouble;
 		if ((rc = kind_use_job(who, uses, prev, "model", "network.previous", NULL, dir, sizeof dir, err)))
 			return rc;
 		modeldir_path(dir, MODELDIR_NETWORK, path, sizeof path);
@@ -405,10 +404,10 @@ static int check_related(cJSON *params, const struct job_caller *who, struct job
 					  (long long)prev);
 		text = prev_text;
 	}
-	const cJSON *ft = get(params, "finetune");
+	const cJSON *ft = json_get(params, "finetune");
 	if (ft) {
-		int64_t m = (int64_t)get(ft, "model")->valuedouble;
-		const cJSON *fs = get(ft, "snapshot"); /* a number: snapshot_field turned a label into one */
+		int64_t m = (int64_t)json_get(ft, "model")->valuedouble;
+		const cJSON *fs = json_get(ft, "snapshot"); /* a number: snapshot_field turned a label into one */
 		double ep = cJSON_IsNumber(fs) ? fs->valuedouble : -1;
 		if ((rc = kind_use_job(who, uses, m, "model", "finetune.model", NULL, dir, sizeof dir, err)))
 			goto out;
@@ -444,7 +443,7 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	int rc;
 	if ((rc = only_fields(params, top, "", err)) || (rc = kind_preset_check(params, err))) /* kind_preset.h */
 		return rc;
-	if (!is_id(get(params, "dataset")))
+	if (!is_id(json_get(params, "dataset")))
 		return dd_err_set(err, DD_EINVAL, "dataset: required, the id of a finished dataset job");
 	if ((rc = check_network(params, err)) || (rc = check_solver(params, err)) ||
 	    (rc = num(params, "", "epochs", 1, 10000, NUM_INT, 1, 30, err)) ||
@@ -457,19 +456,19 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	    (rc = choice(params, "", "backend", backends, err)) || (rc = check_gpus(params, err)) ||
 	    (rc = check_precision(params, err)))
 		return rc;
-	cJSON *ft = get(params, "finetune");
+	cJSON *ft = json_get(params, "finetune");
 	if (ft) {
 		static const char *const f[] = { "model", "snapshot", NULL };
 		if (!cJSON_IsObject(ft))
 			return dd_err_set(err, DD_EINVAL, "finetune: must be {\"model\": MODEL_JOB_ID, \"snapshot\"?: EPOCH}");
 		if ((rc = only_fields(ft, f, "finetune.", err)))
 			return rc;
-		if (!is_id(get(ft, "model")))
+		if (!is_id(json_get(ft, "model")))
 			return dd_err_set(err, DD_EINVAL, "finetune.model: required, a model job id");
 		if ((rc = snapshot_field(ft, "finetune.", err)))
 			return rc;
 	}
-	cJSON *re = get(params, "resume");
+	cJSON *re = json_get(params, "resume");
 	if (re) {
 		static const char *const f[] = { "snapshot", NULL };
 		if (!cJSON_IsObject(re))
@@ -477,10 +476,10 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 		if ((rc = only_fields(re, f, "resume.", err)) || (rc = snapshot_field(re, "resume.", err)))
 			return rc;
 	}
-	cJSON *mi = get(params, "mirror");
+	cJSON *mi = json_get(params, "mirror");
 	if (mi && !cJSON_IsBool(mi))
 		return dd_err_set(err, DD_EINVAL, "mirror: must be true or false (absent: the network's data layer decides)");
-	cJSON *g = get(params, "group");
+	cJSON *g = json_get(params, "group");
 	if (g && (!cJSON_IsString(g) || strlen(g->valuestring) > 200))
 		return dd_err_set(err, DD_EINVAL, "group: must be a string of at most 200 characters");
 	if (who && (rc = check_related(params, who, uses, err)))
@@ -711,13 +710,13 @@ static void on_metric(void *vctx, const struct train_metric *m)
 
 static int param_int(const cJSON *o, const char *k, int dflt)
 {
-	const cJSON *v = get(o, k);
+	const cJSON *v = json_get(o, k);
 	return cJSON_IsNumber(v) ? (int)v->valuedouble : dflt;
 }
 
 static double param_num(const cJSON *o, const char *k, double dflt)
 {
-	const cJSON *v = get(o, k);
+	const cJSON *v = json_get(o, k);
 	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
@@ -754,8 +753,8 @@ static int pick_snapshot(const char *dir, double epoch, int need_state, const ch
  * GPU, leaves o alone. */
 static int replicas_from_job(const cJSON *job, const char *backend, struct train_opts *o, struct dd_err *err)
 {
-	const cJSON *ids = get(get(job, "resources"), "gpus"), *it;
-	const cJSON *count = get(get(job, "resources"), "gpu_count");
+	const cJSON *ids = json_get(json_get(job, "resources"), "gpus"), *it;
+	const cJSON *count = json_get(json_get(job, "resources"), "gpu_count");
 	int n = cJSON_GetArraySize(ids);
 	if (!backend || strncmp(backend, "cuda", 4) != 0)
 		return DD_OK;
@@ -800,15 +799,15 @@ static int run(struct worker *w, struct dd_err *err)
 				  ds_id);
 
 	/* the network */
-	const cJSON *net = get(p, "network");
+	const cJSON *net = json_get(p, "network");
 	const char *text = NULL;
 	char netname[64];
-	if (cJSON_IsString(get(net, "standard"))) {
-		snprintf(netname, sizeof netname, "%s", get(net, "standard")->valuestring);
+	if (cJSON_IsString(json_get(net, "standard"))) {
+		snprintf(netname, sizeof netname, "%s", json_get(net, "standard")->valuestring);
 		text = net_standard_text(netname);
-	} else if (cJSON_IsString(get(net, "prototxt"))) {
+	} else if (cJSON_IsString(json_get(net, "prototxt"))) {
 		snprintf(netname, sizeof netname, "custom");
-		text = get(net, "prototxt")->valuestring;
+		text = json_get(net, "prototxt")->valuestring;
 	} else {
 		long long prev = (long long)param_num(net, "previous", 0);
 		snprintf(netname, sizeof netname, "model %lld's network", prev);
@@ -835,8 +834,8 @@ static int run(struct worker *w, struct dd_err *err)
 	o.network_name = netname;
 	o.out_dir = w->dir;
 	o.result = &res;
-	o.backend = cJSON_GetStringValue(get(p, "backend"));
-	o.precision = cJSON_GetStringValue(get(p, "precision"));
+	o.backend = cJSON_GetStringValue(json_get(p, "backend"));
+	o.precision = cJSON_GetStringValue(json_get(p, "precision"));
 	if ((rc = replicas_from_job(w->job, o.backend, &o, err)))
 		goto out;
 	if (o.replicas > 1) {
@@ -848,15 +847,15 @@ static int run(struct worker *w, struct dd_err *err)
 	}
 	/* as many threads as the CPU slots the job holds: two trainings never share a
 	 * core (oneDNN's OpenMP threads collapse when oversubscribed) */
-	const cJSON *slots = get(get(w->job, "resources"), "cpu_slots");
+	const cJSON *slots = json_get(json_get(w->job, "resources"), "cpu_slots");
 	o.threads = cJSON_IsNumber(slots) && slots->valuedouble >= 1 ? (int)slots->valuedouble : 0;
 	o.epochs = param_int(p, "epochs", 30);
 	o.batch = param_int(p, "batch_size", 0);
 	o.crop = param_int(p, "crop_size", 0);
-	const cJSON *mi = get(p, "mirror");
+	const cJSON *mi = json_get(p, "mirror");
 	o.mirror = cJSON_IsBool(mi) ? (cJSON_IsTrue(mi) ? 1 : -1) : 0;
-	const cJSON *s = get(p, "solver");
-	const char *type = cJSON_GetStringValue(get(s, "type"));
+	const cJSON *s = json_get(p, "solver");
+	const char *type = cJSON_GetStringValue(json_get(s, "type"));
 	if (type && (rc = solver_type_parse(type, &o.solver, err))) /* validate() has checked it */
 		return rc;
 	o.base_lr = param_num(s, "base_lr", 0.01);
@@ -866,8 +865,8 @@ static int run(struct worker *w, struct dd_err *err)
 	o.rms_decay = param_num(s, "rms_decay", 0.99);
 	o.weight_decay = param_num(s, "weight_decay", 0.0005);
 	o.iter_size = param_int(s, "iter_size", 1);
-	const cJSON *lp = get(s, "lr_policy");
-	const char *pol = cJSON_GetStringValue(get(lp, "policy"));
+	const cJSON *lp = json_get(s, "lr_policy");
+	const char *pol = cJSON_GetStringValue(json_get(lp, "policy"));
 	if ((rc = lr_policy_parse(pol ? pol : "step", &o.policy, err))) {
 		dd_err_prefix(err, "solver.lr_policy.policy");
 		goto out;
@@ -875,13 +874,13 @@ static int run(struct worker *w, struct dd_err *err)
 	o.step_pct = param_num(lp, "step_pct", 0);
 	o.gamma = param_num(lp, "gamma", 0);
 	o.power = param_num(lp, "power", 0);
-	const cJSON *ms = get(lp, "multistep_pct"), *m;
+	const cJSON *ms = json_get(lp, "multistep_pct"), *m;
 	cJSON_ArrayForEach(m, ms)
 	{
 		if (o.nmultistep < SOLVER_MAX_STEPS)
 			o.multistep_pct[o.nmultistep++] = m->valuedouble;
 	}
-	const char *mean = cJSON_GetStringValue(get(p, "mean"));
+	const char *mean = cJSON_GetStringValue(json_get(p, "mean"));
 	o.mean = mean && strcmp(mean, "none") == 0 ? FEED_MEAN_NONE :
 		 mean && strcmp(mean, "pixel") == 0 ? FEED_MEAN_PIXEL : FEED_MEAN_IMAGE;
 	o.seed = (uint64_t)param_num(p, "seed", 0);
@@ -890,7 +889,7 @@ static int run(struct worker *w, struct dd_err *err)
 
 	struct run_ctx c = { w, fs_mono_ms(), 0, o.epochs };
 	char resume[PATH_MAX + 64], finetune[PATH_MAX + 64];
-	const cJSON *re = get(p, "resume");
+	const cJSON *re = json_get(p, "resume");
 	if (re) {
 		struct modeldir_snapshot ep;
 		if ((rc = pick_snapshot(w->dir, param_num(re, "snapshot", -1), 1, "resume", resume, sizeof resume, &ep,
@@ -900,7 +899,7 @@ static int run(struct worker *w, struct dd_err *err)
 		c.epoch0 = ep.epoch;
 		worker_log(w, "info", "resuming from the snapshot at epoch %s, to %d epochs in all", ep.label, o.epochs);
 	}
-	const cJSON *ft = get(p, "finetune");
+	const cJSON *ft = json_get(p, "finetune");
 	if (ft) {
 		char mdir[PATH_MAX];
 		long long mid = (long long)param_num(ft, "model", 0);

@@ -203,11 +203,10 @@ out:
 	return rc;
 }
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static int int_of(const cJSON *o, const char *k)
 {
-	const cJSON *v = get(o, k);
+	const cJSON *v = json_get(o, k);
 	return cJSON_IsNumber(v) ? (int)v->valuedouble : 0;
 }
 
@@ -221,33 +220,33 @@ int train_memory_check(const cJSON *params, const struct job_caller *who, struct
 	if (limit <= 0)
 		return DD_OK;
 	char ds[PATH_MAX], path[PATH_MAX + 32];
-	sched_job_dir((int64_t)cJSON_GetNumberValue(get(params, "dataset")), ds, sizeof ds);
+	sched_job_dir((int64_t)cJSON_GetNumberValue(json_get(params, "dataset")), ds, sizeof ds);
 	if (!dsinfo_ready(ds))
 		return DD_OK; /* not a finished dataset (yet): the API and the worker say so */
-	const cJSON *net = get(params, "network");
+	const cJSON *net = json_get(params, "network");
 	const char *text = NULL;
 	char *prev = NULL;
-	if (cJSON_IsString(get(net, "standard")))
-		text = net_standard_text(get(net, "standard")->valuestring);
-	else if (cJSON_IsString(get(net, "prototxt")))
-		text = get(net, "prototxt")->valuestring;
-	else if (cJSON_IsNumber(get(net, "previous"))) {
-		sched_job_dir((int64_t)get(net, "previous")->valuedouble, path, sizeof path);
+	if (cJSON_IsString(json_get(net, "standard")))
+		text = net_standard_text(json_get(net, "standard")->valuestring);
+	else if (cJSON_IsString(json_get(net, "prototxt")))
+		text = json_get(net, "prototxt")->valuestring;
+	else if (cJSON_IsNumber(json_get(net, "previous"))) {
+		sched_job_dir((int64_t)json_get(net, "previous")->valuedouble, path, sizeof path);
 		strncat(path, "/" MODELDIR_NETWORK, sizeof path - strlen(path) - 1);
 		if (fs_read_file(path, 4u << 20, &prev, NULL, NULL) == DD_OK)
 			text = prev;
 	}
 	if (!text)
 		return DD_OK;
-	const cJSON *g = get(params, "gpus");
+	const cJSON *g = json_get(params, "gpus");
 	int replicas = cJSON_IsNumber(g) ? (int)g->valuedouble : cJSON_IsArray(g) ? cJSON_GetArraySize(g) : 1;
 	struct net_memory m;
 	struct dd_err e = { 0 };
 	char largest[128] = "";
 	int64_t lp = 0;
 	int rc = train_memory_estimate(text, ds, int_of(params, "batch_size"), int_of(params, "crop_size"),
-				       cJSON_GetStringValue(get(get(params, "solver"), "type")),
-				       cJSON_GetStringValue(get(params, "backend")), replicas, &m, largest, sizeof largest,
+				       cJSON_GetStringValue(json_get(json_get(params, "solver"), "type")),
+				       cJSON_GetStringValue(json_get(params, "backend")), replicas, &m, largest, sizeof largest,
 				       &lp, &e);
 	free(prev);
 	if (rc)
@@ -345,7 +344,7 @@ static void figure(const char *dir, char *buf, size_t len)
 		return;
 	cJSON *j = cJSON_Parse(text);
 	free(text);
-	double est = cJSON_GetNumberValue(get(j, "estimate")), lim = cJSON_GetNumberValue(get(j, "limit"));
+	double est = cJSON_GetNumberValue(json_get(j, "estimate")), lim = cJSON_GetNumberValue(json_get(j, "limit"));
 	int batch = int_of(j, "batch");
 	if (est > 0) {
 		int n = snprintf(buf, len, "%.0f MiB", est / MIB);

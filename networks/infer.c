@@ -60,7 +60,6 @@ struct infer {
 	int batch;                    /* images per forward pass (1 but for infer_batch_open) */
 };
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static int read_json(const char *path, cJSON **out, struct dd_err *err)
 {
@@ -102,7 +101,7 @@ static int mean_parse(const char *s, enum feed_mean *out)
 /* The dataset folder beside a job folder: DIR/../<settings.dataset>. */
 static int dataset_dir(const char *dir, const cJSON *settings, char *buf, size_t len)
 {
-	const cJSON *ds = get(settings, "dataset");
+	const cJSON *ds = json_get(settings, "dataset");
 	if (!cJSON_IsNumber(ds) || ds->valuedouble < 1)
 		return 0;
 	char parent[PATH_MAX];
@@ -124,16 +123,16 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	int rc = read_json(path, &h->settings, err);
 	if (rc)
 		return rc;
-	const cJSON *in = get(h->settings, "input"), *crop = get(h->settings, "crop_size");
+	const cJSON *in = json_get(h->settings, "input"), *crop = json_get(h->settings, "crop_size");
 	if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) != 3 || !int_in(cJSON_GetArrayItem(in, 0), 1, 4, &h->prep.c) ||
 	    !int_in(cJSON_GetArrayItem(in, 1), 1, 1 << 16, &h->prep.h) ||
 	    !int_in(cJSON_GetArrayItem(in, 2), 1, 1 << 16, &h->prep.w) ||
-	    !int_in(get(h->settings, "classes"), 1, 1 << 20, &h->prep.classes) ||
+	    !int_in(json_get(h->settings, "classes"), 1, 1 << 20, &h->prep.classes) ||
 	    (crop && !cJSON_IsNull(crop) && !int_in(crop, 0, 1 << 16, &h->prep.crop)))
 		return dd_err_set(err, DD_EINVAL, "%s lacks input [C,H,W], classes or crop_size: was the model trained?",
 				  path);
 	h->mean_mode = FEED_MEAN_IMAGE;
-	if (get(h->settings, "mean") && !mean_parse(cJSON_GetStringValue(get(h->settings, "mean")), &h->mean_mode))
+	if (json_get(h->settings, "mean") && !mean_parse(cJSON_GetStringValue(json_get(h->settings, "mean")), &h->mean_mode))
 		return dd_err_set(err, DD_EINVAL, "%s: mean must be none, image or pixel", path);
 	int have_ds = dataset_dir(dir, h->settings, ds, sizeof ds);
 
@@ -146,9 +145,9 @@ static int read_job(struct infer *h, const char *dir, struct dd_err *err)
 	if (access(path, R_OK) == 0) {
 		if ((rc = read_json(path, &pre, err)))
 			return rc;
-		mode = cJSON_GetStringValue(get(pre, "resize_mode"));
+		mode = cJSON_GetStringValue(json_get(pre, "resize_mode"));
 		if (!mode)
-			mode = cJSON_GetStringValue(get(dsinfo_options(pre), "resize_mode"));
+			mode = cJSON_GetStringValue(json_get(dsinfo_options(pre), "resize_mode"));
 	}
 	rc = DD_OK;
 	if (!mode)
@@ -175,13 +174,13 @@ static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 	if (rc)
 		return rc;
 	h->manifest = j;
-	const cJSON *in = get(j, "input"), *mean = get(j, "mean");
-	const char *mode = cJSON_GetStringValue(get(j, "resize_mode"));
-	const char *order = cJSON_GetStringValue(get(in, "order"));
-	if (!int_in(get(in, "channels"), 1, 4, &h->prep.c) || !int_in(get(in, "height"), 1, 1 << 16, &h->prep.h) ||
-	    !int_in(get(in, "width"), 1, 1 << 16, &h->prep.w) || !int_in(get(j, "classes"), 1, 1 << 20, &h->prep.classes) ||
-	    !int_in(get(j, "crop"), 0, 1 << 16, &h->prep.crop) || !mode || resize_mode_parse(mode, &h->resize) != 0 ||
-	    !mean_parse(cJSON_GetStringValue(get(mean, "mode")), &h->mean_mode) || !order ||
+	const cJSON *in = json_get(j, "input"), *mean = json_get(j, "mean");
+	const char *mode = cJSON_GetStringValue(json_get(j, "resize_mode"));
+	const char *order = cJSON_GetStringValue(json_get(in, "order"));
+	if (!int_in(json_get(in, "channels"), 1, 4, &h->prep.c) || !int_in(json_get(in, "height"), 1, 1 << 16, &h->prep.h) ||
+	    !int_in(json_get(in, "width"), 1, 1 << 16, &h->prep.w) || !int_in(json_get(j, "classes"), 1, 1 << 20, &h->prep.classes) ||
+	    !int_in(json_get(j, "crop"), 0, 1 << 16, &h->prep.crop) || !mode || resize_mode_parse(mode, &h->resize) != 0 ||
+	    !mean_parse(cJSON_GetStringValue(json_get(mean, "mode")), &h->mean_mode) || !order ||
 	    strcmp(order, h->prep.c == 3 ? "BGR" : "gray") != 0)
 		return dd_err_set(err, DD_EINVAL,
 				  "%s is not a deepdesk bundle manifest (input.channels/height/width/order, classes, crop, "
@@ -202,7 +201,7 @@ static int read_bundle(struct infer *h, const char *dir, struct dd_err *err)
 static int check_bundle(struct infer *h, const char *dir, const char *wpath, struct dd_err *err)
 {
 	const cJSON *j = h->manifest;
-	const cJSON *shape = get(get(j, "net_input"), "shape");
+	const cJSON *shape = json_get(json_get(j, "net_input"), "shape");
 	int want[4] = { 1, h->prep.c, h->ih, h->iw };
 	if (shape) {
 		int ok = cJSON_IsArray(shape) && cJSON_GetArraySize(shape) == 4;
@@ -216,10 +215,10 @@ static int check_bundle(struct infer *h, const char *dir, const char *wpath, str
 					  want[1], want[2], want[3]);
 	}
 	int crop = -1;
-	if (int_in(get(j, "crop"), 0, 1 << 16, &crop) && crop != h->prep.crop)
+	if (int_in(json_get(j, "crop"), 0, 1 << 16, &crop) && crop != h->prep.crop)
 		return dd_err_set(err, DD_EINVAL, "info.json: crop %d, network.prototxt's deploy stage crops to %d", crop,
 				  h->prep.crop);
-	const cJSON *scale = get(j, "scale");
+	const cJSON *scale = json_get(j, "scale");
 	if (cJSON_IsNumber(scale) && fabs(scale->valuedouble - h->prep.scale) > 1e-6 * fabs(h->prep.scale))
 		return dd_err_set(err, DD_EINVAL, "info.json: scale %g, network.prototxt's data layer scales by %g",
 				  scale->valuedouble, h->prep.scale);

@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "../../common/fsutil.h"
+#include "../../common/json.h"
 #include "../../jobs/events.h"
 #include "../../jobs/job.h"
 #include "../../jobs/kind_train.h"
@@ -35,7 +36,6 @@
 #define CLASS_NAME_MAX 100
 #define ROSTER_PASSWORD_LEN 16 /* of base64url: 96 random bits */
 
-static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 /* The account r acts as: 0 with accounts off (the local user). */
 static int64_t me(const struct req *r)
@@ -53,14 +53,14 @@ static int sees_hidden(const struct req *r, int64_t class_id)
 /* Drop the values of a preset's hidden fields from its settings. */
 static void strip_hidden(cJSON *preset)
 {
-	cJSON *settings = get(preset, "settings"), *h;
-	cJSON_ArrayForEach(h, get(preset, "hidden"))
+	cJSON *settings = json_get(preset, "settings"), *h;
+	cJSON_ArrayForEach(h, json_get(preset, "hidden"))
 	{
 		const char *f = cJSON_GetStringValue(h);
 		if (!f)
 			continue;
 		if (strncmp(f, "solver.", 7) == 0)
-			cJSON_DeleteItemFromObjectCaseSensitive(get(settings, "solver"), f + 7);
+			cJSON_DeleteItemFromObjectCaseSensitive(json_get(settings, "solver"), f + 7);
 		else
 			cJSON_DeleteItemFromObjectCaseSensitive(settings, f);
 	}
@@ -91,7 +91,7 @@ static int read_name_body(struct req *r, cJSON **body, const char **name)
 {
 	static const char *const fields[] = { "name", NULL };
 	int rc = http_read_fields(r->c, fields, body);
-	*name = rc ? NULL : cJSON_GetStringValue(get(*body, "name"));
+	*name = rc ? NULL : cJSON_GetStringValue(json_get(*body, "name"));
 	return rc;
 }
 
@@ -233,7 +233,7 @@ int api_class_roster(struct req *r)
 	int rc = http_read_fields(r->c, fields, &body);
 	if (rc)
 		return rc;
-	const char *csv = cJSON_GetStringValue(get(body, "csv"));
+	const char *csv = cJSON_GetStringValue(json_get(body, "csv"));
 	if (!csv) {
 		rc = http_error(r->c, 400, "invalid", "csv: required, the roster as text (one account a line: name[,role])");
 		goto out;
@@ -357,7 +357,7 @@ int api_class_dataset_add(struct req *r)
 		return rc;
 	int64_t id = 0;
 	struct dd_err err = { 0 };
-	if ((rc = shareable_dataset(r, get(body, "dataset"), "dataset", &id)))
+	if ((rc = shareable_dataset(r, json_get(body, "dataset"), "dataset", &id)))
 		goto out;
 	rc = class_changed(r, store_class_dataset_add(r->id, id, &err), &err, "class_dataset_share", 200);
 out:
@@ -443,8 +443,8 @@ int api_class_preset_create(struct req *r)
 	if (rc)
 		return rc;
 	struct dd_err err = { 0 };
-	const char *name = cJSON_GetStringValue(get(body, "name"));
-	cJSON *s = get(body, "settings");
+	const char *name = cJSON_GetStringValue(json_get(body, "name"));
+	cJSON *s = json_get(body, "settings");
 	if (!name || !*name || strlen(name) > 200) {
 		rc = http_error(r->c, 400, "invalid", "name: required, a string of 1 to 200 characters");
 		goto out;
@@ -454,10 +454,10 @@ int api_class_preset_create(struct req *r)
 		goto out;
 	}
 	if ((rc = settings_fields(r, s)) ||
-	    (rc = field_list(r, get(body, "locked"), "locked")) || (rc = field_list(r, get(body, "hidden"), "hidden")))
+	    (rc = field_list(r, json_get(body, "locked"), "locked")) || (rc = field_list(r, json_get(body, "hidden"), "hidden")))
 		goto out;
 	int64_t ds = 0;
-	if ((rc = shareable_dataset(r, get(s, "dataset"), "settings.dataset", &ds)))
+	if ((rc = shareable_dataset(r, json_get(s, "dataset"), "settings.dataset", &ds)))
 		goto out;
 	check = cJSON_Duplicate(s, 1);
 	if (!check) {
@@ -474,8 +474,8 @@ int api_class_preset_create(struct req *r)
 		goto out;
 	}
 	settings = cJSON_PrintUnformatted(s);
-	locked = get(body, "locked") ? cJSON_PrintUnformatted(get(body, "locked")) : strdup("[]");
-	hidden = get(body, "hidden") ? cJSON_PrintUnformatted(get(body, "hidden")) : strdup("[]");
+	locked = json_get(body, "locked") ? cJSON_PrintUnformatted(json_get(body, "locked")) : strdup("[]");
+	hidden = json_get(body, "hidden") ? cJSON_PrintUnformatted(json_get(body, "hidden")) : strdup("[]");
 	int64_t id;
 	if (!settings || !locked || !hidden) {
 		rc = http_error(r->c, 500, "internal", "out of memory");
@@ -517,7 +517,7 @@ static int reply_presets(struct req *r, int64_t who, int64_t class_id)
 		return http_error_dd(r->c, &err);
 	cJSON_ArrayForEach(p, arr)
 	{
-		if (!sees_hidden(r, (int64_t)cJSON_GetNumberValue(get(p, "class_id"))))
+		if (!sees_hidden(r, (int64_t)cJSON_GetNumberValue(json_get(p, "class_id"))))
 			strip_hidden(p);
 	}
 	cJSON *out = cJSON_CreateObject();
@@ -550,10 +550,10 @@ int api_preset_apply(struct req *r, cJSON **body)
 	cJSON *b = *body, *preset = NULL, *merged = NULL;
 	struct dd_err err = { 0 };
 	int rc = 0;
-	const cJSON *pv = get(b, "preset");
+	const cJSON *pv = json_get(b, "preset");
 	int64_t id = cJSON_IsNumber(pv) ? (int64_t)pv->valuedouble : 0;
 	if (id < 1 || store_preset_json(id, &preset, &err) != DD_OK ||
-	    !perm_class_readable(r, (int64_t)cJSON_GetNumberValue(get(preset, "class_id")))) {
+	    !perm_class_readable(r, (int64_t)cJSON_GetNumberValue(json_get(preset, "class_id")))) {
 		if (err.code && err.code != DD_ENOENT) {
 			rc = http_error_dd(r->c, &err);
 			goto out;
@@ -561,8 +561,8 @@ int api_preset_apply(struct req *r, cJSON **body)
 		rc = http_error(r->c, 400, "invalid", "preset: there is no preset %lld", (long long)id);
 		goto out;
 	}
-	const char *pname = cJSON_GetStringValue(get(preset, "name"));
-	const cJSON *locked = get(preset, "locked"), *hidden = get(preset, "hidden");
+	const char *pname = cJSON_GetStringValue(json_get(preset, "name"));
+	const cJSON *locked = json_get(preset, "locked"), *hidden = json_get(preset, "hidden");
 	/* every field the body sets that a preset may fix must be unlocked (the
 	 * others, "name", "group", "gpus", are the learner's) */
 	cJSON *f;
@@ -590,7 +590,7 @@ int api_preset_apply(struct req *r, cJSON **body)
 		}
 	}
 	/* the preset's settings, with the body's unlocked fields over them */
-	merged = cJSON_Duplicate(get(preset, "settings"), 1);
+	merged = cJSON_Duplicate(json_get(preset, "settings"), 1);
 	if (!merged) {
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
@@ -599,7 +599,7 @@ int api_preset_apply(struct req *r, cJSON **body)
 	{
 		if (strcmp(f->string, "preset") == 0)
 			continue;
-		cJSON *mine = get(merged, f->string);
+		cJSON *mine = json_get(merged, f->string);
 		if (strcmp(f->string, "solver") == 0 && cJSON_IsObject(f) && cJSON_IsObject(mine)) {
 			const cJSON *sf;
 			cJSON_ArrayForEach(sf, f)
@@ -615,7 +615,7 @@ int api_preset_apply(struct req *r, cJSON **body)
 	/* the job keeps which preset it came from and what it hides (jobs/kind_preset.h) */
 	cJSON *mark = cJSON_AddObjectToObject(merged, "preset");
 	cJSON_AddNumberToObject(mark, "id", (double)id);
-	cJSON_AddNumberToObject(mark, "class_id", cJSON_GetNumberValue(get(preset, "class_id")));
+	cJSON_AddNumberToObject(mark, "class_id", cJSON_GetNumberValue(json_get(preset, "class_id")));
 	cJSON_AddItemToObject(mark, "hidden", cJSON_IsArray(hidden) ? cJSON_Duplicate(hidden, 1) : cJSON_CreateArray());
 	cJSON_Delete(*body);
 	*body = merged;
@@ -637,9 +637,9 @@ static void best_val(void *ctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
 	struct best *b = ctx;
-	const char *type = cJSON_GetStringValue(get(ev, "type"));
-	const char *kind = cJSON_GetStringValue(get(ev, "kind"));
-	const cJSON *acc = get(ev, "accuracy");
+	const char *type = cJSON_GetStringValue(json_get(ev, "type"));
+	const char *kind = cJSON_GetStringValue(json_get(ev, "kind"));
+	const cJSON *acc = json_get(ev, "accuracy");
 	if (type && kind && strcmp(type, "metric") == 0 && strcmp(kind, "val") == 0 && cJSON_IsNumber(acc) &&
 	    (!b->seen || acc->valuedouble > b->acc)) {
 		b->acc = acc->valuedouble;
@@ -661,7 +661,7 @@ int api_class_dashboard(struct req *r)
 	cJSON *run;
 	cJSON_ArrayForEach(run, runs)
 	{
-		int64_t id = (int64_t)cJSON_GetNumberValue(get(run, "id"));
+		int64_t id = (int64_t)cJSON_GetNumberValue(json_get(run, "id"));
 		char dir[PATH_MAX];
 		struct best b = { 0 };
 		struct events_tail t = { .offset = 0, .seq = 0 };
@@ -672,7 +672,7 @@ int api_class_dashboard(struct req *r)
 			cJSON_AddNumberToObject(run, "best_val_accuracy", b.acc);
 		else
 			cJSON_AddNullToObject(run, "best_val_accuracy");
-		const cJSON *st = get(run, "started_at"), *fin = get(run, "finished_at");
+		const cJSON *st = json_get(run, "started_at"), *fin = json_get(run, "finished_at");
 		double used = 0;
 		if (cJSON_IsNumber(st))
 			used = ((cJSON_IsNumber(fin) ? fin->valuedouble : (double)now) - st->valuedouble) / 1000.0;
@@ -680,8 +680,8 @@ int api_class_dashboard(struct req *r)
 	}
 	cJSON *out = cJSON_CreateObject();
 	cJSON *cls = cJSON_AddObjectToObject(out, "class");
-	cJSON_AddItemToObject(cls, "id", cJSON_Duplicate(get(c, "id"), 0));
-	cJSON_AddItemToObject(cls, "name", cJSON_Duplicate(get(c, "name"), 0));
+	cJSON_AddItemToObject(cls, "id", cJSON_Duplicate(json_get(c, "id"), 0));
+	cJSON_AddItemToObject(cls, "name", cJSON_Duplicate(json_get(c, "name"), 0));
 	cJSON_AddItemToObject(out, "members", cJSON_DetachItemFromObjectCaseSensitive(c, "members"));
 	cJSON_AddItemToObject(out, "runs", runs);
 	cJSON_Delete(c);

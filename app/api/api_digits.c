@@ -46,7 +46,6 @@
 #include "../http/server.h"
 #include "../../store/store.h"
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 /* DIGITS' status name of one of our states. */
 static const char *digits_status(const char *state)
@@ -87,9 +86,9 @@ static void creation_time(double ms, char *buf, size_t len)
 static cJSON *job_base(const cJSON *job)
 {
 	cJSON *d = cJSON_CreateObject();
-	cJSON_AddNumberToObject(d, "id", get(job, "id")->valuedouble);
-	cJSON_AddStringToObject(d, "name", cJSON_GetStringValue(get(job, "name")));
-	cJSON_AddStringToObject(d, "status", digits_status(cJSON_GetStringValue(get(job, "state"))));
+	cJSON_AddNumberToObject(d, "id", json_get(job, "id")->valuedouble);
+	cJSON_AddStringToObject(d, "name", cJSON_GetStringValue(json_get(job, "name")));
+	cJSON_AddStringToObject(d, "status", digits_status(cJSON_GetStringValue(json_get(job, "state"))));
 	return d;
 }
 
@@ -98,30 +97,30 @@ static cJSON *job_base(const cJSON *job)
  * server paths: perm_sees_server_paths). */
 static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 {
-	int64_t id = (int64_t)get(job, "id")->valuedouble;
+	int64_t id = (int64_t)json_get(job, "id")->valuedouble;
 	char dir[PATH_MAX];
 	sched_job_dir(id, dir, sizeof dir);
 	cJSON *settings = read_json(dir, MODELDIR_SETTINGS), *pre = read_json(dir, MODELDIR_PREPROCESS);
-	const cJSON *ds = get(settings, "dataset");
+	const cJSON *ds = json_get(settings, "dataset");
 	if (cJSON_IsNumber(ds))
 		cJSON_AddNumberToObject(d, "dataset_id", ds->valuedouble);
 	else
 		cJSON_AddNullToObject(d, "dataset_id"); /* an imported model has none */
 	cJSON_AddNumberToObject(d, "job id", (double)id);
 	char when[48] = "";
-	if (cJSON_IsNumber(get(job, "created_at")))
-		creation_time(get(job, "created_at")->valuedouble, when, sizeof when);
+	if (cJSON_IsNumber(json_get(job, "created_at")))
+		creation_time(json_get(job, "created_at")->valuedouble, when, sizeof when);
 	cJSON_AddStringToObject(d, "creation time", when);
-	cJSON_AddStringToObject(d, "username", cJSON_GetStringValue(get(job, "owner")));
+	cJSON_AddStringToObject(d, "username", cJSON_GetStringValue(json_get(job, "owner")));
 	cJSON_AddStringToObject(d, "framework", "caffe"); /* Caffe prototxt, DIGITS' stages */
-	const cJSON *in = get(settings, "input");
+	const cJSON *in = json_get(settings, "input");
 	if (cJSON_IsArray(in) && cJSON_GetArraySize(in) == 3) {
 		cJSON *dims = cJSON_AddArrayToObject(d, "image dimensions"); /* [H, W, C], as DIGITS */
 		static const int order[3] = { 1, 2, 0 };
 		for (int i = 0; i < 3; i++)
 			cJSON_AddItemToArray(dims, cJSON_CreateNumber(cJSON_GetArrayItem(in, order[i])->valuedouble));
 	}
-	const char *mode = cJSON_GetStringValue(get(pre, "resize_mode"));
+	const char *mode = cJSON_GetStringValue(json_get(pre, "resize_mode"));
 	if (mode)
 		cJSON_AddStringToObject(d, "image resize mode", mode);
 	cJSON_AddStringToObject(d, "labels file", "labels.txt");
@@ -129,7 +128,7 @@ static void model_fields(cJSON *d, const cJSON *job, int verbose, int paths)
 	modeldir_path(dir, MODELDIR_MEAN, path, sizeof path);
 	if (access(path, R_OK) == 0)
 		cJSON_AddStringToObject(d, "mean file", "mean.binaryproto");
-	const char *mean = cJSON_GetStringValue(get(settings, "mean"));
+	const char *mean = cJSON_GetStringValue(json_get(settings, "mean"));
 	cJSON_AddStringToObject(d, "mean subtraction", mean ? mean : "image");
 	struct modeldir_snapshot *snaps = NULL;
 	int n = 0;
@@ -173,7 +172,7 @@ static int list_kind(const struct req *r, const char *kind, cJSON *arr, struct d
 		const cJSON *job;
 		cJSON_ArrayForEach(job, all)
 		{
-			const char *st = cJSON_GetStringValue(get(job, "state"));
+			const char *st = cJSON_GetStringValue(json_get(job, "state"));
 			int running = st && (!strcmp(st, "queued") || !strcmp(st, "running"));
 			if (running != (pass == 0))
 				continue;
@@ -214,7 +213,7 @@ static int find_job(struct req *r, const char *kind, cJSON **job, cJSON **d)
 		return http_error(r->c, 404, "not_found", "there is no job %lld", (long long)r->id);
 	if (rc)
 		return http_error_dd(r->c, &err);
-	if (strcmp(cJSON_GetStringValue(get(*job, "kind")), kind) != 0) {
+	if (strcmp(cJSON_GetStringValue(json_get(*job, "kind")), kind) != 0) {
 		cJSON_Delete(*job);
 		*job = NULL;
 		return http_error(r->c, 404, "not_found", "job %lld is not a %s", (long long)r->id, kind);
@@ -237,20 +236,20 @@ int api_digits_dataset(struct req *r)
 	cJSON *sum = NULL;
 	dsinfo_read(dir, &sum, NULL); /* written when the dataset is done */
 	if (sum) {
-		const cJSON *opt = get(sum, "options"), *splits = get(sum, "splits");
+		const cJSON *opt = json_get(sum, "options"), *splits = json_get(sum, "splits");
 		static const char *const names[] = { "train", "val", "test" };
 		cJSON *p = cJSON_CreateObject();
 		cJSON_AddStringToObject(p, "name", "Parse Folder");
-		cJSON_AddNumberToObject(p, "label_count", cJSON_GetArraySize(get(sum, "labels")));
+		cJSON_AddNumberToObject(p, "label_count", cJSON_GetArraySize(json_get(sum, "labels")));
 		for (int i = 0; i < 3; i++) {
 			char key[16];
 			snprintf(key, sizeof key, "%s_count", names[i]);
-			const cJSON *n = get(get(splits, names[i]), "images");
+			const cJSON *n = json_get(json_get(splits, names[i]), "images");
 			cJSON_AddNumberToObject(p, key, cJSON_IsNumber(n) ? n->valuedouble : 0);
 		}
 		cJSON_AddItemToArray(parse, p);
 		for (int i = 0; i < 3; i++) {
-			const cJSON *n = get(get(splits, names[i]), "images");
+			const cJSON *n = json_get(json_get(splits, names[i]), "images");
 			if (!cJSON_IsNumber(n) || n->valuedouble <= 0)
 				continue;
 			cJSON *t = cJSON_CreateObject();
@@ -262,11 +261,11 @@ int api_digits_dataset(struct req *r)
 							       { "image_height", "height" },
 							       { "image_channels", "channels" } };
 			for (int k = 0; k < 3; k++) {
-				const cJSON *v = get(opt, dims[k][1]);
+				const cJSON *v = json_get(opt, dims[k][1]);
 				cJSON_AddNumberToObject(t, dims[k][0], cJSON_IsNumber(v) ? v->valuedouble : 0);
 			}
 			cJSON_AddStringToObject(t, "backend", "lmdb");
-			const char *enc = cJSON_GetStringValue(get(opt, "encoding"));
+			const char *enc = cJSON_GetStringValue(json_get(opt, "encoding"));
 			cJSON_AddStringToObject(t, "encoding", enc ? enc : "none");
 			cJSON_AddStringToObject(t, "compression", "none");
 			cJSON_AddItemToArray(dbs, t);

@@ -39,7 +39,6 @@
 #include "../http/server.h"
 #include "../../store/store.h"
 
-static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 int api_evals_create(struct req *r)
 {
@@ -53,7 +52,7 @@ int api_evals_create(struct req *r)
 	char name[256];
 	if ((rc = http_only_fields(r->c, body, fields, "")))
 		goto out;
-	cJSON *nm = get(body, "name");
+	cJSON *nm = json_get(body, "name");
 	if (nm && (!cJSON_IsString(nm) || !*nm->valuestring || strlen(nm->valuestring) > 200)) {
 		rc = http_error(r->c, 400, "invalid", "name: a string of 1 to 200 characters");
 		goto out;
@@ -72,7 +71,7 @@ int api_evals_create(struct req *r)
 	}
 	if (!named)
 		snprintf(name, sizeof name, "Evaluation of model %lld, epoch %s",
-			 (long long)get(body, "model")->valuedouble, cJSON_GetStringValue(get(body, "snapshot")));
+			 (long long)json_get(body, "model")->valuedouble, cJSON_GetStringValue(json_get(body, "snapshot")));
 	if ((rc = sched_submit("evaluation", name, &pc.c, body, 0, NULL, 0, &id, &err)) != DD_OK) {
 		rc = http_error_dd(r->c, &err);
 		goto out;
@@ -133,8 +132,8 @@ static void scan_partial(void *vctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
 	struct last_partial *p = vctx;
-	if (!cJSON_IsString(get(ev, "type")) || strcmp(get(ev, "type")->valuestring, "metric") != 0 ||
-	    !cJSON_IsString(get(ev, "kind")))
+	if (!cJSON_IsString(json_get(ev, "type")) || strcmp(json_get(ev, "type")->valuestring, "metric") != 0 ||
+	    !cJSON_IsString(json_get(ev, "kind")))
 		return;
 	cJSON_Delete(p->ev);
 	p->ev = cJSON_Duplicate(ev, 1);
@@ -245,7 +244,7 @@ static void add_urls(cJSON *arr, const char *base)
 	cJSON_ArrayForEach(it, arr)
 	{
 		char url[256];
-		snprintf(url, sizeof url, "%s%.0f", base, get(it, "n")->valuedouble);
+		snprintf(url, sizeof url, "%s%.0f", base, json_get(it, "n")->valuedouble);
 		cJSON_AddStringToObject(it, "image", url);
 	}
 }
@@ -260,8 +259,8 @@ int api_eval_misclassified(struct req *r)
 	cJSON *m = NULL;
 	if ((rc = load_metrics(r, &m)))
 		return rc;
-	cJSON *all = get(m, "misclassified");
-	const char *base = cJSON_GetStringValue(get(m, "image_base"));
+	cJSON *all = json_get(m, "misclassified");
+	const char *base = cJSON_GetStringValue(json_get(m, "image_base"));
 	int total = cJSON_GetArraySize(all);
 	cJSON *items = cJSON_CreateArray();
 	for (long long i = offset; i < total && i < offset + limit; i++)
@@ -285,7 +284,7 @@ int api_eval_top(struct req *r)
 	int rc = load_metrics(r, &m);
 	if (rc)
 		return rc;
-	cJSON *labels = get(m, "labels");
+	cJSON *labels = json_get(m, "labels");
 	int nclass = cJSON_GetArraySize(labels), k = -1;
 	for (int i = 0; i < nclass && k < 0; i++)
 		if (strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(labels, i)), want) == 0)
@@ -296,8 +295,8 @@ int api_eval_top(struct req *r)
 		cJSON_Delete(m);
 		return http_error(r->c, 404, "not_found", "class: the model has no class \"%.64s\"", want);
 	}
-	cJSON *items = cJSON_DetachItemFromArray(get(m, "top"), k);
-	const char *base = cJSON_GetStringValue(get(m, "image_base"));
+	cJSON *items = cJSON_DetachItemFromArray(json_get(m, "top"), k);
+	const char *base = cJSON_GetStringValue(json_get(m, "image_base"));
 	add_urls(items, base ? base : "");
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddNumberToObject(body, "index", k);

@@ -56,7 +56,6 @@
 #define IMPORT_MAX_BYTES (4ll << 30)      /* bytes unpacked in all */
 #define UPLOAD_ID_LEN 24                  /* as api_datasets.c makes them */
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 /* DATA/uploads/<prefix><random hex><ext> into path. */
 static int scratch_path(const char *prefix, const char *ext, char *path, size_t len, struct dd_err *err)
@@ -146,9 +145,9 @@ static int read_request(struct req *r, struct form *f)
 		cJSON_Delete(body);
 		return rc;
 	}
-	const char *id = cJSON_GetStringValue(get(body, "upload"));
-	const char *name = cJSON_GetStringValue(get(body, "name"));
-	if (get(body, "name") && !name)
+	const char *id = cJSON_GetStringValue(json_get(body, "upload"));
+	const char *name = cJSON_GetStringValue(json_get(body, "name"));
+	if (json_get(body, "name") && !name)
 		rc = http_error(r->c, 400, "invalid", "name: must be a string");
 	else if (!id)
 		rc = http_error(r->c, 400, "invalid",
@@ -271,19 +270,19 @@ static int fill_folder(const char *src, const char *dst, const cJSON *man, const
 		if (rename(from, to) != 0)
 			return dd_err_sys(err, DD_EIO, errno, "cannot move %s into %s", keep[i][0], dst);
 	}
-	const cJSON *in = get(man, "input");
+	const cJSON *in = json_get(man, "input");
 	cJSON *settings = cJSON_CreateObject(), *shape = cJSON_AddArrayToObject(settings, "input");
 	static const char *const dims[] = { "channels", "height", "width" };
 	for (int i = 0; i < 3; i++)
-		cJSON_AddItemToArray(shape, cJSON_CreateNumber(get(in, dims[i])->valuedouble));
-	cJSON_AddNumberToObject(settings, "classes", get(man, "classes")->valuedouble);
-	cJSON_AddNumberToObject(settings, "crop_size", get(man, "crop")->valuedouble);
-	cJSON_AddStringToObject(settings, "mean", cJSON_GetStringValue(get(get(man, "mean"), "mode")));
+		cJSON_AddItemToArray(shape, cJSON_CreateNumber(json_get(in, dims[i])->valuedouble));
+	cJSON_AddNumberToObject(settings, "classes", json_get(man, "classes")->valuedouble);
+	cJSON_AddNumberToObject(settings, "crop_size", json_get(man, "crop")->valuedouble);
+	cJSON_AddStringToObject(settings, "mean", cJSON_GetStringValue(json_get(json_get(man, "mean"), "mode")));
 	cJSON_AddStringToObject(settings, "network_name", "imported bundle");
 	cJSON *pre = cJSON_CreateObject();
-	cJSON_AddStringToObject(pre, "resize_mode", cJSON_GetStringValue(get(man, "resize_mode")));
+	cJSON_AddStringToObject(pre, "resize_mode", cJSON_GetStringValue(json_get(man, "resize_mode")));
 	for (int i = 0; i < 3; i++)
-		cJSON_AddNumberToObject(pre, dims[i], get(in, dims[i])->valuedouble);
+		cJSON_AddNumberToObject(pre, dims[i], json_get(in, dims[i])->valuedouble);
 	cJSON *imported = cJSON_Duplicate(man, 1);
 	rc = write_json(dst, "settings.json", settings, err);
 	if (!rc)
@@ -372,7 +371,7 @@ int api_models_import(struct req *r)
 			dd_err_prefix(&err, "%s", f.shown);
 		goto bad;
 	}
-	const char *snap = cJSON_GetStringValue(get(man, "snapshot"));
+	const char *snap = cJSON_GetStringValue(json_get(man, "snapshot"));
 	if (snap && modeldir_label_ok(snap, NULL) && strlen(snap) < sizeof label)
 		snprintf(label, sizeof label, "%s", snap);
 
@@ -382,9 +381,9 @@ int api_models_import(struct req *r)
 	cJSON *params = cJSON_CreateObject(), *pre = cJSON_AddObjectToObject(params, "pretrained");
 	cJSON_AddStringToObject(pre, "bundle", f.shown);
 	cJSON_AddStringToObject(pre, "snapshot", label);
-	const char *sha = cJSON_GetStringValue(get(get(get(man, "files"), "weights.safetensors"), "sha256"));
+	const char *sha = cJSON_GetStringValue(json_get(json_get(json_get(man, "files"), "weights.safetensors"), "sha256"));
 	cJSON_AddStringToObject(pre, "sha256", sha ? sha : "");
-	const char *made_by = cJSON_GetStringValue(get(man, "deepdesk"));
+	const char *made_by = cJSON_GetStringValue(json_get(man, "deepdesk"));
 	cJSON_AddStringToObject(pre, "deepdesk", made_by ? made_by : "");
 	char *params_json = cJSON_PrintUnformatted(params);
 	cJSON_Delete(params);

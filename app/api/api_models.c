@@ -34,7 +34,6 @@
 #include "../http/server.h"
 #include "../../store/store.h"
 
-static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static int64_t id_of(const cJSON *v) { return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0; }
 
@@ -111,10 +110,10 @@ int api_models_create(struct req *r)
 	if (rc)
 		return rc;
 	/* labs (api_classes.c): a lab preset's settings under the body's unlocked fields */
-	if (get(body, "preset") && (rc = api_preset_apply(r, &body)))
+	if (json_get(body, "preset") && (rc = api_preset_apply(r, &body)))
 		goto out;
 	struct dd_err err = { 0 };
-	if (get(body, "resume")) {
+	if (json_get(body, "resume")) {
 		rc = http_error(r->c, 400, "invalid", "resume: a new model starts from scratch; resume one with POST /api/v1/models/{id}/resume");
 		goto out;
 	}
@@ -128,9 +127,9 @@ int api_models_create(struct req *r)
 	}
 	cJSON *lrs[SWEEP_MAX], *bss[SWEEP_MAX];
 	int nl, nb;
-	cJSON *solver = get(body, "solver");
-	if ((rc = sweep_axis(r, cJSON_IsObject(solver) ? get(solver, "base_lr") : NULL, "solver.base_lr", lrs, &nl)) ||
-	    (rc = sweep_axis(r, get(body, "batch_size"), "batch_size", bss, &nb)))
+	cJSON *solver = json_get(body, "solver");
+	if ((rc = sweep_axis(r, cJSON_IsObject(solver) ? json_get(solver, "base_lr") : NULL, "solver.base_lr", lrs, &nl)) ||
+	    (rc = sweep_axis(r, json_get(body, "batch_size"), "batch_size", bss, &nb)))
 		goto out;
 	if (nl * nb > SWEEP_MAX) {
 		rc = http_error(r->c, 400, "invalid",
@@ -143,7 +142,7 @@ int api_models_create(struct req *r)
 		rc = http_error(r->c, 500, "internal", "out of memory");
 		goto out;
 	}
-	cJSON *group = get(body, "group");
+	cJSON *group = json_get(body, "group");
 	for (int i = 0; i < nc; i++) {
 		const cJSON *lr = lrs[i / nb], *bs = bss[i % nb];
 		char what[64];
@@ -154,9 +153,9 @@ int api_models_create(struct req *r)
 			rc = http_error(r->c, 500, "internal", "out of memory");
 			goto out;
 		}
-		if (cJSON_IsArray(get(get(p, "solver"), "base_lr")))
-			cJSON_ReplaceItemInObjectCaseSensitive(get(p, "solver"), "base_lr", cJSON_Duplicate(lr, 0));
-		if (cJSON_IsArray(get(p, "batch_size")))
+		if (cJSON_IsArray(json_get(json_get(p, "solver"), "base_lr")))
+			cJSON_ReplaceItemInObjectCaseSensitive(json_get(p, "solver"), "base_lr", cJSON_Duplicate(lr, 0));
+		if (cJSON_IsArray(json_get(p, "batch_size")))
 			cJSON_ReplaceItemInObjectCaseSensitive(p, "batch_size", cJSON_Duplicate(bs, 0));
 		if (nc > 1 && !group)
 			cJSON_AddStringToObject(p, "group", detached->valuestring);
@@ -190,7 +189,7 @@ int api_models_create(struct req *r)
 		goto out;
 	}
 	out = cJSON_CreateObject();
-	cJSON_AddStringToObject(out, "group", cJSON_GetStringValue(get(params[0], "group")));
+	cJSON_AddStringToObject(out, "group", cJSON_GetStringValue(json_get(params[0], "group")));
 	cJSON *models = cJSON_AddArrayToObject(out, "models");
 	for (int i = 0; i < nc; i++) {
 		cJSON *job = NULL;
@@ -222,12 +221,12 @@ static void scan_event(void *vctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
 	struct scan *s = vctx;
-	const char *type = cJSON_GetStringValue(get(ev, "type"));
+	const char *type = cJSON_GetStringValue(json_get(ev, "type"));
 	if (!type)
 		return;
 	cJSON **slot = NULL;
 	if (strcmp(type, "metric") == 0) {
-		const char *kind = cJSON_GetStringValue(get(ev, "kind"));
+		const char *kind = cJSON_GetStringValue(json_get(ev, "kind"));
 		slot = kind && !strcmp(kind, "train") ? &s->train : kind && !strcmp(kind, "val") ? &s->val : NULL;
 	} else if (strcmp(type, "result") == 0) {
 		slot = &s->result;
@@ -245,7 +244,7 @@ static void scan_event(void *vctx, int64_t seq, cJSON *ev)
  * dataset, network, settings, snapshots and the last metrics. */
 static void add_model_fields(cJSON *job, int detail)
 {
-	int64_t id = id_of(get(job, "id"));
+	int64_t id = id_of(json_get(job, "id"));
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	sched_job_dir(id, dir, sizeof dir);
 	cJSON *params = NULL, *settings = NULL;
@@ -271,26 +270,26 @@ static void add_model_fields(cJSON *job, int detail)
 		free(text);
 	}
 	const cJSON *src = settings ? settings : params;
-	cJSON *ds = get(src, "dataset");
+	cJSON *ds = json_get(src, "dataset");
 	if (cJSON_IsNumber(ds))
 		cJSON_AddNumberToObject(job, "dataset", ds->valuedouble);
 	else
 		cJSON_AddNullToObject(job, "dataset");
-	const cJSON *net = get(src, "network");
+	const cJSON *net = json_get(src, "network");
 	char netname[96] = "";
-	if (cJSON_IsString(get(src, "network_name")))
-		snprintf(netname, sizeof netname, "%s", get(src, "network_name")->valuestring);
-	else if (cJSON_IsString(get(net, "standard")))
-		snprintf(netname, sizeof netname, "%s", get(net, "standard")->valuestring);
-	else if (get(net, "prototxt"))
+	if (cJSON_IsString(json_get(src, "network_name")))
+		snprintf(netname, sizeof netname, "%s", json_get(src, "network_name")->valuestring);
+	else if (cJSON_IsString(json_get(net, "standard")))
+		snprintf(netname, sizeof netname, "%s", json_get(net, "standard")->valuestring);
+	else if (json_get(net, "prototxt"))
 		snprintf(netname, sizeof netname, "custom");
-	else if (cJSON_IsNumber(get(net, "previous")))
-		snprintf(netname, sizeof netname, "model %lld's network", (long long)id_of(get(net, "previous")));
+	else if (cJSON_IsNumber(json_get(net, "previous")))
+		snprintf(netname, sizeof netname, "model %lld's network", (long long)id_of(json_get(net, "previous")));
 	if (netname[0])
 		cJSON_AddStringToObject(job, "network", netname);
 	else
 		cJSON_AddNullToObject(job, "network");
-	cJSON *epochs = get(src, "epochs");
+	cJSON *epochs = json_get(src, "epochs");
 	if (cJSON_IsNumber(epochs))
 		cJSON_AddNumberToObject(job, "epochs", epochs->valuedouble);
 	else
@@ -419,7 +418,7 @@ int api_model_resume(struct req *r)
 				(long long)r->id, job_state_name(row.state));
 		goto out;
 	}
-	cJSON *ep = get(body, "epochs"), *sn = get(body, "snapshot");
+	cJSON *ep = json_get(body, "epochs"), *sn = json_get(body, "snapshot");
 	if (ep && (!cJSON_IsNumber(ep) || ep->valuedouble != floor(ep->valuedouble) || ep->valuedouble < 1 ||
 		   ep->valuedouble > 10000)) {
 		rc = http_error(r->c, 400, "invalid", "epochs: must be an integer from 1 to 10000 (the new total)");
@@ -463,8 +462,8 @@ int api_model_resume(struct req *r)
 		rc = http_error_dd(r->c, &err);
 		goto out;
 	}
-	cJSON *params = get(job, "params");
-	int total = ep ? (int)ep->valuedouble : (int)id_of(get(params, "epochs"));
+	cJSON *params = json_get(job, "params");
+	int total = ep ? (int)ep->valuedouble : (int)id_of(json_get(params, "epochs"));
 	if (total <= from->epoch) {
 		rc = http_error(r->c, 400, "invalid",
 				"epochs: the snapshot is at epoch %s and the model trains %d epochs in all; give a larger total",
@@ -542,8 +541,8 @@ static void val_event(void *vctx, int64_t seq, cJSON *ev)
 {
 	(void)seq;
 	struct vals *vs = vctx;
-	const cJSON *it = get(ev, "iteration"), *ep = get(ev, "epoch"), *acc = get(ev, "accuracy"), *loss = get(ev, "loss");
-	const char *type = cJSON_GetStringValue(get(ev, "type")), *kind = cJSON_GetStringValue(get(ev, "kind"));
+	const cJSON *it = json_get(ev, "iteration"), *ep = json_get(ev, "epoch"), *acc = json_get(ev, "accuracy"), *loss = json_get(ev, "loss");
+	const char *type = cJSON_GetStringValue(json_get(ev, "type")), *kind = cJSON_GetStringValue(json_get(ev, "kind"));
 	if (!type || strcmp(type, "metric") != 0 || !kind || strcmp(kind, "val") != 0 || !cJSON_IsNumber(ep) ||
 	    !cJSON_IsNumber(it))
 		return;
@@ -698,7 +697,7 @@ int api_model_snapshots_prune(struct req *r)
 		return rc;
 	if ((rc = http_only_fields(r->c, body, fields, "")))
 		goto out;
-	cJSON *kl = get(body, "keep_last"), *keep = get(body, "keep"), *dry = get(body, "dry_run");
+	cJSON *kl = json_get(body, "keep_last"), *keep = json_get(body, "keep"), *dry = json_get(body, "dry_run");
 	if (!!kl == !!keep) {
 		rc = http_error(r->c, 400, "invalid", "keep_last or keep: give one, {\"keep_last\": N} or {\"keep\": \"best\"}");
 		goto out;

@@ -69,7 +69,6 @@
 #define MAX_DRAWN 1000 /* layers: dot's layout grows faster than linearly */
 #define DEFAULT_CLASSES 10
 
-static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static int is_id(const cJSON *v)
 {
@@ -81,7 +80,7 @@ static int is_id(const cJSON *v)
  * 400 sent. */
 static int int_field(struct req *r, const cJSON *obj, const char *key, long long lo, long long hi, int *out)
 {
-	const cJSON *v = get(obj, key);
+	const cJSON *v = json_get(obj, key);
 	if (!v)
 		return 0;
 	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
@@ -138,7 +137,7 @@ static void model_input(const char *dir, struct net_req *q)
 	cJSON *j = NULL;
 	if (json_read_file(path, 8u << 20, &j, NULL) != DD_OK)
 		return;
-	const cJSON *in = get(j, "input"), *cl = get(j, "classes");
+	const cJSON *in = json_get(j, "input"), *cl = json_get(j, "classes");
 	if (cJSON_IsArray(in) && cJSON_GetArraySize(in) == 3) {
 		const cJSON *c = cJSON_GetArrayItem(in, 0), *h = cJSON_GetArrayItem(in, 1), *w = cJSON_GetArrayItem(in, 2);
 		if (cJSON_IsNumber(c) && cJSON_IsNumber(h) && cJSON_IsNumber(w)) {
@@ -163,7 +162,7 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 	memset(q, 0, sizeof *q);
 	if ((rc = http_only_fields(r->c, body, fields, "")))
 		return rc;
-	const cJSON *pt = get(body, "prototxt"), *sd = get(body, "standard"), *md = get(body, "model");
+	const cJSON *pt = json_get(body, "prototxt"), *sd = json_get(body, "standard"), *md = json_get(body, "model");
 	if (!!pt + !!sd + !!md != 1)
 		return http_error(r->c, 400, "invalid",
 				  "give exactly one of \"prototxt\" (a network's text), \"standard\" (a standard "
@@ -199,7 +198,7 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 		model_input(dir, q);
 	}
 
-	const cJSON *ds = get(body, "dataset");
+	const cJSON *ds = json_get(body, "dataset");
 	if (ds) {
 		if (!is_id(ds))
 			return http_error(r->c, 400, "invalid", "dataset: must be a dataset job's id");
@@ -208,13 +207,13 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 						q->ds_dir, sizeof q->ds_dir)))
 			return rc;
 		q->has_dataset = 1;
-		if (get(body, "input") || get(body, "classes"))
+		if (json_get(body, "input") || json_get(body, "classes"))
 			return http_error(r->c, 400, "invalid",
 					  "%s: not with \"dataset\", whose images and labels give the input shape and "
 					  "the class count",
-					  get(body, "input") ? "input" : "classes");
+					  json_get(body, "input") ? "input" : "classes");
 	}
-	const cJSON *in = get(body, "input");
+	const cJSON *in = json_get(body, "input");
 	if (in) {
 		int c, h, w, used = 0;
 		if (!cJSON_IsString(in) || sscanf(in->valuestring, "%dx%dx%d%n", &c, &h, &w, &used) != 3 ||
@@ -232,8 +231,8 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 		return rc;
 	/* what the memory estimate needs besides the network: the model form's solver
 	 * (its type), backend and gpus, as POST /api/v1/models takes them */
-	const cJSON *so = get(body, "solver"), *be = get(body, "backend"), *gp = get(body, "gpus");
-	const cJSON *sot = cJSON_IsObject(so) ? get(so, "type") : so;
+	const cJSON *so = json_get(body, "solver"), *be = json_get(body, "backend"), *gp = json_get(body, "gpus");
+	const cJSON *sot = cJSON_IsObject(so) ? json_get(so, "type") : so;
 	enum solver_type stype;
 	if (sot && (!cJSON_IsString(sot) || solver_type_parse(sot->valuestring, &stype, NULL) != DD_OK))
 		return http_error(r->c, 400, "invalid",
@@ -247,7 +246,7 @@ static int read_net_req(struct req *r, const cJSON *body, struct net_req *q)
 	q->replicas = cJSON_IsNumber(gp) && gp->valuedouble >= 1 && gp->valuedouble <= 16 ? (int)gp->valuedouble
 		      : cJSON_IsArray(gp) ? cJSON_GetArraySize(gp) : 1;
 	q->stage = NET_STAGE_TRAIN;
-	const cJSON *st = get(body, "stage");
+	const cJSON *st = json_get(body, "stage");
 	if (st) {
 		struct dd_err err = { 0 };
 		if (!cJSON_IsString(st) || net_stage_parse(st->valuestring, &q->stage, &err) != DD_OK)
@@ -925,7 +924,7 @@ struct draw_job {
 static void *draw_main(void *arg)
 {
 	struct draw_job *job = arg;
-	const cJSON *nodes = get(job->spec, "nodes"), *edges = get(job->spec, "edges");
+	const cJSON *nodes = json_get(job->spec, "nodes"), *edges = json_get(job->spec, "edges");
 	int nn = cJSON_GetArraySize(nodes);
 	Agnode_t **an = calloc((size_t)(nn ? nn : 1), sizeof *an);
 	agseterr(AGERR); /* warnings would go to stderr */
@@ -957,8 +956,8 @@ static void *draw_main(void *arg)
 	const cJSON *it;
 	cJSON_ArrayForEach(it, nodes)
 	{
-		const char *name = cJSON_GetStringValue(get(it, "name")), *label = cJSON_GetStringValue(get(it, "label"));
-		const char *fill = cJSON_GetStringValue(get(it, "fill"));
+		const char *name = cJSON_GetStringValue(json_get(it, "name")), *label = cJSON_GetStringValue(json_get(it, "label"));
+		const char *fill = cJSON_GetStringValue(json_get(it, "fill"));
 		if (!name || !label || !fill || !(an[k] = agnode(G, (char *)name, 1))) {
 			snprintf(job->why, sizeof job->why, "Graphviz: cannot add node %d", k);
 			goto out;
@@ -1134,7 +1133,7 @@ static int cmp_i64(const void *a, const void *b)
 
 static double num_or(const cJSON *o, const char *k, double dflt)
 {
-	const cJSON *v = get(o, k);
+	const cJSON *v = json_get(o, k);
 	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
@@ -1157,7 +1156,7 @@ int api_lr_preview(struct req *r)
 				(long long)total, INT_MAX);
 		goto out;
 	}
-	const cJSON *solver = get(body, "solver");
+	const cJSON *solver = json_get(body, "solver");
 	if (solver && !cJSON_IsObject(solver)) {
 		rc = http_error(r->c, 400, "invalid", "solver: must be an object, as POST /api/v1/models takes");
 		goto out;
@@ -1174,8 +1173,8 @@ int api_lr_preview(struct req *r)
 		rc = kind ? http_error_dd(r->c, &err) : http_error(r->c, 500, "internal", "no model job kind");
 		goto out;
 	}
-	const cJSON *s = get(params, "solver"), *lp = get(s, "lr_policy");
-	const char *pol = cJSON_GetStringValue(get(lp, "policy"));
+	const cJSON *s = json_get(params, "solver"), *lp = json_get(s, "lr_policy");
+	const char *pol = cJSON_GetStringValue(json_get(lp, "policy"));
 
 	/* the options kind_train.c's worker gives train_run, and the config it makes */
 	struct train_opts o;
@@ -1189,7 +1188,7 @@ int api_lr_preview(struct req *r)
 	o.gamma = num_or(lp, "gamma", 0);
 	o.power = num_or(lp, "power", 0);
 	const cJSON *m;
-	cJSON_ArrayForEach(m, get(lp, "multistep_pct"))
+	cJSON_ArrayForEach(m, json_get(lp, "multistep_pct"))
 	{
 		if (o.nmultistep < SOLVER_MAX_STEPS)
 			o.multistep_pct[o.nmultistep++] = m->valuedouble;

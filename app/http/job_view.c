@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/json.h"
 #include "../../store/store.h"
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 static _Thread_local const struct auth_state *view_who;
 static _Thread_local int64_t view_job;
@@ -25,7 +25,7 @@ cJSON *job_view_mark(int64_t job_id)
 
 int job_view_sees(const struct auth_state *a, const cJSON *mark)
 {
-	if (!cJSON_GetArraySize(get(mark, "hidden")) || !a || !a->accounts)
+	if (!cJSON_GetArraySize(json_get(mark, "hidden")) || !a || !a->accounts)
 		return 1;
 	if (!a->authenticated)
 		return 0;
@@ -33,7 +33,7 @@ int job_view_sees(const struct auth_state *a, const cJSON *mark)
 		return 1;
 	int64_t instructor = 0;
 	return a->user.role == ROLE_INSTRUCTOR &&
-	       store_class_instructor((int64_t)cJSON_GetNumberValue(get(mark, "class_id")), &instructor, NULL) == DD_OK &&
+	       store_class_instructor((int64_t)cJSON_GetNumberValue(json_get(mark, "class_id")), &instructor, NULL) == DD_OK &&
 	       instructor != 0 && instructor == a->user.id;
 }
 
@@ -71,7 +71,7 @@ static char *redact_lr(const char *s)
 static void strip_walk(cJSON *o, const char *key, const cJSON *hidden, int lr)
 {
 	if (cJSON_IsObject(o)) {
-		int jobish = get(o, "params") || get(o, "settings");
+		int jobish = json_get(o, "params") || json_get(o, "settings");
 		int holder = key && (!strcmp(key, "params") || !strcmp(key, "settings"));
 		const cJSON *h;
 		cJSON_ArrayForEach(h, hidden)
@@ -109,7 +109,7 @@ static void strip_walk(cJSON *o, const char *key, const cJSON *hidden, int lr)
 
 void job_view_strip(cJSON *t, const cJSON *mark)
 {
-	const cJSON *hidden = get(mark, "hidden"), *h;
+	const cJSON *hidden = json_get(mark, "hidden"), *h;
 	int lr = 0; /* a hidden solver field: the lr the events show would tell it */
 	cJSON_ArrayForEach(h, hidden)
 	{
@@ -142,13 +142,13 @@ void job_view_end(void)
 /* Each job object in t (an object with an id, a kind and a state) that hides. */
 static void strip_jobs(cJSON *t)
 {
-	if (cJSON_IsObject(t) && cJSON_IsNumber(get(t, "id")) && cJSON_IsString(get(t, "kind")) &&
-	    cJSON_IsString(get(t, "state"))) {
-		const cJSON *params = get(t, "params");
+	if (cJSON_IsObject(t) && cJSON_IsNumber(json_get(t, "id")) && cJSON_IsString(json_get(t, "kind")) &&
+	    cJSON_IsString(json_get(t, "state"))) {
+		const cJSON *params = json_get(t, "params");
 		cJSON *own = NULL;
-		const cJSON *mark = params ? get(params, "preset") : NULL;
-		if (!params && !strcmp(cJSON_GetStringValue(get(t, "kind")), "model"))
-			mark = own = job_view_mark((int64_t)cJSON_GetNumberValue(get(t, "id")));
+		const cJSON *mark = params ? json_get(params, "preset") : NULL;
+		if (!params && !strcmp(cJSON_GetStringValue(json_get(t, "kind")), "model"))
+			mark = own = job_view_mark((int64_t)cJSON_GetNumberValue(json_get(t, "id")));
 		if (!job_view_sees(view_who, mark))
 			job_view_strip(t, mark);
 		cJSON_Delete(own);
