@@ -7,7 +7,9 @@
 #ifndef DD_ERR_H
 #define DD_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 enum {
 	DD_OK = 0,
@@ -44,5 +46,15 @@ void dd_err_prefix(struct dd_err *err, const char *fmt, ...) __attribute__((form
 
 /* Stable name of a code for the API ("invalid", "not_found", ...). */
 const char *dd_err_name(int code);
+
+/* Format the calling function's variable arguments, which follow its parameter
+ * fmt, into buf (an array, not a pointer: its size is taken), cut to fit. */
+#define DD_FORMAT(buf, fmt)                                  \
+	do {                                                 \
+		va_list dd_ap_;                              \
+		va_start(dd_ap_, fmt);                       \
+		vsnprintf((buf), sizeof(buf), (fmt), dd_ap_); \
+		va_end(dd_ap_);                              \
+	} while (0)
 
 #endif

@@ -154,10 +154,7 @@ int fs_err_nospace(struct dd_err *err, const char *path, const char *fmt, ...)
 	if (!err)
 		return DD_ENOSPC;
 	char what[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(what, fmt);
 	int64_t free_b = fs_free_bytes(path);
 	char amount[48];
 	double mib = (double)free_b / (1024.0 * 1024.0);

@@ -253,10 +253,7 @@ static void say(struct build *b, const char *level, const char *fmt, ...)
 	if (!b->prog || !b->prog->log)
 		return;
 	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(msg, fmt);
 	b->prog->log(b->prog->ctx, level, msg);
 }
 

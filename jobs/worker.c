@@ -80,10 +80,7 @@ void worker_metric(struct worker *w, const char *name, double value, const char 
 void worker_log(struct worker *w, const char *level, const char *fmt, ...)
 {
 	char msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(msg, fmt);
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "type", "log");
 	cJSON_AddStringToObject(ev, "level", level);

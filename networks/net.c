@@ -94,10 +94,7 @@ int net_err_pos(const struct dd_err *err, int *line, int *col)
 int net_perr(struct pc *c, int line, int col, const char *fmt, ...)
 {
 	char msg[400];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(msg, fmt);
 	return dd_err_set(c->err, DD_EINVAL, "%d:%d: %s%s", line, col, c->prefix, msg);
 }
 
@@ -629,10 +626,7 @@ static int layer_in_state(const struct net_layer *l, int phase, const char *stag
 int net_lerr(struct ic *x, const struct net_node *nd, const char *fmt, ...)
 {
 	char msg[380], label[100];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(msg, fmt);
 	net_layer_label(&nd->l, nd->index, label, sizeof label);
 	if (nd->l.line > 0)
 		return dd_err_set(x->err, DD_EINVAL, "%d:%d: layer %s: %s", nd->l.line, nd->l.col, label, msg);

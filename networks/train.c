@@ -60,10 +60,7 @@ static void logf_(const struct train_hooks *h, const char *level, const char *fm
 	if (!h || !h->log)
 		return;
 	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(buf, fmt);
 	h->log(h->ctx, level, buf);
 }
 

@@ -71,10 +71,7 @@ static void report(struct dd_err *err, int *bad, int line, const char *fmt, ...)
 	if (!err)
 		return;
 	char one[200];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(one, sizeof one, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(one, fmt);
 	size_t used = *bad == 1 ? 0 : strlen(err->msg);
 	char piece[240];
 	int len = snprintf(piece, sizeof piece, "%sline %d: %s", *bad == 1 ? "" : "; ", line, one);

@@ -103,10 +103,7 @@ int http_error(struct mg_connection *c, int status, const char *code, const char
 	char msg[600];
 	if (body_deadline_cut(c, msg, sizeof msg))
 		return body_cut_answer(c, msg);
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
+	DD_FORMAT(msg, fmt);
 	cJSON *body = cJSON_CreateObject();
 	cJSON *e = cJSON_AddObjectToObject(body, "error");
 	cJSON_AddStringToObject(e, "code", code);
