@@ -10,9 +10,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  TEST_TMP, startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi, killTrackedPids,
-  writeColourFolders, TINY_NET, WebSocket,
-} from './helpers.mjs';
+  TEST_TMP, startServer, waitState, waitFor, assertError, assertSchema, loadOpenApi,
+  writeColourFolders, TINY_NET, WebSocket, endServer } from './helpers.mjs';
 import { makeAccounts, userClient, login } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
@@ -47,12 +46,7 @@ describe('classes', () => {
     [root, ivy, olga, ann, ben, cat] = await Promise.all(
       ['root', 'ivy', 'olga', 'ann', 'ben', 'cat'].map((n) => userClient(server, n)));
   });
-  after(async () => {
-    killTrackedPids();
-    await server?.stop();
-    rmSync(acc.dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
-    rmSync(work, { recursive: true, force: true });
-  });
+  after(() => endServer(server, acc.dir, work));
 
   test('an instructor makes a class; a learner may not', async () => {
     assertError(await ann('POST', '/api/v1/classes', { name: 'mine' }), 403, 'forbidden', /for instructors only/);

@@ -394,11 +394,11 @@ export async function serverWithColourModel(prefix, colours, { args = [], ...opt
 
 /** A suite's after hook: the workers it left killed, server stopped and its data
  *  folder removed, and work (the suite's own folder) removed; either may be unset. */
-export async function endServer(server, work) {
+export async function endServer(server, ...dirs) {
   killTrackedPids();
   await server?.stop();
   server?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
+  for (const d of dirs) if (d) rmSync(d, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
 }
 
 /** server.api, with the network-level cause (ECONNRESET, ...) in the message when a

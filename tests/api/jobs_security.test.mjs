@@ -21,8 +21,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync, readdirSyn
 import { createHash } from 'node:crypto';
 import { join, basename } from 'node:path';
 import {
-  TEST_TMP, startServer, waitFor, assertError, killTrackedPids, writeColourFolders, TINY_NET,
-} from './helpers.mjs';
+  TEST_TMP, startServer, waitFor, assertError, writeColourFolders, TINY_NET, endServer } from './helpers.mjs';
 import { makeAccounts, userClient } from '../lib/auth.mjs';
 
 const COLOURS = { red: [200, 30, 30], green: [30, 200, 40] };
@@ -117,12 +116,7 @@ describe('job security: every route checks every reference, as every role', () =
     await waitJob(annEval, ['done', 'error'], 30000);
   });
 
-  after(async () => {
-    killTrackedPids();
-    await server?.stop();
-    rmSync(acc.dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
-    rmSync(work, { recursive: true, force: true });
-  });
+  after(() => endServer(server, acc.dir, work));
 
   /** POST a dataset source through both doors as who; both answers. */
   async function bothDoors(who, source, extra = {}) {

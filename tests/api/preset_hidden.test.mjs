@@ -10,8 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  TEST_TMP, startServer, waitState, waitFor, killTrackedPids, writeColourFolders, TINY_NET, WebSocket,
-} from './helpers.mjs';
+  TEST_TMP, startServer, waitState, waitFor, writeColourFolders, TINY_NET, WebSocket, endServer } from './helpers.mjs';
 import { makeAccounts, userClient, login } from '../lib/auth.mjs';
 
 const LR = 0.0123;
@@ -60,12 +59,7 @@ describe('a lab preset\'s hidden fields', () => {
     assert.equal((await waitState(as(ann), model, ['done', 'error'], 90000)).state, 'done');
     await waitFor(() => annWs.some((t) => t.includes('"done"')), 10000, 'ann heard the end');
   });
-  after(async () => {
-    killTrackedPids();
-    await server?.stop();
-    rmSync(acc.dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
-    rmSync(work, { recursive: true, force: true });
-  });
+  after(() => endServer(server, acc.dir, work));
 
   test('the learner sees no base_lr on any route; the instructor and the admin do', async () => {
     const routes = [`/api/v1/jobs/${model}`, `/api/v1/models/${model}`, `/models/${model}.json`,
