@@ -275,8 +275,6 @@ __global__ void k_upload(float *out, const uint8_t *px, const int32_t *geo, cons
 	}
 }
 
-/* out[c] += Σ_{n,p} a[n,c,p] · (m ? m[n,c,p] : 1), in double, one block per channel
- * in a fixed order (bias and scale gradients) */
 /* The sum of v over the block (every thread gets it); red: THREADS doubles. */
 __device__ double block_sum(double v, double *red)
 {
@@ -292,6 +290,8 @@ __device__ double block_sum(double v, double *red)
 	return r;
 }
 
+/* out[c] += Σ_{n,p} a[n,c,p] · (m ? m[n,c,p] : 1), in double, one block per channel
+ * in a fixed order (bias and scale gradients) */
 __global__ void k_channel_sum(float *out, const float *a, const float *m, int n, int c, int inner)
 {
 	__shared__ double part[THREADS];
