@@ -248,6 +248,15 @@ class Net:
                 coeff = p.get("coeff", [1.0] * len(bottom))
                 y = (sum(c * t for c, t in zip(coeff, bottom)) if op == "SUM" else
                      torch.stack(bottom).prod(0) if op == "PROD" else torch.stack(bottom).max(0).values)
+            elif kind == "Crop":  # bottom 0 cut to bottom 1's shape from axis on (Caffe's CropLayer)
+                p = one(l, "crop_param", {})
+                axis = one(p, "axis", 2) % bottom[0].dim()
+                off = p.get("offset", [0])
+                sl = [slice(None)] * bottom[0].dim()
+                for a in range(axis, bottom[0].dim()):
+                    o = off[0] if len(off) == 1 else off[a - axis]
+                    sl[a] = slice(o, o + bottom[1].shape[a])
+                y = bottom[0][tuple(sl)]
             else:
                 raise NotImplementedError(f"layer {name}: type {kind} is not in this script")
             blobs[top[0]] = y

@@ -41,7 +41,8 @@ struct backend_layer {
 		struct lrn_desc lrn;
 		struct bn_desc bn;
 		struct scale_desc scale;
-	} d;                        /* filled for those six types */
+		struct crop_desc crop;
+	} d;                        /* filled for those seven types */
 	int n, c, inner;            /* bottom 0 as (N, C, the rest) */
 	int64_t count;              /* elements of top 0 */
 	int in_place;               /* y == x[0] */

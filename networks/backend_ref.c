@@ -17,9 +17,13 @@ struct ref_state {
 	uint8_t *mask;          /* dropout (count) */
 	float *lrn_scale;       /* (N,C,H,W) */
 	float *bn_mean, *bn_invstd; /* (C) each */
-	float *prob;            /* softmax loss (N,C,inner) */
+	float *prob;            /* softmax loss (N,C,inner); EuclideanLoss's a − b (N,C,inner) */
 	unsigned char mem[];
 };
+
+_Static_assert((int)LOSS_NORM_FULL == NET_NORM_FULL && (int)LOSS_NORM_VALID == NET_NORM_VALID &&
+		       (int)LOSS_NORM_BATCH_SIZE == NET_NORM_BATCH_SIZE && (int)LOSS_NORM_NONE == NET_NORM_NONE,
+	       "ref.h's loss normalisations are net.h's, in order");
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -44,7 +48,8 @@ int ref_layer_init(struct backend *be, const struct backend_layer *bl, void **st
 	case NET_DROPOUT: mask = (size_t)bl->count; break;
 	case NET_LRN: lrn = (size_t)bl->count; break;
 	case NET_BATCH_NORM: bn = (size_t)bl->c; break;
-	case NET_SOFTMAX_LOSS: prob = (size_t)bl->n * (size_t)bl->c * (size_t)bl->inner; break;
+	case NET_SOFTMAX_LOSS:
+	case NET_EUCLIDEAN_LOSS: prob = (size_t)bl->n * (size_t)bl->c * (size_t)bl->inner; break;
 	case NET_DATA: /* no state */
 	case NET_INPUT:
 	case NET_CONVOLUTION:
@@ -58,6 +63,7 @@ int ref_layer_init(struct backend *be, const struct backend_layer *bl, void **st
 	case NET_FLATTEN:
 	case NET_SOFTMAX:
 	case NET_ACCURACY:
+	case NET_CROP:
 	case NET_LAYER_TYPE_COUNT:
 		break;
 	}
@@ -153,11 +159,18 @@ int ref_layer_forward(struct backend *be, void *state, const struct backend_laye
 		break;
 	case NET_SOFTMAX_LOSS:
 		out[0] = softmax_loss_forward(s->prob, in, bl->x[1], bl->n, bl->c, bl->inner,
-					      l->loss.has_ignore_label ? l->loss.ignore_label : -1);
+					      l->loss.has_ignore_label ? l->loss.ignore_label : -1,
+					      (enum loss_norm)l->loss.normalization);
 		break;
 	case NET_ACCURACY:
 		out[0] = accuracy_forward(in, bl->x[1], bl->n, bl->c, bl->inner, l->accuracy.top_k,
 					  l->accuracy.has_ignore_label ? l->accuracy.ignore_label : -1);
+		break;
+	case NET_EUCLIDEAN_LOSS:
+		out[0] = euclidean_loss_forward(s->prob, in, bl->x[1], bl->n, (int64_t)bl->n * bl->c * bl->inner);
+		break;
+	case NET_CROP:
+		crop_forward(out, in, &bl->d.crop);
 		break;
 	case NET_LAYER_TYPE_COUNT: /* refused above */
 		break;
@@ -231,7 +244,14 @@ int ref_layer_backward(struct backend *be, void *state, const struct backend_lay
 	case NET_SOFTMAX_LOSS:
 		if (din)
 			softmax_loss_backward(din, s->prob, bl->x[1], bl->n, bl->c, bl->inner,
-					      l->loss.has_ignore_label ? l->loss.ignore_label : -1, dout[0]);
+					      l->loss.has_ignore_label ? l->loss.ignore_label : -1,
+					      (enum loss_norm)l->loss.normalization, dout[0]);
+		break;
+	case NET_EUCLIDEAN_LOSS:
+		euclidean_loss_backward(din, bl->dx[1], s->prob, bl->n, (int64_t)bl->n * bl->c * bl->inner, dout[0]);
+		break;
+	case NET_CROP:
+		crop_backward(din, dout, &bl->d.crop);
 		break;
 	case NET_LAYER_TYPE_COUNT: /* refused above */
 		break;

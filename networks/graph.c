@@ -331,6 +331,14 @@ static void describe_node(struct graph *gr, struct gnode *gn, const float **x, f
 	case NET_SCALE:
 		bl->d.scale = (struct scale_desc){ .n = bl->n, .c = bl->c, .inner = bl->inner, .bias = l->scale.bias_term };
 		break;
+	case NET_CROP:
+		bl->d.crop.ndim = s->ndim;
+		for (int a = 0; a < s->ndim; a++) {
+			bl->d.crop.in[a] = (int)s->dim[a];
+			bl->d.crop.out[a] = (int)t->dim[a];
+			bl->d.crop.off[a] = (int)l->crop.offset[a]; /* one per axis once instantiated */
+		}
+		break;
 	case NET_DATA:
 	case NET_INPUT:
 	case NET_RELU:
@@ -344,6 +352,7 @@ static void describe_node(struct graph *gr, struct gnode *gn, const float **x, f
 	case NET_SOFTMAX:
 	case NET_SOFTMAX_LOSS:
 	case NET_ACCURACY:
+	case NET_EUCLIDEAN_LOSS:
 	case NET_LAYER_TYPE_COUNT: /* no descriptor: the kernels read the layer and the counts */
 		break;
 	}

@@ -350,15 +350,30 @@ static const struct field concat_fields[] = {
 };
 static const struct pmsg concat_msg = { "concat_param", 0, FIELDS(concat_fields) };
 
-static const char *const loss_norms[] = { NULL /* FULL */, "VALID", NULL /* BATCH_SIZE */, NULL /* NONE */ };
+/* loss_param: Caffe's four normalisation modes, and the legacy normalize, which
+ * gives the mode only when normalization is not given (true: VALID, false:
+ * BATCH_SIZE), as Caffe's LossLayer reads them. */
+_Static_assert(sizeof(enum net_loss_norm) == sizeof(int), "an enum member is as wide as an int");
+static int loss_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
+{
+	struct net_loss_param *p = param;
+	(void)c, (void)m, (void)ax;
+	if (!p->has_normalization && p->has_normalize)
+		p->normalization = p->normalize ? NET_NORM_VALID : NET_NORM_BATCH_SIZE;
+	return DD_OK;
+}
+static const char *const loss_norms[] = { "FULL", "VALID", "BATCH_SIZE", "NONE" };
 static const struct field loss_fields[] = {
 	{ .name = "ignore_label", .kind = F_INT, .off = offsetof(struct net_loss_param, ignore_label),
 	  .min = INT32_MIN, .max = INT32_MAX, .has = offsetof(struct net_loss_param, has_ignore_label) },
-	D_IGNORED_ENUM("normalization", loss_norms),
-	{ .name = "normalize", .kind = F_BOOL, .off = NOWHERE, .want = 1,
-	  .only = "loss_param.normalize: false is not supported (the loss is always normalised by the number of labels)" },
+	{ .name = "normalization", .kind = F_ENUM, .off = offsetof(struct net_loss_param, normalization),
+	  .names = loss_norms, .nnames = sizeof loss_norms / sizeof *loss_norms, .def = NET_NORM_VALID,
+	  .has = offsetof(struct net_loss_param, has_normalization) },
+	{ .name = "normalize", .kind = F_BOOL, .off = offsetof(struct net_loss_param, normalize), .def = 1,
+	  .has = offsetof(struct net_loss_param, has_normalize) },
 };
-static const struct pmsg loss_msg = { "loss_param", sizeof(struct net_loss_param), FIELDS(loss_fields) };
+static const struct pmsg loss_msg = { "loss_param", sizeof(struct net_loss_param), FIELDS(loss_fields),
+				      .check = loss_check };
 
 static const struct field accuracy_fields[] = {
 	D_INT("top_k", struct net_accuracy_param, top_k, 1, 1 << 24, 1),
@@ -367,6 +382,15 @@ static const struct field accuracy_fields[] = {
 	D_ONLY_1("axis", "accuracy_param.axis: only axis 1 is supported"),
 };
 static const struct pmsg accuracy_msg = { "accuracy_param", sizeof(struct net_accuracy_param), FIELDS(accuracy_fields) };
+
+/* crop_param: axis (2; from -4, counted from the end) and the offsets, checked
+ * against the bottoms' axes by infer_crop */
+static const struct field crop_fields[] = {
+	D_INT("axis", struct net_crop_param, axis, -NET_MAX_DIMS, NET_MAX_DIMS - 1, 2),
+	{ .name = "offset", .kind = F_DIMS, .off = offsetof(struct net_crop_param, offset),
+	  .cnt = offsetof(struct net_crop_param, noffset), .min = 0, .max = 1 << 24 },
+};
+static const struct pmsg crop_msg = { "crop_param", sizeof(struct net_crop_param), FIELDS(crop_fields) };
 
 
 /* ---- shape rules ------------------------------------------------------------------- */
@@ -616,6 +640,63 @@ static int infer_accuracy(struct ic *x, struct net_node *nd)
 }
 
 
+/* EuclideanLoss: two bottoms of one batch and one count per image (Caffe compares
+ * count(1), so (N, 2) against a (N, 1, 1, 2) label is fine); a scalar. */
+static int infer_euclidean(struct ic *x, struct net_node *nd)
+{
+	const struct net_shape *s = bottom_shape(x, nd, 0), *t = bottom_shape(x, nd, 1);
+	if (t->ndim < 1 || t->dim[0] != s->dim[0] ||
+	    x->g->blob[nd->bottom[1]].count != x->g->blob[nd->bottom[0]].count) {
+		char a[80], b[80], sa[80], sb[80];
+		net_shape_str(s, sa, sizeof sa);
+		net_shape_str(t, sb, sizeof sb);
+		return net_lerr(x, nd, "bottom '%s' is %s but bottom '%s' is %s: EuclideanLoss needs the same batch "
+				       "and the same number of values per image",
+				net_blob_name(x, nd->bottom[0], a, sizeof a), sa, net_blob_name(x, nd->bottom[1], b, sizeof b),
+				sb);
+	}
+	return net_set_top(x, nd, 0, 0, NULL);
+}
+
+/* Crop: bottom 0's axes before axis, bottom 1's from it; the offsets resolved to
+ * one per axis (0 before axis) in place, for the kernels. */
+static int infer_crop(struct ic *x, struct net_node *nd)
+{
+	struct net_crop_param *p = &nd->l.crop;
+	const struct net_shape *s = bottom_shape(x, nd, 0), *t = bottom_shape(x, nd, 1);
+	char a[80], b[80], sa[80], sb[80];
+	int64_t o[NET_MAX_DIMS], off[NET_MAX_DIMS];
+	net_shape_str(s, sa, sizeof sa);
+	net_shape_str(t, sb, sizeof sb);
+	net_blob_name(x, nd->bottom[0], a, sizeof a);
+	net_blob_name(x, nd->bottom[1], b, sizeof b);
+	if (t->ndim != s->ndim)
+		return net_lerr(x, nd, "bottom '%s' is %s but bottom '%s' is %s: Crop needs bottoms with the same number "
+				       "of axes", a, sa, b, sb);
+	int axis = p->axis < 0 ? p->axis + s->ndim : p->axis;
+	if (axis < 0 || axis >= s->ndim)
+		return net_lerr(x, nd, "crop_param.axis %d is outside the %d axes of bottom '%s' (%s)", p->axis, s->ndim,
+				a, sa);
+	int ncrop = s->ndim - axis;
+	if (p->noffset > 1 && p->noffset != ncrop)
+		return net_lerr(x, nd, "crop_param has %d offset values but crops %d ax%s from axis %d: give one "
+				       "offset for all, or exactly %d", p->noffset, ncrop, ncrop == 1 ? "is" : "es", axis,
+				ncrop);
+	for (int d = 0; d < s->ndim; d++) {
+		off[d] = d < axis || !p->noffset ? 0 : p->offset[p->noffset == 1 ? 0 : d - axis];
+		o[d] = d < axis ? s->dim[d] : t->dim[d];
+		if (d >= axis && s->dim[d] < t->dim[d] + off[d])
+			return net_lerr(x, nd, "axis %d: bottom '%s' (%s) has %lld but cutting it to bottom '%s' (%s) "
+					       "needs %lld + offset %lld: bottom 0 is cut to bottom 1's shape, so give a "
+					       "smaller offset or swap the bottoms",
+					d, a, sa, (long long)s->dim[d], b, sb, (long long)t->dim[d], (long long)off[d]);
+	}
+	memcpy(p->offset, off, sizeof off);
+	p->noffset = s->ndim;
+	p->axis = axis;
+	return net_set_top(x, nd, 0, s->ndim, o);
+}
+
 /* ---- the rows ------------------------------------------------------------------------ */
 
 static int eltwise_layer_check(struct pc *c, const struct ptx_field *lf, const struct net_layer *l)
@@ -689,6 +770,10 @@ const struct layer_type net_layer_types[] = {
 			       .msg = { &softmax_msg, &loss_msg }, .loss = 1, SCORES, .infer = infer_loss },
 	[NET_ACCURACY] = { .info = { .name = "Accuracy", IO(2, 2, 1, 1) }, .msg = { &accuracy_msg }, SCORES,
 			   .infer = infer_accuracy },
+	[NET_EUCLIDEAN_LOSS] = { .info = { .name = "EuclideanLoss", IO(2, 2, 1, 1) }, .loss = 1,
+				 AXES(1, 4, "an input with a batch axis"), .infer = infer_euclidean },
+	[NET_CROP] = { .info = { .name = "Crop", IO(2, 2, 1, 1) }, .msg = { &crop_msg }, AXES(1, 4, "an input with a batch axis"),
+		       .infer = infer_crop },
 };
 _Static_assert(sizeof net_layer_types / sizeof net_layer_types[0] == NET_LAYER_TYPE_COUNT,
 	       "every enum net_layer_type value needs its row in net_layer_types[]");

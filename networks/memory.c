@@ -34,6 +34,7 @@ static int64_t layer_state(const struct net_graph *g, const struct net_node *nd)
 	case NET_LRN: return 4 * top;
 	case NET_BATCH_NORM: return s && s->ndim > 1 ? 2 * 4 * s->dim[1] : 0;
 	case NET_SOFTMAX_LOSS: return 4 * in;
+	case NET_EUCLIDEAN_LOSS: return 4 * in; /* a − b */
 	default: return 0;
 	}
 }

@@ -893,7 +893,7 @@ static int parse_layer(struct pc *c, const struct ptx_field *lf, int index, stru
 	if (!lt->loss)
 		for (int i = 0; i < l->nloss_weight; i++)
 			if (l->loss_weight[i] != 0)
-				return net_perr(c, lf->line, lf->col, "loss_weight applies only to SoftmaxWithLoss layers");
+				return net_perr(c, lf->line, lf->col, "loss_weight applies only to loss layers (SoftmaxWithLoss, EuclideanLoss)");
 	if (lt->check && (rc = lt->check(c, lf, l)))
 		return rc;
 	for (int i = 0; i < l->ntop; i++) {
@@ -1401,7 +1401,7 @@ int net_instantiate(const struct net *def, enum net_stage stage, const struct ne
 					after);
 		else
 			rc = dd_err_set(err, DD_EINVAL,
-					"the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn: "
+					"the train stage has no loss layer (SoftmaxWithLoss, EuclideanLoss), so there is nothing to learn: "
 					"add a SoftmaxWithLoss layer%s",
 					after);
 		goto fail;

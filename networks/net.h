@@ -78,6 +78,8 @@ enum net_layer_type {
 	NET_SOFTMAX,
 	NET_SOFTMAX_LOSS, /* SoftmaxWithLoss */
 	NET_ACCURACY,
+	NET_EUCLIDEAN_LOSS, /* EuclideanLoss: Σ(a−b)²/(2N) */
+	NET_CROP,           /* Crop: bottom 0 cut to bottom 1's shape from axis on */
 	NET_LAYER_TYPE_COUNT
 };
 /* Caffe's type string: "Convolution", "SoftmaxWithLoss", ... */
@@ -164,11 +166,31 @@ struct net_eltwise_param {
 
 struct net_softmax_param { int axis; }; /* 1 (the only axis supported) */
 
+/* Caffe's LossParameter.NormalizationMode: what the summed loss is divided by */
+enum net_loss_norm {
+	NET_NORM_FULL,       /* every position, ignored ones too: N * H * W */
+	NET_NORM_VALID,      /* the positions not ignored (the default) */
+	NET_NORM_BATCH_SIZE, /* N */
+	NET_NORM_NONE        /* 1 */
+};
+
 struct net_loss_param {
 	int axis;              /* softmax axis: 1 */
 	int has_ignore_label;
 	int ignore_label;      /* labels equal to it are skipped */
-};                         /* normalisation is always Caffe's VALID */
+	enum net_loss_norm normalization; /* VALID; the legacy normalize gives it when it is not given */
+	int has_normalization;
+	int normalize;         /* legacy: true = VALID, false = BATCH_SIZE */
+	int has_normalize;
+};
+
+/* Caffe's CropParameter: bottom 0 cut to bottom 1's shape on every axis >= axis */
+struct net_crop_param {
+	int axis;                        /* 2; negative counts from the end */
+	int64_t offset[NET_MAX_DIMS];    /* none: 0; one: for every cropped axis; else one per axis */
+	int noffset;                     /* once instantiated (a net_node's copy): axis is >= 0 and
+					  * offset[] has one value per axis of bottom 0, 0 before axis */
+};
 
 struct net_accuracy_param {
 	int top_k; /* 1 */
@@ -238,7 +260,8 @@ struct net_layer {
 		struct net_softmax_param softmax; /* NET_SOFTMAX */
 		struct net_loss_param loss;       /* NET_SOFTMAX_LOSS */
 		struct net_accuracy_param accuracy; /* NET_ACCURACY */
-	};                                    /* Sigmoid, TanH, Concat (axis 1), Flatten: none */
+		struct net_crop_param crop;       /* NET_CROP */
+	};                                    /* Sigmoid, TanH, Concat (axis 1), Flatten, EuclideanLoss: none */
 };
 
 struct net {

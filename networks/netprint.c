@@ -109,8 +109,32 @@ static void params(FILE *f, const struct net_layer *l)
 		break;
 	}
 	case NET_ACCURACY:
-		if (l->accuracy.top_k != 1)
-			fprintf(f, "  accuracy_param { top_k: %d }\n", l->accuracy.top_k);
+		if (l->accuracy.top_k != 1 || l->accuracy.has_ignore_label) {
+			fprintf(f, "  accuracy_param {");
+			if (l->accuracy.top_k != 1)
+				fprintf(f, " top_k: %d", l->accuracy.top_k);
+			if (l->accuracy.has_ignore_label)
+				fprintf(f, " ignore_label: %d", l->accuracy.ignore_label);
+			fprintf(f, " }\n");
+		}
+		break;
+	case NET_SOFTMAX_LOSS: {
+		static const char *const norms[] = { "FULL", "VALID", "BATCH_SIZE", "NONE" };
+		if (l->loss.has_ignore_label || l->loss.normalization != NET_NORM_VALID) {
+			fprintf(f, "  loss_param {");
+			if (l->loss.has_ignore_label)
+				fprintf(f, " ignore_label: %d", l->loss.ignore_label);
+			if (l->loss.normalization != NET_NORM_VALID)
+				fprintf(f, " normalization: %s", norms[l->loss.normalization]);
+			fprintf(f, " }\n");
+		}
+		break;
+	}
+	case NET_CROP: /* axis resolved, one offset per axis from it (net.h) */
+		fprintf(f, "  crop_param { axis: %d", l->crop.axis);
+		for (int a = l->crop.axis; a < l->crop.noffset; a++)
+			fprintf(f, " offset: %lld", (long long)l->crop.offset[a]);
+		fprintf(f, " }\n");
 		break;
 	case NET_DATA: /* not printed: the graph's input is declared instead */
 	case NET_INPUT:
@@ -119,7 +143,7 @@ static void params(FILE *f, const struct net_layer *l)
 	case NET_CONCAT: /* axis 1 */
 	case NET_FLATTEN:
 	case NET_SOFTMAX: /* axis 1 */
-	case NET_SOFTMAX_LOSS: /* its loss_param (ignore_label) only training reads */
+	case NET_EUCLIDEAN_LOSS:
 	case NET_LAYER_TYPE_COUNT:
 		break;
 	}

@@ -809,9 +809,18 @@ static int label_counts(int label, int c, int ignore_label)
 	return !(ignore_label >= 0 && label == ignore_label) && label >= 0 && label < c;
 }
 
-/* loss = -Σ_valid log(max(prob[label], FLT_MIN)) / max(valid_count, 1) */
+double loss_normalizer(enum loss_norm norm, int n, int inner, int valid)
+{
+	double v = norm == LOSS_NORM_FULL ? (double)n * inner
+		 : norm == LOSS_NORM_VALID ? valid
+		 : norm == LOSS_NORM_BATCH_SIZE ? n
+					      : 1;
+	return v > 1 ? v : 1;
+}
+
+/* loss = -Σ_valid log(max(prob[label], FLT_MIN)) / loss_normalizer(...) */
 float softmax_loss_forward(float *prob, const float *in, const float *labels, int n, int c,
-			   int inner, int ignore_label)
+			   int inner, int ignore_label, enum loss_norm norm)
 {
 	softmax_forward(prob, in, n, c, inner);
 	double loss = 0.0;
@@ -825,20 +834,20 @@ float softmax_loss_forward(float *prob, const float *in, const float *labels, in
 			loss -= log(pr > FLT_MIN ? pr : FLT_MIN);
 			valid++;
 		}
-	return (float)(loss / (valid > 1 ? valid : 1));
+	return (float)(loss / loss_normalizer(norm, n, inner, valid));
 }
 
-/* din[n,c,p] += loss_weight · (prob[n,c,p] - [c = label]) / max(valid_count, 1);
- * positions whose label does not count get nothing. */
+/* din[n,c,p] += loss_weight · (prob[n,c,p] - [c = label]) / normaliser; positions
+ * whose label does not count get nothing. */
 void softmax_loss_backward(float *din, const float *prob, const float *labels, int n, int c,
-			   int inner, int ignore_label, float loss_weight)
+			   int inner, int ignore_label, enum loss_norm norm, float loss_weight)
 {
 	if (!din)
 		return;
 	int valid = 0;
 	for (int i = 0; i < n * inner; i++)
 		valid += label_counts((int)labels[i], c, ignore_label);
-	double w = (double)loss_weight / (valid > 1 ? valid : 1);
+	double w = (double)loss_weight / loss_normalizer(norm, n, inner, valid);
 	for (int b = 0; b < n; b++)
 		for (int p = 0; p < inner; p++) {
 			int label = (int)labels[(size_t)b * inner + p];
@@ -849,6 +858,74 @@ void softmax_loss_backward(float *din, const float *prob, const float *labels, i
 				din[q] += (float)(w * (prob[q] - (j == label ? 1.0 : 0.0)));
 			}
 		}
+}
+
+/* ---- EuclideanLoss -------------------------------------------------------------------------------- */
+
+float euclidean_loss_forward(float *diff, const float *a, const float *b, int n, int64_t count)
+{
+	double s = 0;
+	for (int64_t i = 0; i < count; i++) {
+		diff[i] = a[i] - b[i];
+		s += (double)diff[i] * diff[i];
+	}
+	return (float)(s / (2.0 * (n > 0 ? n : 1)));
+}
+
+void euclidean_loss_backward(float *da, float *db, const float *diff, int n, int64_t count, float loss_weight)
+{
+	float w = loss_weight / (float)(n > 0 ? n : 1);
+	for (int64_t i = 0; i < count; i++) {
+		if (da)
+			da[i] += w * diff[i];
+		if (db)
+			db[i] -= w * diff[i];
+	}
+}
+
+/* ---- Crop -------------------------------------------------------------------------------------------- */
+
+/* The shape as four axes, leading ones 1 (offset 0), for one loop nest. */
+static void crop_4d(const struct crop_desc *d, int in[4], int out[4], int off[4])
+{
+	int lead = 4 - d->ndim;
+	for (int a = 0; a < 4; a++) {
+		int k = a - lead;
+		in[a] = k < 0 ? 1 : d->in[k];
+		out[a] = k < 0 ? 1 : d->out[k];
+		off[a] = k < 0 ? 0 : d->off[k];
+	}
+}
+
+/* Every output value against its input value: forward copies in into out,
+ * backward adds out (the top's gradient) into in (the bottom's). */
+static void crop_walk(float *out, float *in, const struct crop_desc *d, int backward)
+{
+	int ni[4], no[4], off[4];
+	crop_4d(d, ni, no, off);
+	size_t o = 0;
+	for (int a0 = 0; a0 < no[0]; a0++)
+		for (int a1 = 0; a1 < no[1]; a1++)
+			for (int a2 = 0; a2 < no[2]; a2++) {
+				float *row = in + (((size_t)(a0 + off[0]) * ni[1] + (size_t)(a1 + off[1])) * ni[2] +
+						   (size_t)(a2 + off[2])) * ni[3] + off[3];
+				for (int a3 = 0; a3 < no[3]; a3++, o++)
+					if (backward)
+						row[a3] += out[o];
+					else
+						out[o] = row[a3];
+			}
+}
+
+void crop_forward(float *out, const float *in, const struct crop_desc *d)
+{
+	crop_walk(out, (float *)in, d, 0); /* only read */
+}
+
+void crop_backward(float *din, const float *dout, const struct crop_desc *d)
+{
+	if (din)
+		crop_walk((float *)dout, din, d, 1); /* dout only read */
 }
 
 /* ---- Accuracy ------------------------------------------------------------------------------------ */

@@ -155,17 +155,36 @@ void concat_backward(float *const *din, const float *dout, const int *c, int k, 
 void softmax_forward(float *out, const float *in, int n, int c, int inner);
 void softmax_backward(float *din, const float *dout, const float *out, int n, int c, int inner);
 
-/* ---- SoftmaxWithLoss: mean cross-entropy over the N*inner labelled positions
- * (Caffe's VALID normalisation, divided by max(valid, 1); a label equal to
- * ignore_label (< 0 means none) is skipped, and so is one outside [0, C), which Caffe
- * would read out of bounds).  -log clamps the probability at FLT_MIN as Caffe.
- * labels (N, inner) as floats, Caffe's label blob.  prob (N,C,inner) is written;
- * returns the loss. ---- */
+/* ---- SoftmaxWithLoss: cross-entropy summed over the N*inner labelled positions and
+ * divided by Caffe's normaliser (loss_normalizer); a label equal to ignore_label (< 0
+ * means none) is skipped, and so is one outside [0, C), which Caffe would read out
+ * of bounds.  -log clamps the probability at FLT_MIN as Caffe.  labels (N, inner) as
+ * floats, Caffe's label blob.  prob (N,C,inner) is written; returns the loss. ---- */
+enum loss_norm { LOSS_NORM_FULL, LOSS_NORM_VALID, LOSS_NORM_BATCH_SIZE, LOSS_NORM_NONE }; /* net.h's order */
+/* Caffe's LossLayer::GetNormalizer: FULL n*inner, VALID valid, BATCH_SIZE n, NONE 1;
+ * never below 1. */
+double loss_normalizer(enum loss_norm norm, int n, int inner, int valid);
 float softmax_loss_forward(float *prob, const float *in, const float *labels, int n, int c,
-			   int inner, int ignore_label);
-/* din += loss_weight * (prob - onehot) / valid_count */
+			   int inner, int ignore_label, enum loss_norm norm);
+/* din += loss_weight * (prob - onehot) / normaliser */
 void softmax_loss_backward(float *din, const float *prob, const float *labels, int n, int c,
-			   int inner, int ignore_label, float loss_weight);
+			   int inner, int ignore_label, enum loss_norm norm, float loss_weight);
+
+/* ---- EuclideanLoss (Caffe): loss = Σ (a − b)² / (2N) over count values, N the
+ * batch.  diff (count) = a − b is written for the backward. ---- */
+float euclidean_loss_forward(float *diff, const float *a, const float *b, int n, int64_t count);
+/* da += loss_weight · diff / N, db −= the same; either may be NULL */
+void euclidean_loss_backward(float *da, float *db, const float *diff, int n, int64_t count, float loss_weight);
+
+/* ---- Crop (Caffe): out = in[off0 : off0 + out0, ..., off3 : off3 + out3], both
+ * dense with ndim axes (1 to 4); off is 0 on the axes before crop_param.axis ---- */
+struct crop_desc {
+	int ndim;
+	int in[4], out[4], off[4]; /* shapes and the window's start, per axis */
+};
+void crop_forward(float *out, const float *in, const struct crop_desc *d);
+/* din += dout inside the window; nothing outside it (its gradient is 0) */
+void crop_backward(float *din, const float *dout, const struct crop_desc *d);
 
 /* ---- Accuracy: fraction of the N*inner positions whose label is in the top_k
  * scores.  Ties count against the label, as Caffe since its 2017 rewrite: a position

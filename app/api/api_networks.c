@@ -599,6 +599,7 @@ static const char *type_colour(enum net_layer_type t)
 	case NET_INNER_PRODUCT: return "#dcb8f2";
 	case NET_SOFTMAX:
 	case NET_SOFTMAX_LOSS:
+	case NET_EUCLIDEAN_LOSS:
 	case NET_ACCURACY: return "#f3e59a";
 	default: return "#c5d6f2";
 	}

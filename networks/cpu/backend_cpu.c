@@ -3,7 +3,8 @@
  *
  * Native: Convolution (group, dilation, optional bias), InnerProduct, Pooling MAX
  * and AVE where oneDNN's windows are Caffe's (see pool_plan), LRN across channels,
- * BatchNorm, ReLU, Sigmoid, TanH, Softmax (axis 1).  Everything else — and any
+ * BatchNorm, ReLU, Sigmoid, TanH, Softmax (axis 1), Crop (a reorder of a sub-memory;
+ * see crop_init).  Everything else — and any
  * layer whose size is 0 — is delegated to ref_layer_* (backend_ref.c); the layer's
  * state then only wraps the reference state.
  *
@@ -709,6 +710,53 @@ out:
 	return rc;
 }
 
+/* Crop: a reorder from the window of the input (a sub-memory of its plain layout,
+ * at the offsets) to the dense output.  The backward reorders the output gradient
+ * into the same window of dx[0] with a sum post-op: it adds, as backend_impl.h
+ * wants, and leaves the rest of dx[0] as it was (its gradient is 0), with no tmp. */
+static int crop_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct backend_layer *bl, struct dd_err *err)
+{
+	static const dnnl_format_tag_t tags[] = { dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd };
+	const struct crop_desc *d = &bl->d.crop;
+	int rc = DD_OK;
+	dnnl_primitive_desc_t pd = NULL, pd2 = NULL;
+	dnnl_primitive_attr_t attr = NULL;
+	dnnl_post_ops_t po = NULL;
+	dnnl_memory_desc_t in_md, win_md, out_md;
+	dnnl_dims_t in, out, off;
+	if (d->ndim < 1 || d->ndim > 4)
+		return dd_err_set(err, DD_EINTERNAL, "layer '%s': a crop of %d axes", bl->l->name, d->ndim);
+	for (int a = 0; a < d->ndim; a++)
+		in[a] = d->in[a], out[a] = d->out[a], off[a] = d->off[a];
+	TRY(dnnl_memory_desc_init_by_tag(&in_md, d->ndim, in, dnnl_f32, tags[d->ndim - 1]), "describe the crop's input");
+	TRY(dnnl_memory_desc_init_submemory(&win_md, &in_md, out, off), "describe the crop window");
+	TRY(dnnl_memory_desc_init_by_tag(&out_md, d->ndim, out, dnnl_f32, tags[d->ndim - 1]), "describe the crop's output");
+	if ((rc = io_slots(cx, st, bl, &win_md, &out_md, "the crop", err)))
+		goto out;
+	TRY(dnnl_reorder_primitive_desc_create(&pd, &win_md, cx->engine, &out_md, cx->engine, NULL),
+	    "describe the crop");
+	TRY(dnnl_primitive_create(&st->fwd.p, pd), "create the crop primitive");
+	prim_arg(&st->fwd, st, DNNL_ARG_FROM, S_SRC);
+	prim_arg(&st->fwd, st, DNNL_ARG_TO, S_DST);
+	TRY(dnnl_post_ops_create(&po), "describe the crop's backward");
+	TRY(dnnl_post_ops_append_sum(po, 1.0f), "describe the crop's backward");
+	TRY(dnnl_primitive_attr_create(&attr), "describe the crop's backward");
+	TRY(dnnl_primitive_attr_set_post_ops(attr, po), "describe the crop's backward");
+	TRY(dnnl_reorder_primitive_desc_create(&pd2, &out_md, cx->engine, &win_md, cx->engine, attr),
+	    "describe the crop's backward");
+	TRY(dnnl_primitive_create(&st->bwd_data.p, pd2), "create the crop's backward primitive");
+	prim_arg(&st->bwd_data, st, DNNL_ARG_FROM, S_DDST);
+	prim_arg(&st->bwd_data, st, DNNL_ARG_TO, S_DSRC);
+out:
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	pd_free(pd2);
+	pd_free(pd);
+	return rc;
+}
+
 /* ---- the vtable ------------------------------------------------------------------ */
 
 static void cpu_layer_fini(struct backend *be, void *state)
@@ -752,6 +800,7 @@ static int native(const struct backend_layer *bl, struct pool_plan *pp)
 	case NET_SIGMOID:
 	case NET_TANH:
 	case NET_SOFTMAX:
+	case NET_CROP:
 		return 1;
 	case NET_POOLING:
 		return pool_plan(pp, &bl->d.pool);
@@ -782,6 +831,7 @@ static int cpu_layer_init(struct backend *be, const struct backend_layer *bl, vo
 	case NET_LRN: rc = lrn_init(cx, st, bl, err); break;
 	case NET_BATCH_NORM: rc = bn_init(cx, st, bl, err); break;
 	case NET_SOFTMAX: rc = softmax_init(cx, st, bl, err); break;
+	case NET_CROP: rc = crop_init(cx, st, bl, err); break;
 	default: rc = eltwise_init(cx, st, bl, err); break;
 	}
 	if (rc == DD_OK && (tmp_need(cx, st->n_src + st->n_wei + st->n_bias) != DD_OK ||
@@ -932,6 +982,19 @@ out:
 	return rc;
 }
 
+/* Crop: dx's window += dy, by the reorder with a sum post-op (crop_init). */
+static int crop_backward_dnnl(struct cpu_ctx *cx, struct cpu_layer *st, const struct backend_layer *bl, float *dx,
+			      struct dd_err *err)
+{
+	int rc = DD_OK;
+	TRY(bind(st, S_DDST, bl->dy), "bind the output gradient");
+	TRY(bind(st, S_DSRC, dx), "bind the input gradient");
+	TRY(exec(cx, &st->bwd_data), "run the backward");
+	TRY(dnnl_stream_wait(cx->stream), "finish the backward");
+out:
+	return rc;
+}
+
 /* BatchNorm with the stored statistics: dx += dy · invstd. */
 static void bn_backward_global(struct cpu_layer *st, const struct backend_layer *bl, float *dx)
 {
@@ -992,6 +1055,8 @@ static int cpu_backward(struct backend *be, void *state, const struct backend_la
 	float *dx = bl->dx[0];
 	if (!dx)
 		return DD_OK;
+	if (t == NET_CROP)
+		return crop_backward_dnnl(cx, st, bl, dx, err);
 	if (t == NET_BATCH_NORM && (bl->d.bn.use_global_stats || !training)) {
 		bn_backward_global(st, bl, dx);
 		return DD_OK;

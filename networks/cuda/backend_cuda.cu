@@ -491,9 +491,19 @@ __device__ int label_counts(int label, int c, int ignore)
 	return !(ignore >= 0 && label == ignore) && label >= 0 && label < c;
 }
 
-/* one block: loss = −Σ log(max(prob[label], FLT_MIN)) / max(valid, 1) into out[0] */
+/* ref.c's loss_normalizer (norm: enum loss_norm) */
+__device__ double normalizer_of(int norm, int n, int inner, int valid)
+{
+	double v = norm == LOSS_NORM_FULL ? (double)n * inner
+		 : norm == LOSS_NORM_VALID ? valid
+		 : norm == LOSS_NORM_BATCH_SIZE ? n
+					      : 1;
+	return v > 1 ? v : 1;
+}
+
+/* one block: loss = −Σ log(max(prob[label], FLT_MIN)) / the normaliser into out[0] */
 __global__ void k_softmax_loss(float *out, int *valid_out, const float *prob, const float *labels, int n, int c,
-			       int inner, int ignore)
+			       int inner, int ignore, int norm)
 {
 	__shared__ double part[THREADS];
 	double s = 0;
@@ -511,11 +521,11 @@ __global__ void k_softmax_loss(float *out, int *valid_out, const float *prob, co
 	v = (int)block_sum(v, part); /* a count, exact in a double */
 	if (threadIdx.x == 0) {
 		*valid_out = v;
-		out[0] = (float)(s / (v > 1 ? v : 1));
+		out[0] = (float)(s / normalizer_of(norm, n, inner, v));
 	}
 }
 __global__ void k_softmax_loss_bwd(float *dx, const float *prob, const float *labels, const int *valid,
-				   const float *lw, int n, int c, int inner, int ignore)
+				   const float *lw, int n, int c, int inner, int ignore, int norm)
 {
 	FOR_EACH(i, (int64_t)n * c * inner)
 	{
@@ -524,8 +534,70 @@ __global__ void k_softmax_loss_bwd(float *dx, const float *prob, const float *la
 		int label = (int)labels[b * inner + p];
 		if (!label_counts(label, c, ignore))
 			continue;
-		double w = (double)lw[0] / (*valid > 1 ? *valid : 1);
+		double w = (double)lw[0] / normalizer_of(norm, n, inner, *valid);
 		dx[i] += (float)(w * (prob[i] - (j == label ? 1.0 : 0.0)));
+	}
+}
+
+/* EuclideanLoss: diff = a − b, then one block sums diff² / (2n) into out[0] */
+__global__ void k_sub(float *d, const float *a, const float *b, int64_t m)
+{
+	FOR_EACH(i, m) d[i] = a[i] - b[i];
+}
+__global__ void k_euclidean(float *out, const float *d, int64_t m, int n)
+{
+	__shared__ double part[THREADS];
+	double s = 0;
+	for (int64_t i = threadIdx.x; i < m; i += blockDim.x)
+		s += (double)d[i] * d[i];
+	s = block_sum(s, part);
+	if (threadIdx.x == 0)
+		out[0] = (float)(s / (2.0 * (n > 0 ? n : 1)));
+}
+/* x += sign · lw[0] / n · d */
+__global__ void k_euclidean_bwd(float *x, const float *d, const float *lw, int64_t m, int n, float sign)
+{
+	float w = sign * lw[0] / (float)(n > 0 ? n : 1);
+	FOR_EACH(i, m) x[i] += w * d[i];
+}
+
+/* Crop (ref.c's crop_desc as four axes, leading ones 1): input index of output i */
+struct crop_k {
+	int in[4], out[4], off[4];
+};
+static struct crop_k crop_k_of(const struct crop_desc *d)
+{
+	struct crop_k k;
+	int lead = 4 - d->ndim;
+	for (int a = 0; a < 4; a++) {
+		int j = a - lead;
+		k.in[a] = j < 0 ? 1 : d->in[j];
+		k.out[a] = j < 0 ? 1 : d->out[j];
+		k.off[a] = j < 0 ? 0 : d->off[j];
+	}
+	return k;
+}
+__device__ int64_t crop_src(const struct crop_k *k, int64_t i)
+{
+	int64_t src = 0, rest = i, stride = 1;
+	for (int a = 3; a >= 0; a--) {
+		int64_t pos = rest % k->out[a] + k->off[a];
+		rest /= k->out[a];
+		src += pos * stride;
+		stride *= k->in[a];
+	}
+	return src;
+}
+/* forward: y[i] = x[src(i)]; backward: x[src(i)] += y[i] (the windows do not overlap) */
+__global__ void k_crop(float *y, float *x, struct crop_k k, int64_t m, int backward)
+{
+	FOR_EACH(i, m)
+	{
+		int64_t j = crop_src(&k, i);
+		if (backward)
+			x[j] += y[i];
+		else
+			y[i] = x[j];
 	}
 }
 
@@ -859,6 +931,8 @@ static int native(const struct backend_layer *bl)
 	case NET_BATCH_NORM:
 	case NET_DATA:
 	case NET_INPUT:
+	case NET_EUCLIDEAN_LOSS:
+	case NET_CROP:
 		return 1;
 	case NET_ELTWISE:
 		return bl->nbottom <= 8;
@@ -1095,6 +1169,9 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 		CU(cudaMalloc(&st->prob, (size_t)bl->n * bl->c * bl->inner * sizeof(float)), "the softmax probabilities");
 		CU(cudaMalloc(&st->valid, sizeof(int)), "the softmax loss");
 		break;
+	case NET_EUCLIDEAN_LOSS: /* a − b */
+		CU(cudaMalloc(&st->prob, (size_t)bl->n * bl->c * bl->inner * sizeof(float)), "the euclidean loss difference");
+		break;
 	default:
 		break;
 	}
@@ -1270,8 +1347,21 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 											 bl->inner);
 		LAUNCHED("softmax");
 		k_softmax_loss<<<1, THREADS, 0, s>>>(y, st->valid, st->prob, bl->x[1], bl->n, bl->c, bl->inner,
-						     l->loss.has_ignore_label ? l->loss.ignore_label : -1);
+						     l->loss.has_ignore_label ? l->loss.ignore_label : -1,
+						     (int)l->loss.normalization);
 		LAUNCHED("softmax loss");
+		break;
+	case NET_EUCLIDEAN_LOSS: {
+		int64_t m = (int64_t)bl->n * bl->c * bl->inner;
+		k_sub<<<blocks_for(m), THREADS, 0, s>>>(st->prob, x, bl->x[1], m);
+		LAUNCHED("euclidean loss difference");
+		k_euclidean<<<1, THREADS, 0, s>>>(y, st->prob, m, bl->n);
+		LAUNCHED("euclidean loss");
+		break;
+	}
+	case NET_CROP:
+		k_crop<<<blocks_for(n), THREADS, 0, s>>>(y, (float *)x, crop_k_of(&bl->d.crop), n, 0);
+		LAUNCHED("crop");
 		break;
 	case NET_ACCURACY:
 		k_accuracy<<<1, THREADS, 0, s>>>(y, x, bl->x[1], bl->n, bl->c, bl->inner, l->accuracy.top_k,
@@ -1331,7 +1421,8 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 	int rc0 = ready(cx, bl, err);
 	if (rc0)
 		return rc0;
-	if (l->type == NET_SOFTMAX_LOSS && cx->prec == BACKEND_FP16 && bl->dy && cx->scale != 1) {
+	if ((l->type == NET_SOFTMAX_LOSS || l->type == NET_EUCLIDEAN_LOSS) && cx->prec == BACKEND_FP16 && bl->dy &&
+	    cx->scale != 1) {
 		/* FP16's loss scale, on the seed graph_backward wrote (it writes it every pass) */
 		k_scale_by<<<1, 1, 0, cx->stream>>>((float *)bl->dy, 1, cx->scale);
 		LAUNCHED("loss scale");
@@ -1520,8 +1611,25 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 			k_softmax_loss_bwd<<<blocks_for(m), THREADS, 0, s>>>(dx, st->prob, bl->x[1], st->valid, dy, bl->n,
 									     bl->c, bl->inner,
 									     l->loss.has_ignore_label ? l->loss.ignore_label
-												      : -1);
+												      : -1,
+									     (int)l->loss.normalization);
 			LAUNCHED("softmax loss backward");
+		}
+		break;
+	case NET_EUCLIDEAN_LOSS: {
+		int64_t m = (int64_t)bl->n * bl->c * bl->inner;
+		for (int j = 0; j < 2; j++)
+			if (bl->dx[j]) {
+				k_euclidean_bwd<<<blocks_for(m), THREADS, 0, s>>>(bl->dx[j], st->prob, dy, m, bl->n,
+										  j ? -1.0f : 1.0f);
+				LAUNCHED("euclidean loss backward");
+			}
+		break;
+	}
+	case NET_CROP:
+		if (dx) {
+			k_crop<<<blocks_for(n), THREADS, 0, s>>>((float *)dy, dx, crop_k_of(&bl->d.crop), n, 1);
+			LAUNCHED("crop backward");
 		}
 		break;
 	case NET_ELTWISE:

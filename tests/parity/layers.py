@@ -42,6 +42,13 @@ same function are generated:
                    number of non-ignored labels, Caffe's VALID normalisation (except
                    when every label is ignored: PyTorch gives NaN, Caffe 0 — not
                    generated; test_ref.c checks Caffe's 0).
+                   Caffe's other normalisations over N x C x H x W with N x H x W labels:
+                   F.cross_entropy(reduction='sum', ignore_index) divided by N*H*W
+                   (FULL), N (BATCH_SIZE) or 1 (NONE).
+  EuclideanLoss    F.mse_loss(reduction='sum') / (2N): the same, with gradients into
+                   both bottoms.
+  Crop             slicing x[:, :, o2:o2+h, o3:o3+w] (from crop_param.axis on);
+                   its gradient is zero outside the window.
   Accuracy         torch.topk on scores without ties (ties are where Caffe versions
                    differ; test_ref.c checks the tie rule by hand).
   Dropout          not compared: the mask comes from each side's own generator.
@@ -278,16 +285,63 @@ def softmax_cases(w):
         # loss_weight lw plays the part of dE/dloss, so the C backward gets it directly
         loss.backward()
         w.case("softmax_loss", "softmax loss %dx%dx%dx%d ignore %d weight %g" % (n, c, h, wd, ignore, lw),
-               dict(n=n, c=c, inner=h * wd, ignore_label=ignore, loss_weight=lw),
+               dict(n=n, c=c, inner=h * wd, ignore_label=ignore, loss_weight=lw, norm="VALID"),
+               {"in": x.detach(), "labels": labels.double()},
+               {"prob": F.softmax(x.detach(), 1), "loss": (loss / lw).detach().reshape(1),
+                "d_in": x.grad})
+    # spatial, segmentation-like: N x C x H x W scores, N x H x W labels with 255 ignored
+    for norm in ("VALID", "FULL", "BATCH_SIZE", "NONE"):
+        n, c, h, wd, ignore, lw = 2, 4, 5, 6, 255, 1.5
+        x = rand(n, c, h, wd, lo=-4, hi=4).requires_grad_()
+        labels = torch.randint(0, c, (n, h, wd), generator=GEN)
+        labels[torch.rand((n, h, wd), generator=GEN) < 0.2] = ignore
+        total = F.cross_entropy(x, labels, ignore_index=ignore, reduction="sum")
+        valid = (labels != ignore).sum().item()
+        div = {"VALID": max(valid, 1), "FULL": n * h * wd, "BATCH_SIZE": n, "NONE": 1}[norm]
+        loss = total / div * lw
+        loss.backward()
+        w.case("softmax_loss", "softmax loss %dx%dx%dx%d ignore %d %s" % (n, c, h, wd, ignore, norm),
+               dict(n=n, c=c, inner=h * wd, ignore_label=ignore, loss_weight=lw, norm=norm),
                {"in": x.detach(), "labels": labels.double()},
                {"prob": F.softmax(x.detach(), 1), "loss": (loss / lw).detach().reshape(1),
                 "d_in": x.grad})
 
 
+def euclidean_cases(w):
+    for shape in [(3, 7), (2, 3, 4, 5)]:
+        a = rand(*shape, lo=-2, hi=2).requires_grad_()
+        b = rand(*shape, lo=-2, hi=2).requires_grad_()
+        n = shape[0]
+        out = (F.mse_loss(a, b, reduction="sum") / (2 * n)).reshape(1)
+        w.case("euclidean", "euclidean loss %s" % "x".join(map(str, shape)),
+               dict(n=n), {"a": a, "b": b}, {"loss": out})
+
+
+def crop_cases(w):
+    #  bottom 0 shape, bottom 1 shape, axis, offsets (one per cropped axis)
+    for (shape, ref, axis, off) in [((2, 3, 8, 9), (2, 3, 5, 4), 2, (1, 3)),
+                                    ((2, 3, 8, 9), (2, 3, 5, 5), 2, (3, 3)),
+                                    ((2, 5, 6, 6), (2, 2, 3, 6), 1, (2, 1, 0)),
+                                    ((1, 21, 40, 36), (1, 3, 22, 18), 2, (18, 18))]:  # FCN's score crop
+        x = rand(*shape).requires_grad_()
+        sl = [slice(None)] * 4
+        for a in range(axis, 4):
+            o = off[a - axis]
+            sl[a] = slice(o, o + ref[a])
+        full = [0] * axis + list(off)
+        w.case("crop", "crop %s to %s axis %d offset %s" % ("x".join(map(str, shape)), "x".join(map(str, ref)),
+                                                           axis, ",".join(map(str, off))),
+               dict(n=shape[0], in_shape=list(shape), out_shape=list(shape[:axis]) + list(ref[axis:]),
+                    off=full), {"in": x}, {"out": x[tuple(sl)]})
+
+
 def accuracy_cases(w):
-    for (n, c, inner, k, ignore) in [(16, 10, 1, 1, -1), (16, 10, 1, 5, -1), (3, 6, 4, 2, 1)]:
+    for (n, c, inner, k, ignore) in [(16, 10, 1, 1, -1), (16, 10, 1, 5, -1), (3, 6, 4, 2, 1),
+                                     (2, 5, 30, 1, 255), (2, 5, 30, 2, 255)]:  # N x C x 5 x 6, N x 5 x 6
         x = rand(n, c, inner)
         labels = torch.randint(0, c, (n, inner), generator=GEN)
+        if ignore > c:  # segmentation's 255: a fifth of the positions
+            labels[torch.rand((n, inner), generator=GEN) < 0.2] = ignore
         top = x.topk(k, dim=1).indices  # (n, k, inner)
         hit = (top == labels.unsqueeze(1)).any(1)
         valid = labels != ignore
@@ -303,7 +357,7 @@ def main():
         return 2
     w = Writer(sys.argv[1])
     for make in (conv_cases, ip_cases, pool_cases, act_cases, lrn_cases, bn_cases, scale_cases,
-                 eltwise_cases, concat_cases, softmax_cases, accuracy_cases):
+                 eltwise_cases, concat_cases, softmax_cases, accuracy_cases, euclidean_cases, crop_cases):
         make(w)
     w.finish()
     return 0

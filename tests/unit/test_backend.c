@@ -568,6 +568,176 @@ static void test_softmax(void)
 	}
 }
 
+/* ---- two-bottom layers: the losses, Accuracy and Crop ----
+ *
+ * Built by hand as graph.c would: x[0] the scores (or EuclideanLoss' a, Crop's
+ * input), x[1] the labels (b, Crop's reference, unread); the ref.h kernels called
+ * directly are the oracle.  The backward runs with every pair of wanted gradients
+ * over buffers pre-filled with PREFILL, and a loss' dy is its loss weight. */
+struct pair_case {
+	char name[160];
+	struct net_layer l;
+	struct backend_layer bl;
+	size_t n0, n1, ny;       /* bottom 0, bottom 1, top */
+	const float *labels;     /* bottom 1's values; NULL: random */
+};
+
+static void pair_ref(struct pair_case *t, float *y, float *dx0, float *dx1, const float *x0, const float *x1,
+		     const float *dy, float *scratch)
+{
+	const struct backend_layer *bl = &t->bl;
+	const struct net_layer *l = &t->l;
+	int ig = l->loss.has_ignore_label ? l->loss.ignore_label : -1;
+	switch (l->type) {
+	case NET_SOFTMAX_LOSS:
+		y[0] = softmax_loss_forward(scratch, x0, x1, bl->n, bl->c, bl->inner, ig, (enum loss_norm)l->loss.normalization);
+		if (dx0)
+			softmax_loss_backward(dx0, scratch, x1, bl->n, bl->c, bl->inner, ig,
+					      (enum loss_norm)l->loss.normalization, dy[0]);
+		break;
+	case NET_ACCURACY:
+		y[0] = accuracy_forward(x0, x1, bl->n, bl->c, bl->inner, l->accuracy.top_k,
+					l->accuracy.has_ignore_label ? l->accuracy.ignore_label : -1);
+		break;
+	case NET_EUCLIDEAN_LOSS:
+		y[0] = euclidean_loss_forward(scratch, x0, x1, bl->n, (int64_t)t->n0);
+		euclidean_loss_backward(dx0, dx1, scratch, bl->n, (int64_t)t->n0, dy[0]);
+		break;
+	case NET_CROP:
+		crop_forward(y, x0, &bl->d.crop);
+		crop_backward(dx0, dy, &bl->d.crop);
+		break;
+	default:
+		CHECK(0);
+	}
+}
+
+static void run_pair(struct pair_case *t, uint64_t seed)
+{
+	struct backend_layer *bl = &t->bl;
+	struct dd_err err = { 0 };
+	void *state = NULL;
+	rng_state = seed;
+	float *x0 = rnd_buf(t->n0), *x1 = t->labels ? dup(t->labels, t->n1) : rnd_buf(t->n1);
+	float *dy = rnd_buf(t->ny), *ry = buf(t->ny), *cy = buf(t->ny), *scratch = buf(t->n0);
+	float *rdx[2] = { buf(t->n0), buf(t->n1) }, *cdx[2] = { buf(t->n0), buf(t->n1) };
+	int ok = x0 && x1 && dy && ry && cy && scratch && rdx[0] && rdx[1] && cdx[0] && cdx[1];
+	CHECK(ok);
+	if (!ok)
+		goto done;
+	if (t->l.type != NET_CROP)
+		dy[0] = 0.75f; /* the loss weight */
+	const float *xs[2] = { x0, x1 };
+	bl->l = &t->l;
+	bl->nbottom = 2;
+	bl->x = xs;
+	bl->bx = x0;
+	bl->dy = dy;
+	bl->y = cy;
+	bl->by = cy;
+	int rc = backend_layer_init(be, bl, &state, &err);
+	CHECK(rc == DD_OK);
+	if (rc) {
+		fprintf(stderr, "  %s: %s\n", t->name, err.msg);
+		goto done;
+	}
+	for (int want = 0; want < 4; want++) {
+		for (int i = 0; i < 2; i++) {
+			fill(rdx[i], i ? t->n1 : t->n0, PREFILL);
+			fill(cdx[i], i ? t->n1 : t->n0, PREFILL);
+		}
+		float *wanted[2] = { want & 1 ? cdx[0] : NULL, want & 2 ? cdx[1] : NULL };
+		bl->dx = wanted;
+		rc = backend_forward(be, state, bl, 1, &err);
+		if (rc == DD_OK && t->l.type != NET_ACCURACY)
+			rc = backend_backward(be, state, bl, 1, &err);
+		CHECK(rc == DD_OK);
+		if (rc) {
+			fprintf(stderr, "  %s: %s\n", t->name, err.msg);
+			break;
+		}
+		int grads = t->l.type != NET_ACCURACY;
+		pair_ref(t, ry, grads && (want & 1) ? rdx[0] : NULL, grads && (want & 2) ? rdx[1] : NULL, x0, x1, dy,
+			 scratch);
+		expect_close(t->name, "forward", cy, ry, t->ny);
+		expect_close(t->name, "bottom 0 gradient", cdx[0], rdx[0], t->n0);
+		expect_close(t->name, "bottom 1 gradient", cdx[1], rdx[1], t->n1);
+	}
+	backend_layer_fini(be, state);
+done:
+	free(x0), free(x1), free(dy), free(ry), free(cy), free(scratch);
+	free(rdx[0]), free(rdx[1]), free(cdx[0]), free(cdx[1]);
+}
+
+/* Segmentation's labels: classes 0..c-1 with every fifth position 255 (ignored). */
+static float *seg_labels(size_t count, int c, uint64_t seed)
+{
+	float *p = buf(count);
+	uint64_t r = seed;
+	for (size_t i = 0; p && i < count; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = i % 5 == 2 ? 255.0f : (float)((r >> 33) % (uint64_t)c);
+	}
+	return p;
+}
+
+/* SoftmaxWithLoss in Caffe's four normalisations and Accuracy, over N×C×H×W scores
+ * against N×H×W labels with ignore_label 255; EuclideanLoss into both bottoms. */
+static void test_losses(void)
+{
+	const int n = 2, c = 4, inner = 5 * 6;
+	float *labels = seg_labels((size_t)n * inner, c, 9000);
+	CHECK(labels != NULL);
+	for (int norm = NET_NORM_FULL; norm <= NET_NORM_NONE; norm++)
+		for (int ignore = 0; ignore < 2; ignore++) {
+			struct pair_case t = { .l = { .name = "loss", .type = NET_SOFTMAX_LOSS } };
+			t.l.loss.normalization = (enum net_loss_norm)norm;
+			t.l.loss.has_ignore_label = ignore, t.l.loss.ignore_label = 255;
+			snprintf(t.name, sizeof t.name, "SoftmaxWithLoss 2x4x5x6 norm %d%s", norm, ignore ? " ignore 255" : "");
+			t.bl.n = n, t.bl.c = c, t.bl.inner = inner, t.bl.count = 1;
+			t.n0 = (size_t)n * c * inner, t.n1 = (size_t)n * inner, t.ny = 1;
+			t.labels = labels;
+			run_pair(&t, 9100 + (uint64_t)(norm * 2 + ignore));
+		}
+	for (int k = 1; k <= 3; k += 2) {
+		struct pair_case t = { .l = { .name = "acc", .type = NET_ACCURACY } };
+		t.l.accuracy.top_k = k, t.l.accuracy.has_ignore_label = 1, t.l.accuracy.ignore_label = 255;
+		snprintf(t.name, sizeof t.name, "Accuracy 2x4x5x6 top-%d ignore 255", k);
+		t.bl.n = n, t.bl.c = c, t.bl.inner = inner, t.bl.count = 1;
+		t.n0 = (size_t)n * c * inner, t.n1 = (size_t)n * inner, t.ny = 1;
+		t.labels = labels;
+		run_pair(&t, 9200 + (uint64_t)k);
+	}
+	struct pair_case e = { .l = { .name = "euclid", .type = NET_EUCLIDEAN_LOSS } };
+	snprintf(e.name, sizeof e.name, "EuclideanLoss 3x2x4x4");
+	e.bl.n = 3, e.bl.c = 2, e.bl.inner = 16, e.bl.count = 1;
+	e.n0 = e.n1 = 3 * 2 * 16, e.ny = 1;
+	run_pair(&e, 9300);
+	free(labels);
+}
+
+static void test_crop(void)
+{
+	static const struct crop_desc cases[] = {
+		{ .ndim = 4, .in = { 2, 3, 9, 8 }, .out = { 2, 3, 5, 4 }, .off = { 0, 0, 2, 3 } },
+		{ .ndim = 4, .in = { 2, 5, 6, 6 }, .out = { 2, 2, 3, 6 }, .off = { 0, 1, 2, 0 } },
+		{ .ndim = 2, .in = { 3, 7 }, .out = { 3, 4 }, .off = { 0, 2 } },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const struct crop_desc *d = &cases[i];
+		struct pair_case t = { .l = { .name = "crop", .type = NET_CROP } };
+		size_t in = 1, out = 1;
+		for (int a = 0; a < d->ndim; a++)
+			in *= (size_t)d->in[a], out *= (size_t)d->out[a];
+		snprintf(t.name, sizeof t.name, "Crop#%zu", i);
+		t.bl.d.crop = *d;
+		t.bl.n = d->in[0], t.bl.c = d->in[1], t.bl.inner = (int)(in / ((size_t)d->in[0] * d->in[1]));
+		t.bl.count = (int64_t)out;
+		t.n0 = in, t.n1 = out, t.ny = out;
+		run_pair(&t, 9400 + i);
+	}
+}
+
 /* A layer oneDNN rejects fails layer_init with an error naming it, and leaves no
  * state behind. */
 static void test_invalid(void)
@@ -727,6 +897,8 @@ int main(int argc, char **argv)
 	RUN(test_bn);
 	RUN(test_eltwise);
 	RUN(test_softmax);
+	RUN(test_losses);
+	RUN(test_crop);
 	RUN(test_delegated);
 	RUN(test_invalid);
 	if (argc > 1 && strcmp(argv[1], "bench") == 0)

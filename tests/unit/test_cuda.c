@@ -6,6 +6,9 @@
  * forward and backward, then every blob, every blob gradient, every parameter and
  * every parameter gradient compared by normalised error
  *     max|cuda − cpu| / max(1, max|cpu|) < TOL.
+ * Segmentation's losses run in their own small network: spatial scores against
+ * N×1×H×W labels with ignore_label 255, SoftmaxWithLoss in each of Caffe's four
+ * normalisations and Accuracy top-1 and top-2.
  * Going through the graph means the backend meets what training gives it: in-place
  * layers with their saved values, gradients that must be added, the dropout stream.
  * Then LeNet and AlexNet take two solver steps on both backends (the same loss and
@@ -241,6 +244,16 @@ static const struct {
 	  CONV("b", "c0", "b", "num_output: 3 kernel_size: 3 pad: 1")
 	  "layer { name: \"t\" type: \"Concat\" bottom: \"c0\" bottom: \"b\" top: \"mid\" }\n" },
 	{ "Softmax", "layer { name: \"t\" type: \"Softmax\" bottom: \"c0\" top: \"mid\" }\n" },
+	{ "Crop axis 2 offset 3",
+	  "layer { name: \"p\" type: \"Pooling\" bottom: \"c0\" top: \"p\" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
+	  "layer { name: \"t\" type: \"Crop\" bottom: \"c0\" bottom: \"p\" top: \"mid\" crop_param { offset: 3 } }\n" },
+	{ "Crop axis 1 offsets 2, 1, 0",
+	  CONV("b", "c0", "b", "num_output: 2 kernel_size: 3 pad: 0")
+	  "layer { name: \"t\" type: \"Crop\" bottom: \"c0\" bottom: \"b\" top: \"mid\" crop_param { axis: 1 offset: 2 offset: 1 offset: 0 } }\n" },
+	{ "EuclideanLoss into both bottoms",
+	  CONV("b", "c0", "b", "num_output: 6 kernel_size: 3 pad: 1")
+	  "layer { name: \"e\" type: \"EuclideanLoss\" bottom: \"c0\" bottom: \"b\" top: \"e\" loss_weight: 0.5 }\n"
+	  "layer { name: \"f\" type: \"Flatten\" bottom: \"c0\" top: \"mid\" }\n" },
 	{ "InnerProduct chain",
 	  "layer { name: \"t\" type: \"InnerProduct\" bottom: \"c0\" top: \"mid\"\n"
 	  "  inner_product_param { num_output: 17 weight_filler { type: \"gaussian\" std: 0.05 } bias_filler { type: \"constant\" value: 0.1 } } }\n" },
@@ -297,6 +310,56 @@ static void layer_cases_against(struct backend *other, double tol, int bf16)
 static void test_layers(void)
 {
 	layer_cases_against(cu, TOL, 0);
+}
+
+/* Segmentation's losses: N×C×H×W scores against N×1×H×W labels (classes 0..4, every
+ * seventh position 255), SoftmaxWithLoss in Caffe's four normalisations with
+ * ignore_label, Accuracy top-1 and top-2 with ignore_label.  The labels are the data
+ * itself (written here, after the graph's own feed), the scores a convolution of a
+ * scaled copy of it. */
+static void test_spatial_losses(void)
+{
+	static const char *const norms[] = { "FULL", "VALID", "BATCH_SIZE", "NONE" };
+	char text[4096];
+	struct net_input in = { .n = 4, .c = 1, .h = 8, .w = 8, .classes = 5 };
+	for (int k = 0; k < 8; k++) {
+		snprintf(text, sizeof text,
+			 "name: \"seg\"\n"
+			 "layer { name: \"s\" type: \"Power\" bottom: \"data\" top: \"s\" power_param { scale: 0.01 } }\n"
+			 "layer { name: \"c0\" type: \"Convolution\" bottom: \"s\" top: \"c0\"\n"
+			 "  convolution_param { num_output: 5 kernel_size: 3 pad: 1\n"
+			 "    weight_filler { type: \"gaussian\" std: 0.5 } bias_filler { type: \"uniform\" min: -0.5 max: 0.5 } } }\n"
+			 "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"c0\" bottom: \"data\" top: \"loss\"\n"
+			 "  loss_param { ignore_label: 255 normalization: %s } }\n"
+			 "layer { name: \"acc\" type: \"Accuracy\" bottom: \"c0\" bottom: \"data\" top: \"acc\"\n"
+			 "  accuracy_param { ignore_label: 255 top_k: %d } }\n",
+			 norms[k % 4], 1 + k / 4);
+		struct side a, b;
+		if (side_make(&a, text, &in, cpu, 300 + (uint64_t)k) || side_make(&b, text, &in, cu, 300 + (uint64_t)k)) {
+			side_free(&a);
+			CHECK(0);
+			continue;
+		}
+		struct side *both[2] = { &a, &b };
+		for (int j = 0; j < 2; j++) {
+			struct net_shape ds;
+			float *data = graph_blob(both[j]->gr, "data", &ds);
+			CHECK(data != NULL && ds.ndim == 4);
+			for (int64_t i = 0; data && i < 4 * 8 * 8; i++)
+				data[i] = i % 7 == 3 ? 255.0f : (float)((i * 13 + i / 8) % 5);
+		}
+		float la = NAN, lb = NAN;
+		CHECK(pass(&a, &la) == 0);
+		CHECK(pass(&b, &lb) == 0);
+		char what[64];
+		snprintf(what, sizeof what, "spatial %s, top-%d", norms[k % 4], 1 + k / 4);
+		compare(what, &a, &b, TOL);
+		CHECK(fabs(la - lb) <= TOL * fmax(1.0, fabs(la)));
+		CHECK(graph_value(a.gr, "acc") == graph_value(b.gr, "acc"));
+		CHECK(graph_value(a.gr, "acc") > 0 && graph_value(a.gr, "acc") < 1);
+		side_free(&b);
+		side_free(&a);
+	}
 }
 
 /* ---- the solvers: the device update against the host's ---- */
@@ -1135,6 +1198,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		RUN(test_layers);
+		RUN(test_spatial_losses);
 		RUN(test_solvers);
 		RUN(test_lenet);
 		RUN(test_train_run);
@@ -1149,6 +1213,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++)
 			printf("  GPU %d: %s, %.1f GiB\n", g[i].id, g[i].name, g[i].memory_total / 1073741824.0);
 		RUN(test_layers);
+		RUN(test_spatial_losses);
 		RUN(test_solvers);
 		RUN(test_lenet);
 		RUN(test_alexnet);

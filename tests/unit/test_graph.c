@@ -1,6 +1,7 @@
-/* test_graph.c — the runnable graph and the solver: a whole-network gradient check
- * by finite differences, a small training run that must learn, LeNet's size and
- * one pass, and Caffe's learning-rate formulas. */
+/* test_graph.c — the runnable graph and the solver: whole-network gradient checks
+ * by finite differences (segmentation's Crop, per-pixel losses and EuclideanLoss
+ * among them), a small training run that must learn, LeNet's size and one pass, and
+ * Caffe's learning-rate formulas. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -173,6 +174,51 @@ static void test_gradient_check_wide(void)
 	/* c1 18+2, c2 18+2, sc 6+6, fc 3*6*2*2... all learned; bn's 13 statistics are not */
 	CHECK(checked > 0);
 	CHECK_EQ_INT(checked, graph_param_count(f.gr) - 6 - 6 - 1);
+	CHECK_EQ_INT(bad, 0);
+	netfix_close(&f);
+}
+
+/* segmentation's layers in one graph: the scores of a padded convolution cropped back
+ * to the image (Crop, offset 1), SoftmaxWithLoss per pixel against N x 1 x H x W
+ * labels with ignore_label 255 and FULL normalisation, Accuracy per pixel, and an
+ * EuclideanLoss between two learned blobs (its gradient goes into both).  The labels
+ * are the data itself; the scores see a scaled copy. */
+static const char seg_net[] =
+	"layer { name: \"s\" type: \"Power\" bottom: \"data\" top: \"s\" power_param { scale: 0.01 } }\n"
+	"layer { name: \"c1\" type: \"Convolution\" bottom: \"s\" top: \"c1\"\n"
+	"  convolution_param { num_output: 3 kernel_size: 3 pad: 2 weight_filler { type: \"gaussian\" std: 0.5 }\n"
+	"    bias_filler { type: \"uniform\" min: -0.3 max: 0.3 } } }\n"
+	"layer { name: \"k\" type: \"Crop\" bottom: \"c1\" bottom: \"data\" top: \"k\" crop_param { axis: 2 offset: 1 } }\n"
+	"layer { name: \"c2\" type: \"Convolution\" bottom: \"s\" top: \"c2\"\n"
+	"  convolution_param { num_output: 3 kernel_size: 3 pad: 1 weight_filler { type: \"gaussian\" std: 0.5 } } }\n"
+	"layer { name: \"e\" type: \"EuclideanLoss\" bottom: \"k\" bottom: \"c2\" top: \"e\" loss_weight: 0.3 }\n"
+	"layer { name: \"acc\" type: \"Accuracy\" bottom: \"k\" bottom: \"data\" top: \"acc\" accuracy_param { ignore_label: 255 } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"k\" bottom: \"data\" top: \"loss\"\n"
+	"  loss_param { ignore_label: 255 normalization: FULL } }\n";
+
+static void test_gradient_check_seg(void)
+{
+	struct netfix f;
+	struct net_input in = { .n = 2, .c = 1, .h = 6, .w = 6, .classes = 3 };
+	if (netfix_open(&f, seg_net, &in, test_be, 5)) {
+		CHECK(0);
+		return;
+	}
+	struct net_shape ks;
+	float *data = graph_blob(f.gr, "data", NULL);
+	CHECK(graph_blob(f.gr, "k", &ks) != NULL);
+	CHECK(ks.ndim == 4 && ks.dim[1] == 3 && ks.dim[2] == 6 && ks.dim[3] == 6);
+	for (int i = 0; i < 72; i++)
+		data[i] = i % 9 == 4 ? 255.0f : (float)((i * 7 + i / 6) % 3);
+	graph_zero_grads(f.gr);
+	float loss = fwd(f.gr, 1);
+	CHECK(isfinite(loss));
+	CHECK(fabsf(loss - (graph_value(f.gr, "loss") + 0.3f * graph_value(f.gr, "e"))) < 1e-5f);
+	CHECK(graph_value(f.gr, "e") > 0);
+	bwd(f.gr);
+	int bad = 0, checked = grad_check(f.gr, "seg", 1e-2f, &bad);
+	CHECK_EQ_INT(checked, graph_param_count(f.gr)); /* c1 27+3, c2 27+3 */
+	CHECK_EQ_INT(checked, 60);
 	CHECK_EQ_INT(bad, 0);
 	netfix_close(&f);
 }
@@ -400,6 +446,7 @@ int main(void)
 	printf("backend: %s\n", backend_name(test_be));
 	RUN(test_gradient_check);
 	RUN(test_gradient_check_wide);
+	RUN(test_gradient_check_seg);
 	RUN(test_sgd_update);
 	RUN(test_training);
 	RUN(test_training_adam);

@@ -595,7 +595,7 @@ static void test_parse_errors(void)
 		{ "layer { name: \"a\" type: \"Conv\" }",
 		  "1:25: layer 'a': unknown type \"Conv\" (deepdesk knows Data, Input, Convolution, Pooling, InnerProduct, "
 		  "ReLU, Sigmoid, TanH, Power, Dropout, LRN, BatchNorm, Scale, Eltwise, Concat, Flatten, Softmax, "
-		  "SoftmaxWithLoss, Accuracy)" },
+		  "SoftmaxWithLoss, Accuracy, EuclideanLoss, Crop)" },
 		{ "layer { name: \"a\" }", "1:1: layer 'a': no type given (type: \"Convolution\", ...)" },
 		{ "layer { type: \"ReLU\" }\nlayer { type: \"ReLU\" bottom: \"x\" }",
 		  "1:1: layer #1: a ReLU layer takes 1 bottom, not 0" },
@@ -657,10 +657,15 @@ static void test_parse_errors(void)
 		  "1:75: layer 'n': power_param.scale: expected a finite number, got MAX" },
 		{ "layer { name: \"b\" type: \"BatchNorm\" bottom: \"x\" top: \"x\" batch_norm_param { use_global_stats: yes } }",
 		  "1:95: layer 'b': batch_norm_param.use_global_stats: expected true or false, got yes" },
-		{ "layer { name: \"l\" type: \"SoftmaxWithLoss\" bottom: \"x\" bottom: \"y\" top: \"l\" loss_param { normalization: FULL } }",
-		  "1:104: layer 'l': loss_param.normalization: expected VALID, got FULL" },
-		{ "layer { name: \"l\" type: \"SoftmaxWithLoss\" bottom: \"x\" bottom: \"y\" top: \"l\" loss_param { normalize: false } }",
-		  "1:100: layer 'l': loss_param.normalize: false is not supported (the loss is always normalised by the number of labels)" },
+		{ "layer { name: \"l\" type: \"SoftmaxWithLoss\" bottom: \"x\" bottom: \"y\" top: \"l\" loss_param { normalization: HALF } }",
+		  "1:104: layer 'l': loss_param.normalization: expected FULL, VALID, BATCH_SIZE or NONE, got HALF" },
+		{ "layer { name: \"l\" type: \"SoftmaxWithLoss\" bottom: \"x\" bottom: \"y\" top: \"l\" loss_param { normalize: maybe } }",
+		  "1:100: layer 'l': loss_param.normalize: expected true or false, got maybe" },
+		{ "layer { name: \"c\" type: \"Crop\" bottom: \"x\" bottom: \"y\" top: \"c\" crop_param { axis: 4 } }", "1:84: layer 'c': crop_param.axis: expected an integer from -4 to 3, got 4" },
+		{ "layer { name: \"c\" type: \"Crop\" bottom: \"x\" bottom: \"y\" top: \"c\" crop_param { offset: -1 } }", "1:86: layer 'c': crop_param.offset: expected an integer of at least 0, got -1" },
+		{ "layer { name: \"c\" type: \"Crop\" bottom: \"x\" top: \"c\" }", "1:1: layer 'c': a Crop layer takes 2 bottoms, not 1" },
+		{ "layer { name: \"c\" type: \"Crop\" bottom: \"x\" bottom: \"y\" top: \"c\" crop_param { offst: 1 } }", "1:78: layer 'c': unknown field 'offst' in crop_param" },
+		{ "layer { name: \"e\" type: \"EuclideanLoss\" bottom: \"x\" top: \"e\" }", "1:1: layer 'e': an EuclideanLoss layer takes 2 bottoms, not 1" },
 		{ "layer { name: \"c\" type: \"ReLU\" bottom: \"x\" top: \"x\" param { name: \"shared\" } }",
 		  "1:61: layer 'c': param.name: sharing parameters between layers is not supported" },
 		{ "layer { name: \"c\" type: \"ReLU\" bottom: \"x\" top: \"x\" include { stage: \"a\" } exclude { stage: \"b\" } }",
@@ -687,7 +692,7 @@ static void test_parse_errors(void)
 		{ "layer { name: \"l\" type: \"SoftmaxWithLoss\" bottom: \"x\" bottom: \"y\" top: \"l\" loss_weight: 1 loss_weight: 2 }",
 		  "1:1: layer 'l': 2 loss_weight values for 1 tops: give one per top or none" },
 		{ "layer { name: \"c\" type: \"ReLU\" bottom: \"x\" top: \"x\" loss_weight: 1 }",
-		  "1:1: layer 'c': loss_weight applies only to SoftmaxWithLoss layers" },
+		  "1:1: layer 'c': loss_weight applies only to loss layers (SoftmaxWithLoss, EuclideanLoss)" },
 		{ "layer { name: \"c\" type: \"Concat\" bottom: \"x\" top: \"y\" concat_param { axis: 2 } }",
 		  "1:76: layer 'c': concat_param.axis: only 1 (channels) is supported" },
 		{ "layer { name: \"a\" type: \"Accuracy\" bottom: \"x\" bottom: \"y\" top: \"a\" accuracy_param { top_k: 0 } }",
@@ -811,7 +816,7 @@ static void test_graph_errors(void)
 		  "2:1: layer 'ip': 3 param { } blocks for 2 parameter blobs", NET_STAGE_TRAIN },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
 		  "layer { name: \"sm\" type: \"Softmax\" bottom: \"ip\" top: \"sm\" }",
-		  "the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn: add a "
+		  "the train stage has no loss layer (SoftmaxWithLoss, EuclideanLoss), so there is nothing to learn: add a "
 		  "SoftmaxWithLoss layer after layer 'ip' (bottom: \"ip\" bottom: \"label\")", NET_STAGE_TRAIN },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
 		  "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" exclude { stage: \"deploy\" } }",
@@ -867,7 +872,7 @@ static void test_graph_errors(void)
 	CHECK_STR(inst_error("layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" }\n"
 			     "layer { name: \"relu\" type: \"ReLU\" bottom: \"ip\" top: \"ip\" }\n",
 			     NET_STAGE_TRAIN, in),
-		  "the train stage has no loss layer (SoftmaxWithLoss), so there is nothing to learn: add a "
+		  "the train stage has no loss layer (SoftmaxWithLoss, EuclideanLoss), so there is nothing to learn: add a "
 		  "SoftmaxWithLoss layer after layer 'relu' (bottom: \"ip\" bottom: \"label\")");
 	CHECK_STR(parse_error("layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"data\" }"),
 		  "1:1: layer 'ip': an InnerProduct layer cannot work in place (top 'data' is also its bottom)");
@@ -912,6 +917,113 @@ static void test_graph_errors(void)
 			     NET_STAGE_TRAIN, input(1024, 65536, 65536, 0)),
 		  "layer 'data' (added by deepdesk): top 'data' would be 16x1024x65536x65536: more than 2147483647 "
 		  "values in one blob");
+}
+
+/* EuclideanLoss, Crop and SoftmaxWithLoss' normalisations: shapes, the resolved
+ * params, the printed prototxt, and the shape errors, each naming the layer. */
+static void test_seg_layers(void)
+{
+	static const char text[] =
+		"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" data_param { batch_size: 2 } }\n"
+		"layer { name: \"c\" type: \"Convolution\" bottom: \"data\" top: \"c\" convolution_param { num_output: 5 kernel_size: 1 pad: 4 } }\n"
+		/* (2,5,24,24) cut to data's (2,3,16,16) from axis 1: offsets 1, 3, 5 */
+		"layer { name: \"k\" type: \"Crop\" bottom: \"c\" bottom: \"data\" top: \"k\" crop_param { axis: 1 offset: 1 offset: 3 offset: 5 } }\n"
+		/* from axis -2 (2) with one offset for both: (2,5,16,16) */
+		"layer { name: \"s\" type: \"Crop\" bottom: \"c\" bottom: \"data\" top: \"s\" crop_param { axis: -2 offset: 4 } }\n"
+		/* the default axis 2, no offset: (2,5,16,16) at the corner */
+		"layer { name: \"z\" type: \"Crop\" bottom: \"c\" bottom: \"data\" top: \"z\" }\n"
+		"layer { name: \"e\" type: \"EuclideanLoss\" bottom: \"k\" bottom: \"data\" top: \"e\" loss_weight: 0.5 }\n"
+		"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"s\" top: \"fc\" inner_product_param { num_output: 4 } }\n"
+		"layer { name: \"l1\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"l1\" loss_param { normalize: false } }\n"
+		"layer { name: \"l2\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"l2\" loss_param { normalize: false normalization: FULL } }\n"
+		"layer { name: \"l3\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"l3\" loss_param { ignore_label: 255 } }\n"
+		"layer { name: \"l4\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"l4\" loss_param { normalization: NONE } }\n";
+	struct net *def = parse_ok(text);
+	struct net_graph *g = inst(def, NET_STAGE_TRAIN, input(3, 16, 16, 4));
+	if (g) {
+		CHECK_STR(shape(g, "c"), "2x5x24x24");
+		CHECK_STR(shape(g, "k"), "2x3x16x16");
+		CHECK_STR(shape(g, "s"), "2x5x16x16");
+		CHECK_STR(shape(g, "z"), "2x5x16x16");
+		const struct net_crop_param *k = &node(g, "k")->l.crop, *sc = &node(g, "s")->l.crop;
+		CHECK(k->axis == 1 && k->noffset == 4 && k->offset[0] == 0 && k->offset[1] == 1 && k->offset[2] == 3 &&
+		      k->offset[3] == 5);
+		CHECK(sc->axis == 2 && sc->offset[1] == 0 && sc->offset[2] == 4 && sc->offset[3] == 4);
+		CHECK(node(g, "z")->l.crop.offset[2] == 0 && node(g, "z")->l.crop.offset[3] == 0);
+		CHECK_STR(shape(g, "e"), "scalar");
+		CHECK(node(g, "e")->loss_weight == 0.5f);
+		CHECK_EQ_INT(node(g, "l1")->l.loss.normalization, NET_NORM_BATCH_SIZE);
+		CHECK_EQ_INT(node(g, "l2")->l.loss.normalization, NET_NORM_FULL); /* normalization wins */
+		CHECK_EQ_INT(node(g, "l3")->l.loss.normalization, NET_NORM_VALID); /* Caffe's default */
+		CHECK_EQ_INT(node(g, "l4")->l.loss.normalization, NET_NORM_NONE);
+		char *p = net_graph_prototxt(g);
+		CHECK(p != NULL);
+		if (p) {
+			CHECK_CONTAINS(p, "crop_param { axis: 1 offset: 1 offset: 3 offset: 5 }");
+			CHECK_CONTAINS(p, "crop_param { axis: 2 offset: 4 offset: 4 }");
+			CHECK_CONTAINS(p, "type: \"EuclideanLoss\"");
+			CHECK_CONTAINS(p, "loss_param { normalization: BATCH_SIZE }");
+			CHECK_CONTAINS(p, "loss_param { ignore_label: 255 }");
+			/* and it reads back to the same shapes */
+			struct net *back = parse_ok(p);
+			struct net_input bi = input(3, 16, 16, 4);
+			bi.n = 2;
+			struct net_graph *g2 = back ? inst(back, NET_STAGE_TRAIN, bi) : NULL;
+			if (g2) {
+				CHECK_STR(shape(g2, "k"), "2x3x16x16");
+				CHECK_STR(shape(g2, "s"), "2x5x16x16");
+				CHECK_EQ_INT(node(g2, "l1")->l.loss.normalization, NET_NORM_BATCH_SIZE);
+			}
+			net_graph_free(g2);
+			net_free(back);
+			free(p);
+		}
+	}
+	net_graph_free(g);
+	net_free(def);
+
+	/* spatial scores (N, C, H, W) against N x H x W labels, or N x 1 x H x W */
+	static const char seg[] =
+		"layer { name: \"in\" type: \"Input\" top: \"data\" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }\n"
+		"layer { name: \"lab\" type: \"Convolution\" bottom: \"data\" top: \"lab\" convolution_param { num_output: 1 kernel_size: 1 } }\n"
+		"layer { name: \"sc\" type: \"Convolution\" bottom: \"data\" top: \"sc\" convolution_param { num_output: 5 kernel_size: 1 } }\n"
+		"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"sc\" bottom: \"lab\" top: \"loss\" loss_param { ignore_label: 255 normalization: FULL } }\n"
+		"layer { name: \"acc\" type: \"Accuracy\" bottom: \"sc\" bottom: \"lab\" top: \"acc\" accuracy_param { top_k: 2 ignore_label: 255 } }\n";
+	CHECK_STR(inst_error(seg, NET_STAGE_TRAIN, input(3, 8, 8, 5)), "");
+
+	struct net_input in = input(3, 8, 8, 4);
+	static const struct {
+		const char *body, *msg;
+	} cases[] = {
+		{ "layer { name: \"p\" type: \"Pooling\" bottom: \"data\" top: \"p\" pooling_param { kernel_size: 2 stride: 2 } }\n"
+		  "layer { name: \"k\" type: \"Crop\" bottom: \"p\" bottom: \"data\" top: \"k\" }", "3:1: layer 'k': axis 2: bottom 'p' (2x3x4x4) has 4 but cutting it to bottom 'data' (2x3x8x8) needs 8 + offset 0: bottom 0 is cut to bottom 1's shape, so give a smaller offset or swap the bottoms" },
+		{ "layer { name: \"k\" type: \"Crop\" bottom: \"data\" bottom: \"data\" top: \"k\" crop_param { offset: 1 } }", "2:1: layer 'k': axis 2: bottom 'data' (2x3x8x8) has 8 but cutting it to bottom 'data' (2x3x8x8) needs 8 + offset 1: bottom 0 is cut to bottom 1's shape, so give a smaller offset or swap the bottoms" },
+		{ "layer { name: \"p\" type: \"Pooling\" bottom: \"data\" top: \"p\" pooling_param { kernel_size: 2 stride: 2 } }\n"
+		  "layer { name: \"k\" type: \"Crop\" bottom: \"data\" bottom: \"p\" top: \"k\" crop_param { offset: 1 offset: 2 offset: 3 } }", "3:1: layer 'k': crop_param has 3 offset values but crops 2 axes from axis 2: give one offset for all, or exactly 2" },
+		{ "layer { name: \"k\" type: \"Crop\" bottom: \"data\" bottom: \"label\" top: \"k\" crop_param { axis: 0 } }", "2:1: layer 'k': bottom 'data' is 2x3x8x8 but bottom 'label' is 2: Crop needs bottoms with the same number of axes" },
+		{ "layer { name: \"f\" type: \"Flatten\" bottom: \"data\" top: \"f\" }\n"
+		  "layer { name: \"k\" type: \"Crop\" bottom: \"f\" bottom: \"f\" top: \"k\" crop_param { axis: 2 } }", "3:1: layer 'k': crop_param.axis 2 is outside the 2 axes of bottom 'f' (2x192)" },
+		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" inner_product_param { num_output: 3 } }\n"
+		  "layer { name: \"e\" type: \"EuclideanLoss\" bottom: \"ip\" bottom: \"label\" top: \"e\" }", "3:1: layer 'e': bottom 'ip' is 2x3 but bottom 'label' is 2: EuclideanLoss needs the same batch and the same number of values per image" },
+	};
+	char buf[2048];
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(buf, sizeof buf, "layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" data_param { batch_size: 2 } }\n%s\n"
+			 "layer { name: \"ipl\" type: \"InnerProduct\" bottom: \"data\" top: \"ipl\" }\n"
+			 "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ipl\" bottom: \"label\" top: \"loss\" }\n",
+			 cases[i].body);
+		const char *got = inst_error(buf, NET_STAGE_TRAIN, in);
+		if (strcmp(got, cases[i].msg) != 0)
+			fprintf(stderr, "  case %zu\n", i);
+		CHECK_STR(got, cases[i].msg);
+	}
+	/* EuclideanLoss alone is a loss the train stage accepts: (N, 2) against a (N, 1, 1, 2) blob */
+	CHECK_STR(inst_error("layer { name: \"in\" type: \"Input\" top: \"data\" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }\n"
+			     "layer { name: \"t\" type: \"Convolution\" bottom: \"data\" top: \"t\" convolution_param { num_output: 1 kernel_size: [4, 3] } }\n"
+			     "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" inner_product_param { num_output: 2 } }\n"
+			     "layer { name: \"e\" type: \"EuclideanLoss\" bottom: \"ip\" bottom: \"t\" top: \"e\" }\n",
+			     NET_STAGE_TRAIN, input(3, 4, 4, 0)),
+		  "");
 }
 
 static void test_declared_inputs(void)
@@ -1244,6 +1356,7 @@ int main(void)
 	RUN(test_shape_formulas);
 	RUN(test_parse_errors);
 	RUN(test_graph_errors);
+	RUN(test_seg_layers);
 	RUN(test_declared_inputs);
 	RUN(test_type_rows);
 	RUN(test_reports);

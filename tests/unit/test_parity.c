@@ -411,10 +411,15 @@ static void run_softmax_loss(const cJSON *cs)
 	float *in = must_load(cs, "in", &cnt);           /* (N, C, inner) */
 	float *labels = must_load(cs, "labels", NULL);   /* (N, inner) */
 	float *prob = fvec(cnt), *din = fvec(cnt);
-	float loss = softmax_loss_forward(prob, in, labels, n, c, inner, ignore);
+	static const char *const norms[] = { "FULL", "VALID", "BATCH_SIZE", "NONE" };
+	enum loss_norm norm = LOSS_NORM_VALID;
+	for (int k = 0; k < 4; k++)
+		if (!strcmp(pstr(cs, "norm"), norms[k]))
+			norm = (enum loss_norm)k;
+	float loss = softmax_loss_forward(prob, in, labels, n, c, inner, ignore, norm);
 	compare(cs, "prob", prob, cnt);
 	compare(cs, "loss", &loss, 1);
-	softmax_loss_backward(din, prob, labels, n, c, inner, ignore, lw);
+	softmax_loss_backward(din, prob, labels, n, c, inner, ignore, norm, lw);
 	compare(cs, "d_in", din, cnt);
 }
 
@@ -424,6 +429,38 @@ static void run_accuracy(const cJSON *cs)
 	float acc = accuracy_forward(in, labels, pint(cs, "n"), pint(cs, "c"), pint(cs, "inner"),
 				     pint(cs, "top_k"), pint(cs, "ignore_label"));
 	compare(cs, "acc", &acc, 1);
+}
+
+/* loss = Σ(a−b)²/(2N); R_loss plays the loss weight, into both bottoms */
+static void run_euclidean(const cJSON *cs)
+{
+	int64_t cnt;
+	float *a = must_load(cs, "a", &cnt), *b = must_load(cs, "b", NULL), *r = must_load(cs, "R_loss", NULL);
+	float *diff = fvec(cnt), *da = fvec(cnt), *db = fvec(cnt);
+	float loss = euclidean_loss_forward(diff, a, b, pint(cs, "n"), cnt);
+	compare(cs, "loss", &loss, 1);
+	euclidean_loss_backward(da, db, diff, pint(cs, "n"), cnt, r[0]);
+	compare(cs, "d_a", da, cnt);
+	compare(cs, "d_b", db, cnt);
+}
+
+/* params in_shape, out_shape, off: one per axis (0 before crop_param.axis) */
+static void run_crop(const cJSON *cs)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(cs, "params");
+	struct crop_desc d = { .ndim = 4 };
+	for (int a = 0; a < 4; a++) {
+		d.in[a] = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "in_shape"), a)->valueint;
+		d.out[a] = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "out_shape"), a)->valueint;
+		d.off[a] = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "off"), a)->valueint;
+	}
+	int64_t cnt, n_out;
+	float *in = must_load(cs, "in", &cnt), *r = must_load(cs, "R_out", &n_out);
+	float *out = fvec(n_out), *din = fvec(cnt);
+	crop_forward(out, in, &d);
+	compare(cs, "out", out, n_out);
+	crop_backward(din, r, &d);
+	compare(cs, "d_in", din, cnt);
 }
 
 /* Runs fn on every case of the given layer types (a NULL-terminated list) */
@@ -475,6 +512,8 @@ PARITY(concat, "concat")
 PARITY(softmax, "softmax")
 PARITY(softmax_loss, "softmax_loss")
 PARITY(accuracy, "accuracy")
+PARITY(euclidean, "euclidean")
+PARITY(crop, "crop")
 
 /* ---- running the script and cleaning up ---- */
 
@@ -559,6 +598,8 @@ int main(void)
 	RUN(parity_softmax);
 	RUN(parity_softmax_loss);
 	RUN(parity_accuracy);
+	RUN(parity_euclidean);
+	RUN(parity_crop);
 
 	remove_outputs();
 	cJSON_Delete(manifest);

@@ -10,7 +10,8 @@
  *    backward doubles the gradients) and that NULL gradient pointers are accepted.
  * 2. Hand-computed forward values: output sizes of Caffe's pooling rule, a 3x3
  *    convolution on a 4x4 input, pooling values and masks, LRN, BN statistics,
- *    softmax loss with ignore_label, top-k accuracy with ties. */
+ *    softmax loss with ignore_label and Caffe's four normalisers, EuclideanLoss, Crop
+ *    windows, top-k accuracy with ties and over spatial positions. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -979,6 +980,7 @@ static void test_concat(void)
 
 struct sm_case {
 	int n, c, inner, ignore_label;
+	enum loss_norm norm;
 	float *labels, *prob;
 };
 
@@ -997,21 +999,22 @@ static void sm_b(struct gc *g)
 static void sml_f(struct gc *g)
 {
 	struct sm_case *c = g->p;
-	g->out[0] = softmax_loss_forward(c->prob, g->x[0], c->labels, c->n, c->c, c->inner, c->ignore_label);
+	g->out[0] = softmax_loss_forward(c->prob, g->x[0], c->labels, c->n, c->c, c->inner, c->ignore_label, c->norm);
 }
 
 static void sml_b(struct gc *g)
 {
 	struct sm_case *c = g->p; /* dout[0] plays the loss weight */
-	softmax_loss_backward(g->dx[0], c->prob, c->labels, c->n, c->c, c->inner, c->ignore_label, g->dout[0]);
+	softmax_loss_backward(g->dx[0], c->prob, c->labels, c->n, c->c, c->inner, c->ignore_label, c->norm, g->dout[0]);
 }
 
-static void check_softmax(int loss, int n, int ch, int inner, int ignore_label)
+static void check_softmax_norm(int loss, int n, int ch, int inner, int ignore_label, enum loss_norm norm)
 {
-	struct sm_case c = { .n = n, .c = ch, .inner = inner, .ignore_label = ignore_label };
+	static const char *const norms[] = { "FULL", "VALID", "BATCH_SIZE", "NONE" };
+	struct sm_case c = { .n = n, .c = ch, .inner = inner, .ignore_label = ignore_label, .norm = norm };
 	struct gc g = { .forward = loss ? sml_f : sm_f, .backward = loss ? sml_b : sm_b, .p = &c, .nb = 1 };
-	snprintf(g.name, sizeof g.name, "%s %dx%dx%d%s", loss ? "softmax loss" : "softmax", n, ch, inner,
-		 loss && ignore_label >= 0 ? " ignore_label" : "");
+	snprintf(g.name, sizeof g.name, "%s %dx%dx%d%s %s", loss ? "softmax loss" : "softmax", n, ch, inner,
+		 loss && ignore_label >= 0 ? " ignore_label" : "", loss ? norms[norm] : "");
 	g.n[0] = (int64_t)n * ch * inner; /* (N, C, inner) */
 	g.x[0] = frand(g.n[0], -3, 3);
 	g.n_out = loss ? 1 : g.n[0];
@@ -1025,21 +1028,26 @@ static void check_softmax(int loss, int n, int ch, int inner, int ignore_label)
 	gc_check(&g);
 }
 
+static void check_softmax(int loss, int n, int ch, int inner, int ignore_label)
+{
+	check_softmax_norm(loss, n, ch, inner, ignore_label, LOSS_NORM_VALID);
+}
+
 static void test_softmax(void)
 {
 	float in[4] = { 0, 0, (float)log(3.0), 0 }, prob[4], labels[2] = { 0, 1 }, din[4] = { 0 };
 	/* (N=2, C=2): [0,0] label 0 → ln 2;  [ln 3, 0] label 1 → p = 1/4 → ln 4 */
-	float loss = softmax_loss_forward(prob, in, labels, 2, 2, 1, -1);
+	float loss = softmax_loss_forward(prob, in, labels, 2, 2, 1, -1, LOSS_NORM_VALID);
 	CHECK_NEAR(prob[2], 0.75, 1e-6);
 	CHECK_NEAR(loss, 1.5 * log(2.0), 1e-6);
-	CHECK_NEAR(softmax_loss_forward(prob, in, labels, 2, 2, 1, 1), log(2.0), 1e-6);
-	softmax_loss_backward(din, prob, labels, 2, 2, 1, -1, 2.0f); /* 2·(p - onehot)/2 */
+	CHECK_NEAR(softmax_loss_forward(prob, in, labels, 2, 2, 1, 1, LOSS_NORM_VALID), log(2.0), 1e-6);
+	softmax_loss_backward(din, prob, labels, 2, 2, 1, -1, LOSS_NORM_VALID, 2.0f); /* 2·(p - onehot)/2 */
 	CHECK_NEAR(din[0], -0.5, 1e-6);
 	CHECK_NEAR(din[3], -0.75, 1e-6);
 	float none[2] = { 1, 1 };
-	CHECK_NEAR(softmax_loss_forward(prob, in, none, 2, 2, 1, 1), 0, 0); /* all ignored */
+	CHECK_NEAR(softmax_loss_forward(prob, in, none, 2, 2, 1, 1, LOSS_NORM_VALID), 0, 0); /* all ignored */
 	memset(din, 0, sizeof din);
-	softmax_loss_backward(din, prob, none, 2, 2, 1, 1, 1.0f);
+	softmax_loss_backward(din, prob, none, 2, 2, 1, 1, LOSS_NORM_VALID, 1.0f);
 	CHECK(din[0] == 0 && din[1] == 0 && din[2] == 0 && din[3] == 0);
 	/* huge logits stay finite (the max is subtracted) */
 	float big[2] = { 1000, 0 }, p2[2];
@@ -1048,7 +1056,7 @@ static void test_softmax(void)
 	CHECK(p2[1] >= 0 && !isnan(p2[1]));
 	/* a certain wrong answer: -log(FLT_MIN), not infinity */
 	float sure[2] = { 0, 200 }, l0[1] = { 0 };
-	CHECK_NEAR(softmax_loss_forward(p2, sure, l0, 1, 2, 1, -1), 87.3365447, 1e-6);
+	CHECK_NEAR(softmax_loss_forward(p2, sure, l0, 1, 2, 1, -1, LOSS_NORM_VALID), 87.3365447, 1e-6);
 
 	rng_seed(13);
 	check_softmax(0, 2, 5, 1, -1);
@@ -1056,6 +1064,135 @@ static void test_softmax(void)
 	check_softmax(1, 3, 5, 1, -1);
 	check_softmax(1, 2, 4, 3, -1);
 	check_softmax(1, 2, 4, 3, 2);
+	tfree_all();
+}
+
+/* Caffe's four normalisers on a spatial loss: the same summed loss divided by the
+ * count of valid positions, of all positions, by the batch, or by nothing. */
+static void test_softmax_norm(void)
+{
+	/* (N=2, C=2, inner 3): every position at [0, 0] (each -log p = ln 2), label 1
+	 * ignored at two positions: 4 valid of 6 */
+	float in[12] = { 0 }, prob[12], labels[6] = { 0, 1, 0, 0, 1, 0 };
+	double sum = 4 * log(2.0);
+	CHECK_NEAR(softmax_loss_forward(prob, in, labels, 2, 2, 3, 1, LOSS_NORM_VALID), sum / 4, 1e-6);
+	CHECK_NEAR(softmax_loss_forward(prob, in, labels, 2, 2, 3, 1, LOSS_NORM_FULL), sum / 6, 1e-6);
+	CHECK_NEAR(softmax_loss_forward(prob, in, labels, 2, 2, 3, 1, LOSS_NORM_BATCH_SIZE), sum / 2, 1e-6);
+	CHECK_NEAR(softmax_loss_forward(prob, in, labels, 2, 2, 3, 1, LOSS_NORM_NONE), sum, 1e-6);
+	CHECK_NEAR(loss_normalizer(LOSS_NORM_VALID, 2, 3, 0), 1, 0); /* never below 1 */
+	CHECK_NEAR(loss_normalizer(LOSS_NORM_FULL, 2, 3, 0), 6, 0);
+	/* the gradient is divided alike: position 0 of image 0, class 0: (0.5 - 1) / 2 */
+	float din[12] = { 0 };
+	softmax_loss_backward(din, prob, labels, 2, 2, 3, 1, LOSS_NORM_BATCH_SIZE, 1.0f);
+	CHECK_NEAR(din[0], -0.25, 1e-6);
+	CHECK_NEAR(din[1], 0, 0); /* position 1 ignored */
+
+	rng_seed(17);
+	for (int norm = LOSS_NORM_FULL; norm <= LOSS_NORM_NONE; norm++) {
+		check_softmax_norm(1, 2, 4, 6, 2, (enum loss_norm)norm);
+		check_softmax_norm(1, 3, 3, 4, -1, (enum loss_norm)norm);
+	}
+	tfree_all();
+}
+
+/* ---- EuclideanLoss ---- */
+
+struct eu_case {
+	int n;
+	int64_t count;
+	float *diff;
+};
+
+static void eu_f(struct gc *g)
+{
+	struct eu_case *c = g->p;
+	g->out[0] = euclidean_loss_forward(c->diff, g->x[0], g->x[1], c->n, c->count);
+}
+
+static void eu_b(struct gc *g)
+{
+	struct eu_case *c = g->p; /* dout[0] plays the loss weight */
+	euclidean_loss_backward(g->dx[0], g->dx[1], c->diff, c->n, c->count, g->dout[0]);
+}
+
+static void test_euclidean(void)
+{
+	/* (N=2, 2 values): ((1-0)² + (2-4)² + (0-0)² + (-1-2)²) / (2·2) = 14/4 */
+	const float a[4] = { 1, 2, 0, -1 }, b[4] = { 0, 4, 0, 2 };
+	float diff[4], da[4] = { 0 }, db[4] = { 0 };
+	CHECK_NEAR(euclidean_loss_forward(diff, a, b, 2, 4), 3.5, 1e-7);
+	euclidean_loss_backward(da, db, diff, 2, 4, 2.0f); /* ±2·(a−b)/2 */
+	CHECK_NEAR(da[1], -2, 1e-7);
+	CHECK_NEAR(db[1], 2, 1e-7);
+	CHECK_NEAR(da[3], -3, 1e-7);
+	euclidean_loss_backward(NULL, db, diff, 2, 4, 1.0f); /* either may be NULL */
+	CHECK_NEAR(db[3], 4.5, 1e-7);
+
+	rng_seed(18);
+	const int shapes[2][2] = { { 3, 4 }, { 2, 2 * 3 * 5 } };
+	for (int k = 0; k < 2; k++) {
+		struct eu_case c = { .n = shapes[k][0], .count = (int64_t)shapes[k][0] * shapes[k][1] };
+		struct gc g = { .forward = eu_f, .backward = eu_b, .p = &c, .nb = 2, .n_out = 1 };
+		snprintf(g.name, sizeof g.name, "euclidean loss %dx%d", shapes[k][0], shapes[k][1]);
+		g.n[0] = g.n[1] = c.count;
+		g.x[0] = frand(c.count, -2, 2);
+		g.x[1] = frand(c.count, -2, 2);
+		c.diff = fvec(c.count);
+		g.out = fvec(1);
+		gc_check(&g);
+	}
+	tfree_all();
+}
+
+/* ---- Crop ---- */
+
+static void crop_f(struct gc *g)
+{
+	crop_forward(g->out, g->x[0], g->p);
+}
+
+static void crop_b(struct gc *g)
+{
+	crop_backward(g->dx[0], g->dout, g->p);
+}
+
+static void test_crop(void)
+{
+	/* (1,1,3,4) → (1,1,2,2) from (1, 2) */
+	const float in[12] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 };
+	struct crop_desc d = { .ndim = 4, .in = { 1, 1, 3, 4 }, .out = { 1, 1, 2, 2 }, .off = { 0, 0, 1, 2 } };
+	float out[4], din[12] = { 0 };
+	const float dout[4] = { 1, 2, 3, 4 };
+	crop_forward(out, in, &d);
+	CHECK(out[0] == 6 && out[1] == 7 && out[2] == 10 && out[3] == 11);
+	crop_backward(din, dout, &d);
+	CHECK(din[6] == 1 && din[7] == 2 && din[10] == 3 && din[11] == 4);
+	double outside = 0;
+	for (int i = 0; i < 12; i++)
+		outside += i == 6 || i == 7 || i == 10 || i == 11 ? 0 : fabs(din[i]);
+	CHECK(outside == 0); /* zeros outside the window */
+	/* 2 axes (N, C) cropped from axis 1 */
+	struct crop_desc d2 = { .ndim = 2, .in = { 2, 5 }, .out = { 2, 2 }, .off = { 0, 3 } };
+	const float in2[10] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+	crop_forward(out, in2, &d2);
+	CHECK(out[0] == 3 && out[1] == 4 && out[2] == 8 && out[3] == 9);
+
+	rng_seed(19);
+	struct crop_desc cases[2] = {
+		{ .ndim = 4, .in = { 2, 3, 7, 6 }, .out = { 2, 3, 4, 3 }, .off = { 0, 0, 2, 1 } },
+		{ .ndim = 4, .in = { 2, 4, 5, 5 }, .out = { 2, 2, 3, 4 }, .off = { 0, 1, 1, 0 } }, /* axis 1 */
+	};
+	for (int k = 0; k < 2; k++) {
+		struct crop_desc *c = &cases[k];
+		struct gc g = { .forward = crop_f, .backward = crop_b, .p = c, .nb = 1 };
+		snprintf(g.name, sizeof g.name, "crop %dx%dx%dx%d → %dx%dx%dx%d", c->in[0], c->in[1], c->in[2], c->in[3],
+			 c->out[0], c->out[1], c->out[2], c->out[3]);
+		g.n[0] = (int64_t)c->in[0] * c->in[1] * c->in[2] * c->in[3];
+		g.x[0] = frand(g.n[0], -1, 1);
+		g.n_out = (int64_t)c->out[0] * c->out[1] * c->out[2] * c->out[3];
+		g.out = fvec(g.n_out);
+		gc_check(&g);
+	}
 	tfree_all();
 }
 
@@ -1081,6 +1218,15 @@ static void test_accuracy(void)
 	const float sp[6] = { 0.1f, 0.9f, 0.5f, 0.2f, 0.4f, 0.3f }, lp[2] = { 2, 0 };
 	CHECK_NEAR(accuracy_forward(sp, lp, 1, 3, 2, 1, -1), 0.5, 1e-7);
 	CHECK_NEAR(accuracy_forward(sp, lp, 1, 3, 2, 2, -1), 1, 1e-7);
+	/* (N=2, C=3, H×W = 2×2) against (N, H, W) labels, 255 ignored */
+	const float sp4[24] = {
+		/* image 0: classes × 4 positions */ 1, 0, 0, 0, /**/ 0, 1, 0, 0, /**/ 0, 0, 1, 1,
+		/* image 1 */ 0, 0, 1, 0, /**/ 1, 1, 0, 0, /**/ 0, 0, 0, 1,
+	};
+	const float lp4[8] = { 0, 1, 2, 0, /**/ 1, 255, 0, 2 }; /* argmax: 0 1 2 2 | 1 1 0 2 */
+	CHECK_NEAR(accuracy_forward(sp4, lp4, 2, 3, 4, 1, 255), 6.0 / 7, 1e-7);
+	CHECK_NEAR(accuracy_forward(sp4, lp4, 2, 3, 4, 1, -1), 6.0 / 8, 1e-7); /* 255 a miss */
+	CHECK_NEAR(accuracy_forward(sp4, lp4, 2, 3, 4, 3, 255), 1, 1e-7);
 }
 
 int main(void)
@@ -1101,6 +1247,9 @@ int main(void)
 	RUN(test_eltwise);
 	RUN(test_concat);
 	RUN(test_softmax);
+	RUN(test_softmax_norm);
+	RUN(test_euclidean);
+	RUN(test_crop);
 	RUN(test_accuracy);
 	return check_summary();
 }
