@@ -59,8 +59,9 @@ static int axes_get(struct pc *c, const char *rep, const char *base, const struc
 
 static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
 
-/* FillerParameter; defaults constant 0, uniform [0, 1], gaussian (0, 1), FAN_IN. */
-static const char *const filler_types[] = { "constant", "uniform", "gaussian", "xavier", "msra" };
+/* FillerParameter; defaults constant 0, uniform [0, 1], gaussian (0, 1), FAN_IN.
+ * "bilinear" (Caffe's, graph.c) fills 4-axis weights only: net_add_param says so. */
+static const char *const filler_types[] = { "constant", "uniform", "gaussian", "xavier", "msra", "bilinear" };
 static const char *const variance_norms[] = { "FAN_IN", "FAN_OUT", "AVERAGE" };
 
 static int filler_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
@@ -443,6 +444,38 @@ static int infer_conv(struct ic *x, struct net_node *nd)
 	return p->bias_term ? net_add_param(x, nd, "bias", 1, w, 0) : DD_OK;
 }
 
+/* Deconvolution: Convolution's transpose, Caffe's shapes.  The top is
+ * (N, num_output, (H-1)·sh - 2·ph + dh·(kh-1) + 1, likewise W), the weights
+ * (C_in, num_output/group, kh, kw) as Caffe stores them: the weights of the
+ * convolution that maps the top's shape back to the bottom's. */
+static int infer_deconv(struct ic *x, struct net_node *nd)
+{
+	const struct net_conv_param *p = &nd->l.conv;
+	const struct net_shape *s = bottom_shape(x, nd, 0);
+	int64_t o[NET_MAX_DIMS];
+	int rc;
+	if (s->dim[1] % p->group)
+		return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
+				   "divisor of %lld (1 always works)",
+			    (long long)s->dim[1], p->group, (long long)s->dim[1]);
+	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
+	o[0] = s->dim[0];
+	o[1] = p->num_output;
+	o[2] = (s->dim[2] - 1) * p->sh - 2 * (int64_t)p->ph + ekh;
+	o[3] = (s->dim[3] - 1) * p->sw - 2 * (int64_t)p->pw + ekw;
+	if (o[2] < 1 || o[3] < 1)
+		return net_lerr(x, nd, "pad %d, %d crops away its whole output: the input %lldx%lld at stride %d, %d "
+				   "with the kernel %dx%d gives %lldx%lld before the pad; use less pad",
+			    p->ph, p->pw, (long long)s->dim[2], (long long)s->dim[3], p->sh, p->sw, p->kh, p->kw,
+			    (long long)(o[2] + 2 * p->ph), (long long)(o[3] + 2 * p->pw));
+	if ((rc = net_set_top(x, nd, 0, 4, o)))
+		return rc;
+	int64_t w[4] = { s->dim[1], p->num_output / p->group, p->kh, p->kw };
+	if ((rc = net_add_param(x, nd, "weights", 4, w, 0)))
+		return rc;
+	return p->bias_term ? net_add_param(x, nd, "bias", 1, &o[1], 0) : DD_OK;
+}
+
 static int infer_pool(struct ic *x, struct net_node *nd)
 {
 	struct net_pool_param *p = &nd->l.pool;
@@ -689,6 +722,11 @@ const struct layer_type net_layer_types[] = {
 			       .msg = { &softmax_msg, &loss_msg }, .loss = 1, SCORES, .infer = infer_loss },
 	[NET_ACCURACY] = { .info = { .name = "Accuracy", IO(2, 2, 1, 1) }, .msg = { &accuracy_msg }, SCORES,
 			   .infer = infer_accuracy },
+	[NET_DECONVOLUTION] = { .info = { .name = "Deconvolution", ONE_TO_ONE, .reads_bottom = 1,
+					  FILLERS(conv.weight_filler, conv.bias_filler) },
+				.msg = { &conv_msg }, /* Caffe's: the convolution's convolution_param */
+				.required = "convolution_param { num_output: ... kernel_size: ... } is required",
+				NCHW, .infer = infer_deconv },
 };
 _Static_assert(sizeof net_layer_types / sizeof net_layer_types[0] == NET_LAYER_TYPE_COUNT,
 	       "every enum net_layer_type value needs its row in net_layer_types[]");

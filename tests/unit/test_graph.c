@@ -342,6 +342,67 @@ static void test_lenet(void)
 }
 
 /* (d) Caffe's learning-rate formulas */
+/* Caffe's bilinear filler, against values worked out by hand:
+ *   k = 4: f = 2, c = (4 - 1 - 0) / 4 = 0.75, 1 - |x/2 - 0.75| = 0.25 0.75 0.75 0.25;
+ *   k = 3: f = 2, c = 0.75 again, so 0.25 0.75 0.75 (Caffe's formula, not symmetric);
+ * every kernel of the blob the same; and with one group per channel, k 4, stride 2,
+ * pad 1 it upsamples by 2: a constant image stays constant away from the border. */
+static void test_bilinear_filler(void)
+{
+	static const char text[] =
+		"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" }\n"
+		"layer { name: \"up4\" type: \"Deconvolution\" bottom: \"data\" top: \"up4\" convolution_param {\n"
+		"  num_output: 2 group: 2 kernel_size: 4 stride: 2 pad: 1 bias_term: false weight_filler { type: \"bilinear\" } } }\n"
+		"layer { name: \"up3\" type: \"Deconvolution\" bottom: \"data\" top: \"up3\" convolution_param {\n"
+		"  num_output: 2 kernel_size: 3 weight_filler { type: \"bilinear\" } bias_filler { type: \"constant\" value: 0.5 } } }\n"
+		"layer { name: \"ip\" type: \"InnerProduct\" bottom: \"up4\" top: \"ip\" inner_product_param { num_output: 2 } }\n"
+		"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" }\n";
+	static const double k4[4] = { 0.25, 0.75, 0.75, 0.25 }, k3[3] = { 0.25, 0.75, 0.75 };
+	struct netfix f;
+	struct net_input in = { .n = 1, .c = 2, .h = 3, .w = 3, .classes = 2 };
+	if (netfix_open(&f, text, &in, test_be, 7)) {
+		CHECK(0);
+		return;
+	}
+	int seen = 0;
+	for (int p = 0; p < graph_nparam(f.gr); p++) {
+		const struct graph_param *gp = graph_param(f.gr, p);
+		int k = !strcmp(gp->layer, "up4") ? 4 : !strcmp(gp->layer, "up3") ? 3 : 0;
+		if (!k)
+			continue;
+		if (!strcmp(gp->role, "bias")) {
+			CHECK(gp->w[0] == 0.5f && gp->w[1] == 0.5f);
+			continue;
+		}
+		const double *v = k == 4 ? k4 : k3;
+		CHECK_EQ_INT(gp->count, (k == 4 ? 2 * 1 : 2 * 2) * k * k); /* (C_in, C_out/group, k, k) */
+		int bad = 0;
+		for (int64_t i = 0; i < gp->count; i++)
+			if (fabs(gp->w[i] - v[i / k % k] * v[i % k]) > 1e-7)
+				bad++;
+		CHECK_EQ_INT(bad, 0);
+		seen++;
+	}
+	CHECK_EQ_INT(seen, 2);
+	struct net_shape ds, us;
+	float *data = graph_blob(f.gr, "data", &ds);
+	for (int i = 0; i < 2 * 3 * 3; i++)
+		data[i] = i < 9 ? 1.0f : 3.0f;
+	graph_blob(f.gr, "label", NULL)[0] = 1;
+	fwd(f.gr, 0);
+	const float *up = graph_blob(f.gr, "up4", &us);
+	CHECK_EQ_INT(us.dim[2], 6);
+	CHECK_EQ_INT(us.dim[3], 6);
+	int off = 0;
+	for (int c = 0; c < 2; c++)
+		for (int y = 1; y < 5; y++)
+			for (int x = 1; x < 5; x++)
+				off += fabsf(up[(c * 6 + y) * 6 + x] - (c ? 3.0f : 1.0f)) > 1e-6f;
+	CHECK_EQ_INT(off, 0);
+	CHECK(fabsf(up[0] - 0.75f * 0.75f) < 1e-6f); /* a corner: one tap each way */
+	netfix_close(&f);
+}
+
 static void test_lr_policies(void)
 {
 	struct solver_config c = { .base_lr = 0.01, .gamma = 0.1, .stepsize = 100, .power = 0.75, .max_iter = 1000 };
@@ -404,6 +465,7 @@ int main(void)
 	RUN(test_training);
 	RUN(test_training_adam);
 	RUN(test_lenet);
+	RUN(test_bilinear_filler);
 	RUN(test_lr_policies);
 	backend_free(test_be);
 	return check_summary();
