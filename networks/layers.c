@@ -410,16 +410,25 @@ static int infer_data(struct ic *x, struct net_node *nd)
 	return l->ntop > 1 ? net_set_top(x, nd, 1, 1, d) : DD_OK;
 }
 
+/* Convolution and Deconvolution: bottom s's channels split into the groups? */
+static int check_groups(struct ic *x, struct net_node *nd, const struct net_shape *s)
+{
+	int group = nd->l.conv.group;
+	if (s->dim[1] % group == 0)
+		return DD_OK;
+	return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a divisor of %lld "
+			       "(1 always works)",
+			(long long)s->dim[1], group, (long long)s->dim[1]);
+}
+
 static int infer_conv(struct ic *x, struct net_node *nd)
 {
 	const struct net_conv_param *p = &nd->l.conv;
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
 	int rc;
-	if (s->dim[1] % p->group)
-		return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
-				   "divisor of %lld (1 always works)",
-			    (long long)s->dim[1], p->group, (long long)s->dim[1]);
+	if ((rc = check_groups(x, nd, s)))
+		return rc;
 	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
 	int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
 	if (ekh > hp || ekw > wp) {
@@ -454,10 +463,8 @@ static int infer_deconv(struct ic *x, struct net_node *nd)
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
 	int rc;
-	if (s->dim[1] % p->group)
-		return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
-				   "divisor of %lld (1 always works)",
-			    (long long)s->dim[1], p->group, (long long)s->dim[1]);
+	if ((rc = check_groups(x, nd, s)))
+		return rc;
 	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
 	o[0] = s->dim[0];
 	o[1] = p->num_output;

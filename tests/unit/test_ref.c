@@ -192,19 +192,28 @@ static void conv_b(struct gc *g)
 	conv_backward(g->dx[0], g->dx[1], c->d.bias ? g->dx[2] : NULL, g->dout, g->x[0], g->x[1], &c->d);
 }
 
-static void check_conv(int n, int cin, int h, int w, int cout, int kh, int kw, int sh, int sw, int ph,
-		       int pw, int dh, int dw, int group, int bias)
+static void deconv_f(struct gc *g);
+static void deconv_b(struct gc *g);
+static void deconv_size(struct conv_desc *d);
+
+/* A convolution's (de 0) or a deconvolution's (de 1) gradients by finite differences. */
+static void check_conv_or_deconv(int de, int n, int cin, int h, int w, int cout, int kh, int kw, int sh, int sw,
+				 int ph, int pw, int dh, int dw, int group, int bias)
 {
 	struct conv_case c = { { .n = n, .c_in = cin, .h_in = h, .w_in = w, .c_out = cout, .kh = kh,
 				 .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw,
 				 .group = group, .bias = bias } };
-	conv_out_size(&c.d);
-	struct gc g = { .forward = conv_f, .backward = conv_b, .p = &c };
-	snprintf(g.name, sizeof g.name, "conv %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", n, cin,
-		 h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, group, bias ? " bias" : "");
+	if (de)
+		deconv_size(&c.d);
+	else
+		conv_out_size(&c.d);
+	struct gc g = { .forward = de ? deconv_f : conv_f, .backward = de ? deconv_b : conv_b, .p = &c };
+	snprintf(g.name, sizeof g.name, "%s %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", de ? "deconv" : "conv",
+		 n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, group, bias ? " bias" : "");
 	g.nb = bias ? 3 : 2;
 	g.n[0] = (int64_t)n * cin * h * w;                   /* (N, C_in, H, W) */
-	g.n[1] = (int64_t)cout * (cin / group) * kh * kw;    /* (C_out, C_in/group, kh, kw) */
+	g.n[1] = (int64_t)cout * (cin / group) * kh * kw;    /* conv (C_out, C_in/group, kh, kw); deconv
+							      * (C_in, C_out/group, kh, kw): as many */
 	g.n[2] = cout;                                       /* (C_out) */
 	for (int b = 0; b < g.nb; b++)
 		g.x[b] = frand(g.n[b], -1.0f, 1.0f);
@@ -212,6 +221,8 @@ static void check_conv(int n, int cin, int h, int w, int cout, int kh, int kw, i
 	g.out = fvec(g.n_out);
 	gc_check(&g);
 }
+#define check_conv(...) check_conv_or_deconv(0, __VA_ARGS__)
+#define check_deconv(...) check_conv_or_deconv(1, __VA_ARGS__)
 
 static void test_conv_sizes(void)
 {
@@ -308,27 +319,6 @@ static void deconv_size(struct conv_desc *d)
 {
 	d->h_out = (d->h_in - 1) * d->sh - 2 * d->ph + d->dh * (d->kh - 1) + 1;
 	d->w_out = (d->w_in - 1) * d->sw - 2 * d->pw + d->dw * (d->kw - 1) + 1;
-}
-
-static void check_deconv(int n, int cin, int h, int w, int cout, int kh, int kw, int sh, int sw, int ph,
-			 int pw, int dh, int dw, int group, int bias)
-{
-	struct conv_case c = { { .n = n, .c_in = cin, .h_in = h, .w_in = w, .c_out = cout, .kh = kh,
-				 .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw,
-				 .group = group, .bias = bias } };
-	deconv_size(&c.d);
-	struct gc g = { .forward = deconv_f, .backward = deconv_b, .p = &c };
-	snprintf(g.name, sizeof g.name, "deconv %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", n, cin,
-		 h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, group, bias ? " bias" : "");
-	g.nb = bias ? 3 : 2;
-	g.n[0] = (int64_t)n * cin * h * w;                   /* (N, C_in, H, W) */
-	g.n[1] = (int64_t)cin * (cout / group) * kh * kw;    /* (C_in, C_out/group, kh, kw) */
-	g.n[2] = cout;                                       /* (C_out) */
-	for (int b = 0; b < g.nb; b++)
-		g.x[b] = frand(g.n[b], -1.0f, 1.0f);
-	g.n_out = (int64_t)n * cout * c.d.h_out * c.d.w_out; /* (N, C_out, H_out, W_out) */
-	g.out = fvec(g.n_out);
-	gc_check(&g);
 }
 
 static void test_deconv_values(void)
