@@ -177,6 +177,43 @@ static void test_gradient_check_wide(void)
 	netfix_close(&f);
 }
 
+/* Deconvolution in a network: its weights' and bias's gradients, and its input's
+ * (which the convolution below it learns from), against central differences. */
+static const char deconv_net[] =
+	"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" }\n"
+	"layer { name: \"c\" type: \"Convolution\" bottom: \"data\" top: \"c\"\n"
+	"  convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: \"gaussian\" std: 0.5 } } }\n"
+	"layer { name: \"up\" type: \"Deconvolution\" bottom: \"c\" top: \"up\" convolution_param { num_output: 4\n"
+	"  group: 2 kernel_size: 4 stride: 2 pad: 1 weight_filler { type: \"gaussian\" std: 0.5 }\n"
+	"  bias_filler { type: \"uniform\" min: -0.2 max: 0.2 } } }\n"
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"up\" top: \"fc\"\n"
+	"  inner_product_param { num_output: 3 weight_filler { type: \"gaussian\" std: 0.1 } } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\" }\n";
+
+static void test_gradient_check_deconv(void)
+{
+	struct netfix f;
+	struct net_input in = { .n = 2, .c = 1, .h = 3, .w = 3, .classes = 3 };
+	if (netfix_open(&f, deconv_net, &in, test_be, 5)) {
+		CHECK(0);
+		return;
+	}
+	float *data = graph_blob(f.gr, "data", NULL), *label = graph_blob(f.gr, "label", NULL);
+	rng_state = 4;
+	for (int i = 0; i < 18; i++)
+		data[i] = (float)(urand() * 2 - 1);
+	label[0] = 2;
+	label[1] = 0;
+	graph_zero_grads(f.gr);
+	CHECK(isfinite(fwd(f.gr, 1)));
+	bwd(f.gr);
+	int bad = 0, checked = grad_check(f.gr, "deconv", 1e-3f, &bad);
+	/* c 4*9+4, up 4*2*16+4, fc 3*4*6*6+3 */
+	CHECK_EQ_INT(checked, 40 + 132 + 435);
+	CHECK_EQ_INT(bad, 0);
+	netfix_close(&f);
+}
+
 /* (b) four classes: which quadrant of a 6x6 image is bright */
 static void make_quadrants(float *x, float *y, int n)
 {
@@ -461,6 +498,7 @@ int main(void)
 	printf("backend: %s\n", backend_name(test_be));
 	RUN(test_gradient_check);
 	RUN(test_gradient_check_wide);
+	RUN(test_gradient_check_deconv);
 	RUN(test_sgd_update);
 	RUN(test_training);
 	RUN(test_training_adam);
