@@ -9,8 +9,11 @@
  *    move changes a winner.  Every case also checks that backward ADDS (a second
  *    backward doubles the gradients) and that NULL gradient pointers are accepted.
  * 2. Hand-computed forward values: output sizes of Caffe's pooling rule, a 3x3
- *    convolution on a 4x4 input, pooling values and masks, LRN, BN statistics,
- *    softmax loss with ignore_label, top-k accuracy with ties. */
+ *    convolution on a 4x4 input, a deconvolution's blocks, crops, overlaps and
+ *    groups, pooling values and masks, LRN, BN statistics, softmax loss with
+ *    ignore_label, top-k accuracy with ties.
+ * 3. The deconvolution is the convolution's transpose: <deconv(x), y> = <x, conv(y)>
+ *    with the same weights. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
