@@ -206,11 +206,14 @@ class Net:
             if kind == "Input":
                 continue
             w, b = self.w.get(name + ".0"), self.w.get(name + ".1")
-            if kind == "Convolution":
+            if kind in ("Convolution", "Deconvolution"):
+                # Caffe's Deconvolution is conv_transpose2d: the same output size and
+                # weights (C_in, C_out/group, kh, kw)
                 p = one(l, "convolution_param", {})
-                y = F.conv2d(bottom[0], w, b, stride=pair(p, "stride", 1), padding=pair(p, "pad", 0),
-                             dilation=(p.get("dilation", [1])[0], p.get("dilation", [1])[-1]),
-                             groups=one(p, "group", 1))
+                op = F.conv2d if kind == "Convolution" else F.conv_transpose2d
+                y = op(bottom[0], w, b, stride=pair(p, "stride", 1), padding=pair(p, "pad", 0),
+                       dilation=(p.get("dilation", [1])[0], p.get("dilation", [1])[-1]),
+                       groups=one(p, "group", 1))
             elif kind == "InnerProduct":
                 y = F.linear(bottom[0].flatten(1), w, b)
             elif kind == "Pooling":

@@ -53,6 +53,7 @@ int ref_layer_init(struct backend *be, const struct backend_layer *bl, void **st
 	case NET_DATA: /* no state */
 	case NET_INPUT:
 	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION:
 	case NET_INNER_PRODUCT:
 	case NET_RELU:
 	case NET_SIGMOID:
@@ -112,6 +113,9 @@ int ref_layer_forward(struct backend *be, void *state, const struct backend_laye
 		break;
 	case NET_CONVOLUTION:
 		conv_forward(out, in, bl->w[0], bl->d.conv.bias ? bl->w[1] : NULL, &bl->d.conv);
+		break;
+	case NET_DECONVOLUTION:
+		deconv_forward(out, in, bl->w[0], bl->d.conv.bias ? bl->w[1] : NULL, &bl->d.conv);
 		break;
 	case NET_POOLING:
 		pool_forward(out, s ? s->argmax : NULL, in, &bl->d.pool);
@@ -194,6 +198,9 @@ int ref_layer_backward(struct backend *be, void *state, const struct backend_lay
 		break;
 	case NET_CONVOLUTION:
 		conv_backward(din, bl->dw[0], bl->d.conv.bias ? bl->dw[1] : NULL, dout, in, bl->w[0], &bl->d.conv);
+		break;
+	case NET_DECONVOLUTION:
+		deconv_backward(din, bl->dw[0], bl->d.conv.bias ? bl->dw[1] : NULL, dout, in, bl->w[0], &bl->d.conv);
 		break;
 	case NET_POOLING:
 		if (din)

@@ -102,6 +102,27 @@ static double next_gauss(uint64_t *s)
 	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* Caffe's BilinearFiller, the weights of a Deconvolution that upsamples by bilinear
+ * interpolation: every (kh, kw) kernel of the 4-axis blob (net_add_param refuses
+ * others) is the same, the same for every (C_in, C_out) pair.  Caffe's centre formula
+ * exactly, per axis of kernel size k:
+ *   f = ceil(k / 2),  c = (2f - 1 - f % 2) / (2f),  w(x) = 1 - |x / f - c|,
+ * and w(y, x) = w_h(y) · w_w(x).  k = 4: f = 2, c = 3/4, w = 1/4 3/4 3/4 1/4
+ * (upsampling by 2 with stride 2, pad 1).  For an odd k with an even f (k = 3: f = 2,
+ * c = 3/4, w = 1/4 3/4 3/4) the kernel is not symmetric: Caffe's formula is meant for
+ * k = 2f - f % 2, and is kept so that a Caffe net's weights are the same here.
+ * Caffe requires kh = kw; per axis, a square kernel is Caffe's. */
+static void fill_bilinear(float *w, const struct net_param_blob *p)
+{
+	int kh = (int)p->shape.dim[2], kw = (int)p->shape.dim[3];
+	int fh = (kh + 1) / 2, fw = (kw + 1) / 2;
+	double ch = (2.0 * fh - 1 - fh % 2) / (2.0 * fh), cw = (2.0 * fw - 1 - fw % 2) / (2.0 * fw);
+	for (int64_t i = 0; i < p->count; i++) {
+		int x = (int)(i % kw), y = (int)(i / kw % kh);
+		w[i] = (float)((1.0 - fabs((double)x / fw - cw)) * (1.0 - fabs((double)y / fh - ch)));
+	}
+}
+
 /* Caffe's fillers; fan_in = count / shape[0], fan_out = count / shape[1] (count
  * for a 1-axis blob), as Caffe's XavierFiller and MSRAFiller compute them. */
 static void fill(float *w, const struct net_param_blob *p, const struct net_filler *f, uint64_t *rng)
@@ -139,6 +160,9 @@ static void fill(float *w, const struct net_param_blob *p, const struct net_fill
 			w[i] = (float)(sd * next_gauss(rng));
 		break;
 	}
+	case NET_FILLER_BILINEAR:
+		fill_bilinear(w, p);
+		break;
 	}
 }
 
@@ -295,7 +319,8 @@ static void describe_node(struct graph *gr, struct gnode *gn, const float **x, f
 	if (l->type == NET_CONCAT && t)
 		bl->concat_inner = (int)(bl->count / ((int64_t)bl->n * t->dim[1]));
 	switch (l->type) {
-	case NET_CONVOLUTION: {
+	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION: { /* c_in, h_in, w_in: the bottom's; c_out, h_out, w_out: the top's */
 		const struct net_conv_param *p = &l->conv;
 		bl->d.conv = (struct conv_desc){ .n = bl->n, .c_in = bl->c, .h_in = (int)s->dim[2], .w_in = (int)s->dim[3],
 						 .c_out = (int)t->dim[1], .h_out = (int)t->dim[2], .w_out = (int)t->dim[3],

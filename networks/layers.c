@@ -59,8 +59,9 @@ static int axes_get(struct pc *c, const char *rep, const char *base, const struc
 
 static const char *const engines[] = { "DEFAULT", "CAFFE", "CUDNN" };
 
-/* FillerParameter; defaults constant 0, uniform [0, 1], gaussian (0, 1), FAN_IN. */
-static const char *const filler_types[] = { "constant", "uniform", "gaussian", "xavier", "msra" };
+/* FillerParameter; defaults constant 0, uniform [0, 1], gaussian (0, 1), FAN_IN.
+ * "bilinear" (Caffe's, graph.c) fills 4-axis weights only: net_add_param says so. */
+static const char *const filler_types[] = { "constant", "uniform", "gaussian", "xavier", "msra", "bilinear" };
 static const char *const variance_norms[] = { "FAN_IN", "FAN_OUT", "AVERAGE" };
 
 static int filler_check(struct pc *c, const struct ptx_msg *m, void *param, const struct axes *ax)
@@ -433,16 +434,25 @@ static int infer_data(struct ic *x, struct net_node *nd)
 	return l->ntop > 1 ? net_set_top(x, nd, 1, 1, d) : DD_OK;
 }
 
+/* Convolution and Deconvolution: bottom s's channels split into the groups? */
+static int check_groups(struct ic *x, struct net_node *nd, const struct net_shape *s)
+{
+	int group = nd->l.conv.group;
+	if (s->dim[1] % group == 0)
+		return DD_OK;
+	return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a divisor of %lld "
+			       "(1 always works)",
+			(long long)s->dim[1], group, (long long)s->dim[1]);
+}
+
 static int infer_conv(struct ic *x, struct net_node *nd)
 {
 	const struct net_conv_param *p = &nd->l.conv;
 	const struct net_shape *s = bottom_shape(x, nd, 0);
 	int64_t o[NET_MAX_DIMS];
 	int rc;
-	if (s->dim[1] % p->group)
-		return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a "
-				   "divisor of %lld (1 always works)",
-			    (long long)s->dim[1], p->group, (long long)s->dim[1]);
+	if ((rc = check_groups(x, nd, s)))
+		return rc;
 	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
 	int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
 	if (ekh > hp || ekw > wp) {
@@ -465,6 +475,36 @@ static int infer_conv(struct ic *x, struct net_node *nd)
 	if ((rc = net_add_param(x, nd, "weights", 4, w, 0)))
 		return rc;
 	return p->bias_term ? net_add_param(x, nd, "bias", 1, w, 0) : DD_OK;
+}
+
+/* Deconvolution: Convolution's transpose, Caffe's shapes.  The top is
+ * (N, num_output, (H-1)·sh - 2·ph + dh·(kh-1) + 1, likewise W), the weights
+ * (C_in, num_output/group, kh, kw) as Caffe stores them: the weights of the
+ * convolution that maps the top's shape back to the bottom's. */
+static int infer_deconv(struct ic *x, struct net_node *nd)
+{
+	const struct net_conv_param *p = &nd->l.conv;
+	const struct net_shape *s = bottom_shape(x, nd, 0);
+	int64_t o[NET_MAX_DIMS];
+	int rc;
+	if ((rc = check_groups(x, nd, s)))
+		return rc;
+	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
+	o[0] = s->dim[0];
+	o[1] = p->num_output;
+	o[2] = (s->dim[2] - 1) * p->sh - 2 * (int64_t)p->ph + ekh;
+	o[3] = (s->dim[3] - 1) * p->sw - 2 * (int64_t)p->pw + ekw;
+	if (o[2] < 1 || o[3] < 1)
+		return net_lerr(x, nd, "pad %d, %d crops away its whole output: the input %lldx%lld at stride %d, %d "
+				   "with the kernel %dx%d gives %lldx%lld before the pad; use less pad",
+			    p->ph, p->pw, (long long)s->dim[2], (long long)s->dim[3], p->sh, p->sw, p->kh, p->kw,
+			    (long long)(o[2] + 2 * p->ph), (long long)(o[3] + 2 * p->pw));
+	if ((rc = net_set_top(x, nd, 0, 4, o)))
+		return rc;
+	int64_t w[4] = { s->dim[1], p->num_output / p->group, p->kh, p->kw };
+	if ((rc = net_add_param(x, nd, "weights", 4, w, 0)))
+		return rc;
+	return p->bias_term ? net_add_param(x, nd, "bias", 1, &o[1], 0) : DD_OK;
 }
 
 static int infer_pool(struct ic *x, struct net_node *nd)
@@ -774,6 +814,11 @@ const struct layer_type net_layer_types[] = {
 				 AXES(1, 4, "an input with a batch axis"), .infer = infer_euclidean },
 	[NET_CROP] = { .info = { .name = "Crop", IO(2, 2, 1, 1) }, .msg = { &crop_msg }, AXES(1, 4, "an input with a batch axis"),
 		       .infer = infer_crop },
+	[NET_DECONVOLUTION] = { .info = { .name = "Deconvolution", ONE_TO_ONE, .reads_bottom = 1,
+					  FILLERS(conv.weight_filler, conv.bias_filler) },
+				.msg = { &conv_msg }, /* Caffe's: the convolution's convolution_param */
+				.required = "convolution_param { num_output: ... kernel_size: ... } is required",
+				NCHW, .infer = infer_deconv },
 };
 _Static_assert(sizeof net_layer_types / sizeof net_layer_types[0] == NET_LAYER_TYPE_COUNT,
 	       "every enum net_layer_type value needs its row in net_layer_types[]");

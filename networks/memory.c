@@ -42,8 +42,8 @@ static int64_t layer_state(const struct net_graph *g, const struct net_node *nd)
 /* The cpu backend's two shared temporaries, bytes (approximation; backend_cpu.c):
  * the gradient tmp, sized to the largest layer's input + weights + bias (oneDNN's
  * backward writes there before the sum is added), and the stage arena for the
- * convolutions it runs in blocked layouts (input, weights and output reordered),
- * sized to the largest. */
+ * convolutions it runs in blocked layouts (input, weights and output reordered;
+ * every deconvolution), sized to the largest. */
 static int64_t cpu_workspace(const struct net_graph *g)
 {
 	int64_t tmp = 0, stage = 0;
@@ -53,11 +53,12 @@ static int64_t cpu_workspace(const struct net_graph *g)
 		int64_t out = nd->l.ntop ? g->blob[nd->top[0]].count : 0;
 		if (in + nd->nparams > tmp)
 			tmp = in + nd->nparams;
-		if (nd->l.type == NET_CONVOLUTION && nd->l.nbottom) {
+		if ((nd->l.type == NET_CONVOLUTION || nd->l.type == NET_DECONVOLUTION) && nd->l.nbottom) {
 			const struct net_shape *s = &g->blob[nd->bottom[0]].shape;
 			int grp = nd->l.conv.group > 0 ? nd->l.conv.group : 1;
 			int64_t cin = s->ndim > 1 ? s->dim[1] / grp : 1, cout = nd->l.conv.num_output / grp;
-			if ((cin < 16 || (cin % 16 == 0 && cout % 16 == 0)) && in + nd->nparams + out > stage)
+			int blocked = nd->l.type == NET_DECONVOLUTION || cin < 16 || (cin % 16 == 0 && cout % 16 == 0);
+			if (blocked && in + nd->nparams + out > stage)
 				stage = in + nd->nparams + out;
 		}
 	}

@@ -691,6 +691,17 @@ int net_add_param(struct ic *x, struct net_node *nd, const char *role, int ndim,
 		net_shape_str(&p->shape, sh, sizeof sh);
 		return net_lerr(x, nd, "its %s would be %s: more than %d values", role, sh, MAX_COUNT);
 	}
+	/* the bilinear filler draws a (kh, kw) kernel in every (C_in, C_out) pair: only
+	 * 4-axis weights have one */
+	size_t foff = net_layer_type_info(nd->l.type)->filler[nd->nparam > 0];
+	if (foff && ((const struct net_filler *)((const char *)&nd->l + foff))->type == NET_FILLER_BILINEAR &&
+	    ndim != 4) {
+		char sh[80];
+		net_shape_str(&p->shape, sh, sizeof sh);
+		return net_lerr(x, nd, "the bilinear filler fills 4-axis weights (..., kh, kw), not its %s (%s): "
+				   "give its %s another filler",
+			    role, sh, nd->nparam ? "bias_filler" : "weight_filler");
+	}
 	p->lr_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].lr_mult : 1;
 	p->decay_mult = nd->nparam < nd->l.nparam ? nd->l.param[nd->nparam].decay_mult : 1;
 	p->learned = !stat && p->lr_mult != 0;

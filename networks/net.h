@@ -80,6 +80,7 @@ enum net_layer_type {
 	NET_ACCURACY,
 	NET_EUCLIDEAN_LOSS, /* EuclideanLoss: Σ(a−b)²/(2N) */
 	NET_CROP,           /* Crop: bottom 0 cut to bottom 1's shape from axis on */
+	NET_DECONVOLUTION, /* Deconvolution: convolution_param, weights (C_in, C_out/group, kh, kw) */
 	NET_LAYER_TYPE_COUNT
 };
 /* Caffe's type string: "Convolution", "SoftmaxWithLoss", ... */
@@ -102,7 +103,14 @@ struct net_layer_type_info {
 /* The row of type; NULL for a value outside the enum.  Static, never freed. */
 const struct net_layer_type_info *net_layer_type_info(enum net_layer_type type);
 
-enum net_filler_type { NET_FILLER_CONSTANT, NET_FILLER_UNIFORM, NET_FILLER_GAUSSIAN, NET_FILLER_XAVIER, NET_FILLER_MSRA };
+enum net_filler_type {
+	NET_FILLER_CONSTANT,
+	NET_FILLER_UNIFORM,
+	NET_FILLER_GAUSSIAN,
+	NET_FILLER_XAVIER,
+	NET_FILLER_MSRA,
+	NET_FILLER_BILINEAR, /* Caffe's, for a Deconvolution that upsamples (graph.c) */
+};
 enum net_variance_norm { NET_FAN_IN, NET_FAN_OUT, NET_FAN_AVERAGE };
 
 /* Caffe's FillerParameter; defaults constant 0, uniform [0,1], gaussian (0,1), FAN_IN. */
@@ -247,7 +255,7 @@ struct net_layer {
 	union {
 		struct net_data_param data;       /* NET_DATA */
 		struct net_input_param input;     /* NET_INPUT */
-		struct net_conv_param conv;       /* NET_CONVOLUTION */
+		struct net_conv_param conv;       /* NET_CONVOLUTION, NET_DECONVOLUTION */
 		struct net_pool_param pool;       /* NET_POOLING */
 		struct net_ip_param ip;           /* NET_INNER_PRODUCT */
 		struct net_relu_param relu;       /* NET_RELU */

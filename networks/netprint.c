@@ -50,7 +50,8 @@ static void window(FILE *f, int kh, int kw, int sh, int sw, int ph, int pw)
 static void params(FILE *f, const struct net_layer *l)
 {
 	switch (l->type) {
-	case NET_CONVOLUTION: {
+	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION: { /* Caffe's Deconvolution reads convolution_param too */
 		const struct net_conv_param *p = &l->conv;
 		fprintf(f, "  convolution_param { num_output: %d", p->num_output);
 		window(f, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw);

@@ -42,6 +42,31 @@ static inline int conv_tap(int o, int k, int stride, int pad, int dil, int size)
 	return at < 0 || at >= size ? -1 : at;
 }
 
+/* The converse: the output position whose tap k lands on input index at, or -1
+ * when none does (at + pad - k·dil is not a whole number of strides inside the
+ * output). */
+static inline int conv_src(int at, int k, int stride, int pad, int dil, int size)
+{
+	int t = at + pad - k * dil;
+	if (t < 0 || t % stride)
+		return -1;
+	return t / stride < size ? t / stride : -1;
+}
+
+/* db[c] += Σ_{n,p} dout[n,c,p] over a (N, C, plane) gradient, in double per channel. */
+static void channel_sums(float *db, const float *dout, int n, int c, size_t plane)
+{
+	for (int co = 0; co < c; co++) {
+		double acc = 0.0;
+		for (int k = 0; k < n; k++) {
+			const float *go = dout + ((size_t)k * c + co) * plane; /* (plane) */
+			for (size_t p = 0; p < plane; p++)
+				acc += go[p];
+		}
+		db[co] += (float)acc;
+	}
+}
+
 /* Cross-correlation, as Caffe (no kernel flip):
  * out[n,co,y,x] = b[co] + Σ_{ci∈group(co), i, j} w[co,ci,i,j] · in[n, g·Cig+ci, y·sh-ph+i·dh, x·sw-pw+j·dw]
  * with taps outside the input reading zero. */
@@ -88,15 +113,7 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const fl
 	size_t plane_in = (size_t)d->h_in * d->w_in, plane_out = (size_t)d->h_out * d->w_out;
 
 	if (db)
-		for (int co = 0; co < d->c_out; co++) {
-			double acc = 0.0;
-			for (int n = 0; n < d->n; n++) {
-				const float *go = dout + ((size_t)n * d->c_out + co) * plane_out; /* (H_out, W_out) */
-				for (size_t p = 0; p < plane_out; p++)
-					acc += go[p];
-			}
-			db[co] += (float)acc;
-		}
+		channel_sums(db, dout, d->n, d->c_out, plane_out);
 
 	if (dw)
 		for (int co = 0; co < d->c_out; co++) {
@@ -137,24 +154,125 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const fl
 							const float *go = dout + ((size_t)n * d->c_out + co) * plane_out; /* (H_out, W_out) */
 							const float *wc = w + ((size_t)co * cig + ci) * d->kh * d->kw; /* (kh, kw) */
 							for (int i = 0; i < d->kh; i++) {
-								int ty = iy + d->ph - i * d->dh;
-								if (ty < 0 || ty % d->sh)
-									continue;
-								int y = ty / d->sh;
-								if (y >= d->h_out)
+								int y = conv_src(iy, i, d->sh, d->ph, d->dh, d->h_out);
+								if (y < 0)
 									continue;
 								for (int j = 0; j < d->kw; j++) {
-									int tx = ix + d->pw - j * d->dw;
-									if (tx < 0 || tx % d->sw)
-										continue;
-									int x = tx / d->sw;
-									if (x >= d->w_out)
+									int x = conv_src(ix, j, d->sw, d->pw, d->dw, d->w_out);
+									if (x < 0)
 										continue;
 									acc += (double)wc[i * d->kw + j] * go[(size_t)y * d->w_out + x];
 								}
 							}
 						}
 						gi[(size_t)iy * d->w_in + ix] += (float)acc;
+					}
+			}
+}
+
+/* ---- deconvolution ------------------------------------------------------------ */
+
+/* Caffe's Deconvolution, the transpose of the convolution from the top's shape to
+ * the bottom's: input position (y, x) spreads in[n,ci,y,x] · w[ci,co,i,j] onto output
+ * (y·sh - ph + i·dh, x·sw - pw + j·dw).  Gathered per output:
+ * out[n,co,oy,ox] = b[co] + Σ_{ci∈group(co), i, j} w[ci, co - g·Cog, i, j] · in[n, ci, y, x]
+ * over the taps whose source (y, x) = conv_src(oy, i), conv_src(ox, j) is inside the input. */
+void deconv_forward(float *out, const float *in, const float *w, const float *b, const struct conv_desc *d)
+{
+	int cig = d->c_in / d->group, cog = d->c_out / d->group;
+	size_t kk = (size_t)d->kh * d->kw, plane_in = (size_t)d->h_in * d->w_in;
+	for (int n = 0; n < d->n; n++)
+		for (int co = 0; co < d->c_out; co++) {
+			int g = co / cog, col = co % cog;
+			float *o = out + ((size_t)n * d->c_out + co) * d->h_out * d->w_out; /* (H_out, W_out) */
+			for (int oy = 0; oy < d->h_out; oy++)
+				for (int ox = 0; ox < d->w_out; ox++) {
+					double acc = b ? b[co] : 0.0;
+					for (int ci = g * cig; ci < (g + 1) * cig; ci++) {
+						const float *wc = w + ((size_t)ci * cog + col) * kk; /* (kh, kw) */
+						const float *ip = in + ((size_t)n * d->c_in + ci) * plane_in; /* (H, W) */
+						for (int i = 0; i < d->kh; i++) {
+							int y = conv_src(oy, i, d->sh, d->ph, d->dh, d->h_in);
+							if (y < 0)
+								continue;
+							for (int j = 0; j < d->kw; j++) {
+								int x = conv_src(ox, j, d->sw, d->pw, d->dw, d->w_in);
+								if (x < 0)
+									continue;
+								acc += (double)wc[i * d->kw + j] * ip[(size_t)y * d->w_in + x];
+							}
+						}
+					}
+					o[(size_t)oy * d->w_out + ox] = (float)acc;
+				}
+		}
+}
+
+/* din[n,ci,y,x]  += Σ_{co∈group(ci), i, j} w[ci,co-g·Cog,i,j] · dout[n, co, conv_tap(y, i), conv_tap(x, j)]
+ *   (a convolution of dout, taps outside the output reading zero);
+ * dw[ci,col,i,j] += Σ_{n,y,x} in[n,ci,y,x] · dout[n, g·Cog+col, conv_tap(y, i), conv_tap(x, j)];
+ * db[co]         += Σ_{n,oy,ox} dout[n,co,oy,ox]. */
+void deconv_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+		     const float *w, const struct conv_desc *d)
+{
+	int cig = d->c_in / d->group, cog = d->c_out / d->group;
+	size_t kk = (size_t)d->kh * d->kw;
+	size_t plane_in = (size_t)d->h_in * d->w_in, plane_out = (size_t)d->h_out * d->w_out;
+
+	if (db)
+		channel_sums(db, dout, d->n, d->c_out, plane_out);
+
+	if (dw)
+		for (int ci = 0; ci < d->c_in; ci++) {
+			int g = ci / cig;
+			for (int col = 0; col < cog; col++)
+				for (int i = 0; i < d->kh; i++)
+					for (int j = 0; j < d->kw; j++) {
+						double acc = 0.0;
+						for (int n = 0; n < d->n; n++) {
+							const float *ip = in + ((size_t)n * d->c_in + ci) * plane_in; /* (H, W) */
+							const float *go = dout + ((size_t)n * d->c_out + g * cog + col) * plane_out; /* (H_out, W_out) */
+							for (int y = 0; y < d->h_in; y++) {
+								int oy = conv_tap(y, i, d->sh, d->ph, d->dh, d->h_out);
+								if (oy < 0)
+									continue;
+								for (int x = 0; x < d->w_in; x++) {
+									int ox = conv_tap(x, j, d->sw, d->pw, d->dw, d->w_out);
+									if (ox < 0)
+										continue;
+									acc += (double)ip[(size_t)y * d->w_in + x] *
+									       go[(size_t)oy * d->w_out + ox];
+								}
+							}
+						}
+						dw[((size_t)ci * cog + col) * kk + (size_t)i * d->kw + j] += (float)acc;
+					}
+		}
+
+	if (din)
+		for (int n = 0; n < d->n; n++)
+			for (int ci = 0; ci < d->c_in; ci++) {
+				int g = ci / cig;
+				float *gi = din + ((size_t)n * d->c_in + ci) * plane_in; /* (H, W) */
+				for (int y = 0; y < d->h_in; y++)
+					for (int x = 0; x < d->w_in; x++) {
+						double acc = 0.0;
+						for (int col = 0; col < cog; col++) {
+							const float *wc = w + ((size_t)ci * cog + col) * kk; /* (kh, kw) */
+							const float *go = dout + ((size_t)n * d->c_out + g * cog + col) * plane_out; /* (H_out, W_out) */
+							for (int i = 0; i < d->kh; i++) {
+								int oy = conv_tap(y, i, d->sh, d->ph, d->dh, d->h_out);
+								if (oy < 0)
+									continue;
+								for (int j = 0; j < d->kw; j++) {
+									int ox = conv_tap(x, j, d->sw, d->pw, d->dw, d->w_out);
+									if (ox < 0)
+										continue;
+									acc += (double)wc[i * d->kw + j] * go[(size_t)oy * d->w_out + ox];
+								}
+							}
+						}
+						gi[(size_t)y * d->w_in + x] += (float)acc;
 					}
 			}
 }

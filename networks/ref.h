@@ -32,6 +32,16 @@ void conv_forward(float *out, const float *in, const float *w, const float *b, c
 void conv_backward(float *din, float *dw, float *db, const float *dout, const float *in,
 		   const float *w, const struct conv_desc *d);
 
+/* ---- deconvolution (Caffe's Deconvolution: the transpose of a convolution) ----
+ * The same descriptor, read as the layer's: c_in, h_in, w_in the bottom's, c_out,
+ * h_out, w_out the top's, H_out = (H - 1)*sh - 2*ph + dh*(kh-1) + 1, likewise W_out;
+ * the convolution from (C_out, H_out, W_out) back to (C_in, H, W) with the same
+ * kernel, stride, pad, dilation and group has these weights and is its transpose. */
+/* out (N,C_out,Ho,Wo); in (N,C_in,H,W); w (C_in, C_out/group, kh, kw); b (C_out) or NULL */
+void deconv_forward(float *out, const float *in, const float *w, const float *b, const struct conv_desc *d);
+void deconv_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+		     const float *w, const struct conv_desc *d);
+
 /* ---- inner product: out = in · Wᵀ + b, Caffe's weight layout (M, K) ---- */
 struct ip_desc {
 	int n, k, m; /* batch, inputs (C*H*W of the bottom), outputs (num_output) */

@@ -594,7 +594,8 @@ static const char *type_colour(enum net_layer_type t)
 	switch (t) {
 	case NET_DATA:
 	case NET_INPUT: return "#b9e4bb";
-	case NET_CONVOLUTION: return "#f6b3b3";
+	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION: return "#f6b3b3";
 	case NET_POOLING: return "#f9d29b";
 	case NET_INNER_PRODUCT: return "#dcb8f2";
 	case NET_SOFTMAX:

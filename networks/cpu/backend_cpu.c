@@ -1,7 +1,7 @@
 /* backend_cpu.c — the "cpu" backend: a graph's layers on oneDNN 2.6 (C API, op
  * descriptors), the layers oneDNN cannot match exactly on the reference kernels.
  *
- * Native: Convolution (group, dilation, optional bias), InnerProduct, Pooling MAX
+ * Native: Convolution and Deconvolution (group, dilation, optional bias), InnerProduct, Pooling MAX
  * and AVE where oneDNN's windows are Caffe's (see pool_plan), LRN across channels,
  * BatchNorm, ReLU, Sigmoid, TanH, Softmax (axis 1), Crop (a reorder of a sub-memory;
  * see crop_init).  Everything else — and any
@@ -344,13 +344,15 @@ out:
 
 /* Caffe's convolution: groups as goihw (the bytes of (C_out, C_in/group, kh, kw)),
  * oneDNN's dilation d - 1, right padding equal to the left (oneDNN's floor gives
- * conv_out_size's output). */
+ * conv_out_size's output).  Caffe's Deconvolution on oneDNN's deconvolution, whose
+ * output size and padding are Caffe's too: its weights (C_in, C_out/group, kh, kw)
+ * are oneDNN's (C_out, C_in) weights in the iohw (giohw) layout. */
 static int conv_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
 	const struct conv_desc *d = &bl->d.conv;
-	int rc = DD_OK, gr = d->group;
+	int rc = DD_OK, gr = d->group, de = bl->l->type == NET_DECONVOLUTION;
 	dnnl_memory_desc_t src, dst, wei, bias;
-	dnnl_convolution_desc_t fwd, bwd_data, bwd_w;
+	dnnl_convolution_desc_t fwd, bwd_data, bwd_w; /* dnnl_deconvolution_desc_t is the same type */
 	dnnl_dims_t sd = { d->n, d->c_in, d->h_in, d->w_in }, dd = { d->n, d->c_out, d->h_out, d->w_out };
 	dnnl_dims_t bd = { d->c_out }, wd = { d->c_out, d->c_in, d->kh, d->kw };
 	dnnl_dims_t gwd = { gr, d->c_out / gr, d->c_in / gr, d->kh, d->kw };
@@ -358,8 +360,8 @@ static int conv_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct back
 	TRY(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nchw), "describe the convolution input");
 	TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nchw), "describe the convolution output");
 	TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, dnnl_f32, dnnl_x), "describe the convolution bias");
-	TRY(gr == 1 ? dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_oihw)
-		    : dnnl_memory_desc_init_by_tag(&wei, 5, gwd, dnnl_f32, dnnl_goihw),
+	TRY(gr == 1 ? dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, de ? dnnl_iohw : dnnl_oihw)
+		    : dnnl_memory_desc_init_by_tag(&wei, 5, gwd, dnnl_f32, de ? dnnl_giohw : dnnl_goihw),
 	    "describe the convolution weights");
 	const dnnl_memory_desc_t *b = d->bias ? &bias : NULL;
 	/* oneDNN's blocked layouts (format any; reorders to and from the plain arenas)
@@ -369,25 +371,38 @@ static int conv_init(struct cpu_ctx *cx, struct cpu_layer *st, const struct back
 	 * backward, blocked vs plain, AVX-512, 1 thread: LeNet conv1 1.8 vs 2.9 ms,
 	 * AlexNet conv1 137 vs 209, conv2 372 vs 587, conv3 262 vs 429, but LeNet conv2
 	 * (20 -> 50) 12.6 vs 10.8; 2 threads, primitives alone: AlexNet conv1 68 vs
-	 * 187, LeNet conv2 6.7 vs 5.1. */
+	 * 187, LeNet conv2 6.7 vs 5.1.  A deconvolution always lets oneDNN choose: its
+	 * plain iohw weights have only the reference implementation behind them. */
 	int cin = d->c_in / gr, cout = d->c_out / gr;
 	dnnl_memory_desc_t asrc = src, awei = wei, adst = dst;
-	if (cin < 16 || (cin % 16 == 0 && cout % 16 == 0)) {
+	if (de || cin < 16 || (cin % 16 == 0 && cout % 16 == 0)) {
 		TRY(dnnl_memory_desc_init_by_tag(&asrc, 4, sd, dnnl_f32, dnnl_format_tag_any), "describe the convolution input");
 		TRY(dnnl_memory_desc_init_by_tag(&adst, 4, dd, dnnl_f32, dnnl_format_tag_any), "describe the convolution output");
 		TRY(gr == 1 ? dnnl_memory_desc_init_by_tag(&awei, 4, wd, dnnl_f32, dnnl_format_tag_any)
 			    : dnnl_memory_desc_init_by_tag(&awei, 5, gwd, dnnl_f32, dnnl_format_tag_any),
 		    "describe the convolution weights");
 	}
-	TRY(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &asrc,
-						       &awei, b, &adst, strides, dil, pad, pad),
-	    "describe the convolution");
-	TRY(dnnl_dilated_convolution_backward_data_desc_init(&bwd_data, dnnl_convolution_direct, &asrc, &awei, &adst,
-							     strides, dil, pad, pad),
-	    "describe the convolution's backward data");
-	TRY(dnnl_dilated_convolution_backward_weights_desc_init(&bwd_w, dnnl_convolution_direct, &asrc, &awei, b,
-								&adst, strides, dil, pad, pad),
-	    "describe the convolution's backward weights");
+	if (de) {
+		TRY(dnnl_dilated_deconvolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_deconvolution_direct,
+								 &asrc, &awei, b, &adst, strides, dil, pad, pad),
+		    "describe the deconvolution");
+		TRY(dnnl_dilated_deconvolution_backward_data_desc_init(&bwd_data, dnnl_deconvolution_direct, &asrc, &awei,
+								       &adst, strides, dil, pad, pad),
+		    "describe the deconvolution's backward data");
+		TRY(dnnl_dilated_deconvolution_backward_weights_desc_init(&bwd_w, dnnl_deconvolution_direct, &asrc, &awei,
+									  b, &adst, strides, dil, pad, pad),
+		    "describe the deconvolution's backward weights");
+	} else {
+		TRY(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &asrc,
+							       &awei, b, &adst, strides, dil, pad, pad),
+		    "describe the convolution");
+		TRY(dnnl_dilated_convolution_backward_data_desc_init(&bwd_data, dnnl_convolution_direct, &asrc, &awei,
+								     &adst, strides, dil, pad, pad),
+		    "describe the convolution's backward data");
+		TRY(dnnl_dilated_convolution_backward_weights_desc_init(&bwd_w, dnnl_convolution_direct, &asrc, &awei, b,
+									&adst, strides, dil, pad, pad),
+		    "describe the convolution's backward weights");
+	}
 	st->n_src = (size_t)d->n * d->c_in * d->h_in * d->w_in;
 	st->n_wei = (size_t)d->c_out * (d->c_in / gr) * d->kh * d->kw;
 	st->n_bias = d->bias ? (size_t)d->c_out : 0;
@@ -793,6 +808,7 @@ static int native(const struct backend_layer *bl, struct pool_plan *pp)
 		return 0;
 	switch (bl->l->type) {
 	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION:
 	case NET_INNER_PRODUCT:
 	case NET_LRN:
 	case NET_BATCH_NORM:
@@ -825,7 +841,8 @@ static int cpu_layer_init(struct backend *be, const struct backend_layer *bl, vo
 		goto done;
 	}
 	switch (bl->l->type) {
-	case NET_CONVOLUTION: rc = conv_init(cx, st, bl, err); break;
+	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION: rc = conv_init(cx, st, bl, err); break;
 	case NET_INNER_PRODUCT: rc = ip_init(cx, st, bl, err); break;
 	case NET_POOLING: rc = pool_init(cx, st, bl, &pp, err); break;
 	case NET_LRN: rc = lrn_init(cx, st, bl, err); break;
@@ -933,7 +950,7 @@ static int cpu_forward(struct backend *be, void *state, const struct backend_lay
 	float *y = t == NET_LRN && bl->in_place ? cx->tmp : bl->y;
 	TRY(bind(st, S_SRC, bl->x[0]), "bind the input");
 	TRY(bind(st, S_DST, y), "bind the output");
-	if (t == NET_CONVOLUTION || t == NET_INNER_PRODUCT) {
+	if (t == NET_CONVOLUTION || t == NET_DECONVOLUTION || t == NET_INNER_PRODUCT) {
 		TRY(bind(st, S_WEI, bl->w[0]), "bind the weights");
 		if (st->n_bias)
 			TRY(bind(st, S_BIAS, bl->w[1]), "bind the bias");
@@ -1007,7 +1024,7 @@ static void bn_backward_global(struct cpu_layer *st, const struct backend_layer 
 		}
 }
 
-/* Convolution and inner product: both primitives run before anything is added. */
+/* Convolution, deconvolution and inner product: both primitives run before anything is added. */
 static int linear_backward(struct cpu_ctx *cx, struct cpu_layer *st, const struct backend_layer *bl,
 			   struct dd_err *err)
 {
@@ -1050,7 +1067,7 @@ static int cpu_backward(struct backend *be, void *state, const struct backend_la
 	if (st->delegated)
 		return ref_layer_backward(be, st->ref, bl, training, err);
 	enum net_layer_type t = bl->l->type;
-	if (t == NET_CONVOLUTION || t == NET_INNER_PRODUCT)
+	if (t == NET_CONVOLUTION || t == NET_DECONVOLUTION || t == NET_INNER_PRODUCT)
 		return linear_backward(cx, st, bl, err);
 	float *dx = bl->dx[0];
 	if (!dx)

@@ -3,7 +3,8 @@
  *
  * Native: Convolution on cuDNN (forward, backward data, backward filter; the
  * algorithm from cuDNN's v7 heuristics under a workspace cap, deterministic ones
- * only when asked), LRN on cuDNN, InnerProduct on cuBLAS,
+ * only when asked), Deconvolution on the same three passes swapped (deconv_init;
+ * FP32 always), LRN on cuDNN, InnerProduct on cuBLAS,
  * and small kernels for the rest: bias add and bias/scale gradients, pooling (Caffe's
  * ceil-mode windows exactly, which cuDNN cannot express), ReLU, Sigmoid, TanH, Power,
  * Dropout (the graph's splitmix64 stream, one counter per element), Softmax,
@@ -915,6 +916,7 @@ static int native(const struct backend_layer *bl)
 	const struct net_layer *l = bl->l;
 	switch (l->type) {
 	case NET_CONVOLUTION:
+	case NET_DECONVOLUTION:
 	case NET_INNER_PRODUCT:
 	case NET_POOLING:
 	case NET_RELU:
@@ -1036,12 +1038,15 @@ static int conv_pass(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	*need = bytes > *need ? bytes : *need;
 	return DD_OK;
 }
-static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
+/* The descriptors and the three algorithms of the convolution d (x (N, C_in, H, W),
+ * w (C_out, C_in/group, kh, kw), y (N, C_out, H_out, W_out)), its tensors in
+ * precision prec (the half-precision scratch too, unless FP32). */
+static int conv_descs(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl,
+		      const struct conv_desc *d, int prec, struct dd_err *err)
 {
-	const struct conv_desc *d = &bl->d.conv;
-	cudnnMathType_t math = cx->tf32 || cx->prec != BACKEND_FP32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-	cudnnDataType_t dt = dnn_type(cx->prec); /* the compute type stays FP32 */
-	if (cx->prec != BACKEND_FP32) {
+	cudnnMathType_t math = cx->tf32 || prec != BACKEND_FP32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	cudnnDataType_t dt = dnn_type(prec); /* the compute type stays FP32 */
+	if (prec != BACKEND_FP32) {
 		int rc = lp_init(cx, st, (int64_t)d->n * d->c_in * d->h_in * d->w_in,
 				 (int64_t)d->c_out * (d->c_in / d->group) * d->kh * d->kw,
 				 (int64_t)d->n * d->c_out * d->h_out * d->w_out, bl, err);
@@ -1102,6 +1107,28 @@ static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct back
 	return ws_need(cx, need, bl, err);
 }
 
+static int conv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
+{
+	return conv_descs(cx, st, bl, &bl->d.conv, cx->prec, err);
+}
+
+/* A deconvolution is the transpose of the convolution from its top's shape to its
+ * bottom's, whose weights (C_out = the deconvolution's C_in, its C_out/group, kh, kw)
+ * are Caffe's Deconvolution weights: that convolution's descriptors (x its top, y
+ * its bottom), and its passes swapped, as Caffe's CuDNNDeconvolutionLayer does:
+ *   forward          y_top     = cudnnConvolutionBackwardData(w, x_bottom)
+ *   backward data    dx_bottom += cudnnConvolutionForward(dy_top, w)
+ *   backward filter  dw        += cudnnConvolutionBackwardFilter(x = dy_top, dy = x_bottom).
+ * Always FP32: the half-precision path of conv/IP stays theirs alone. */
+static int deconv_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
+{
+	const struct conv_desc *d = &bl->d.conv;
+	struct conv_desc t = *d;
+	t.c_in = d->c_out, t.h_in = d->h_out, t.w_in = d->w_out;
+	t.c_out = d->c_in, t.h_out = d->h_in, t.w_out = d->w_in;
+	return conv_descs(cx, st, bl, &t, BACKEND_FP32, err);
+}
+
 static int lrn_init(struct cuda_ctx *cx, struct cu_layer *st, const struct backend_layer *bl, struct dd_err *err)
 {
 	const struct lrn_desc *d = &bl->d.lrn;
@@ -1143,6 +1170,8 @@ static int cu_layer_init(struct backend *be, const struct backend_layer *bl, voi
 		break;
 	case NET_CONVOLUTION:
 		return conv_init(cx, st, bl, err);
+	case NET_DECONVOLUTION:
+		return deconv_init(cx, st, bl, err);
 	case NET_INNER_PRODUCT:
 		if (cx->prec != BACKEND_FP32) {
 			const struct ip_desc *d = &bl->d.ip;
@@ -1260,6 +1289,18 @@ static int cu_forward(struct backend *be, void *state, const struct backend_laye
 						    cx->ws_bytes, &zero, st->yd, y),
 			    "convolution forward");
 		}
+		if (d->bias) {
+			k_bias_add<<<blocks_for(n), THREADS, 0, s>>>(y, bl->w[1], n, d->c_out, d->h_out * d->w_out);
+			LAUNCHED("bias");
+		}
+		break;
+	}
+	case NET_DECONVOLUTION: { /* deconv_init: the convolution's backward data */
+		const struct conv_desc *d = &bl->d.conv;
+		DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_data_math), "math type");
+		DNN(cudnnConvolutionBackwardData(cx->dnn, &one, st->wd, bl->w[0], st->yd, x, st->cd, st->bwd_data_algo,
+						 cx->ws, cx->ws_bytes, &zero, st->xd, y),
+		    "deconvolution forward (convolution backward data)");
 		if (d->bias) {
 			k_bias_add<<<blocks_for(n), THREADS, 0, s>>>(y, bl->w[1], n, d->c_out, d->h_out * d->w_out);
 			LAUNCHED("bias");
@@ -1498,6 +1539,26 @@ static int cu_backward(struct backend *be, void *state, const struct backend_lay
 			DNN(cudnnConvolutionBackwardData(cx->dnn, &one, st->wd, bl->w[0], st->yd, dy, st->cd,
 							 st->bwd_data_algo, cx->ws, cx->ws_bytes, &one, st->xd, dx),
 			    "convolution backward data");
+		}
+		break;
+	}
+	case NET_DECONVOLUTION: { /* deconv_init: x and dy of the convolution's passes swapped */
+		const struct conv_desc *d = &bl->d.conv;
+		if (bl->dw[0]) {
+			DNN(cudnnSetConvolutionMathType(st->cd, st->bwd_filter_math), "math type");
+			DNN(cudnnConvolutionBackwardFilter(cx->dnn, &one, st->xd, dy, st->yd, x, st->cd, st->bwd_filter_algo,
+							   cx->ws, cx->ws_bytes, &one, st->wd, bl->dw[0]),
+			    "deconvolution backward filter (convolution backward filter)");
+		}
+		if (d->bias && bl->dw[1]) {
+			k_channel_sum<<<d->c_out, THREADS, 0, s>>>(bl->dw[1], dy, NULL, d->n, d->c_out, d->h_out * d->w_out);
+			LAUNCHED("bias gradient");
+		}
+		if (dx) {
+			DNN(cudnnSetConvolutionMathType(st->cd, st->fwd_math), "math type");
+			DNN(cudnnConvolutionForward(cx->dnn, &one, st->xd, dy, st->wd, bl->w[0], st->cd, st->fwd_algo, cx->ws,
+						    cx->ws_bytes, &one, st->yd, dx),
+			    "deconvolution backward data (convolution forward)");
 		}
 		break;
 	}

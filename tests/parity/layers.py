@@ -18,6 +18,9 @@ Caffe and PyTorch are mapped as follows; only configurations where the two defin
 same function are generated:
   Convolution      F.conv2d(stride, padding, dilation, groups): the same (both are
                    cross-correlations with weight (C_out, C_in/group, kh, kw)).
+  Deconvolution    F.conv_transpose2d(stride, padding, dilation, groups), output_padding
+                   0: the same function, output (H-1)*s - 2p + d*(k-1) + 1, and the same
+                   weight layout (C_in, C_out/group, kh, kw).
   InnerProduct     F.linear: the same weight layout (M, K).
   Pooling MAX      F.max_pool2d(ceil_mode=True).  Output sizes agree whenever there is
                    padding (both drop a last window that would start in the padding).
@@ -106,9 +109,28 @@ class Writer:
         write_manifest(self.folder, self.cases)
 
 
+def conv_like(w, layer, cases):
+    """Convolution (layer "conv": F.conv2d, weights (C_out, C_in/g, kh, kw)) or
+    Deconvolution ("deconv": F.conv_transpose2d, weights (C_in, C_out/g, kh, kw))."""
+    op = F.conv2d if layer == "conv" else F.conv_transpose2d
+    for (n, cin, h, wd, cout, kh, kw, sh, sw, ph, pw, dh, dw, g, bias) in cases:
+        x = rand(n, cin, h, wd).requires_grad_()
+        wshape = (cout, cin // g) if layer == "conv" else (cin, cout // g)
+        wt = (rand(*wshape, kh, kw) * 0.5).requires_grad_()
+        b = rand(cout).requires_grad_() if bias else None
+        out = op(x, wt, b, stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=g)
+        inputs = {"in": x, "w": wt}
+        if bias:
+            inputs["b"] = b
+        w.case(layer, "%s %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s" %
+               (layer, n, cin, h, wd, cout, kh, kw, sh, sw, ph, pw, dh, dw, g, " bias" if bias else ""),
+               dict(n=n, c_in=cin, h=h, w=wd, c_out=cout, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
+                    dh=dh, dw=dw, group=g, bias=bias), inputs, {"out": out})
+
+
 def conv_cases(w):
     #   n cin  h  w cout kh kw sh sw ph pw dh dw  g bias
-    for (n, cin, h, wd, cout, kh, kw, sh, sw, ph, pw, dh, dw, g, bias) in [
+    conv_like(w, "conv", [
             (2, 3, 6, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1),
             (2, 3, 6, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0),
             (2, 3, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
@@ -119,18 +141,19 @@ def conv_cases(w):
             (1, 2, 10, 9, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1),
             (2, 4, 11, 10, 4, 2, 3, 3, 2, 0, 2, 2, 1, 2, 0),
             (1, 3, 23, 23, 8, 11, 11, 4, 4, 0, 0, 1, 1, 1, 1),  # AlexNet conv1 in small
-    ]:
-        x = rand(n, cin, h, wd).requires_grad_()
-        wt = (rand(cout, cin // g, kh, kw) * 0.5).requires_grad_()
-        b = rand(cout).requires_grad_() if bias else None
-        out = F.conv2d(x, wt, b, stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=g)
-        inputs = {"in": x, "w": wt}
-        if bias:
-            inputs["b"] = b
-        w.case("conv", "conv %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s" %
-               (n, cin, h, wd, cout, kh, kw, sh, sw, ph, pw, dh, dw, g, " bias" if bias else ""),
-               dict(n=n, c_in=cin, h=h, w=wd, c_out=cout, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
-                    dh=dh, dw=dw, group=g, bias=bias), inputs, {"out": out})
+    ])
+
+
+def deconv_cases(w):
+    #   n cin  h  w cout kh kw sh sw ph pw dh dw  g bias
+    conv_like(w, "deconv", [
+            (2, 3, 4, 4, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1),
+            (2, 4, 4, 5, 6, 4, 4, 2, 2, 1, 1, 1, 1, 2, 0),    # groups, stride 2, pad, no bias
+            (1, 6, 3, 3, 6, 4, 4, 2, 2, 1, 1, 1, 1, 6, 0),    # one group per channel (FCN's upsampling)
+            (2, 4, 5, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1),    # groups, stride 2, pad, bias
+            (1, 2, 4, 3, 3, 3, 2, 2, 3, 1, 0, 2, 1, 1, 1),    # non-square, dilation
+            (1, 3, 3, 3, 3, 16, 16, 8, 8, 4, 4, 1, 1, 1, 0),  # FCN-AlexNet's upscore geometry, small
+    ])
 
 
 def ip_cases(w):
@@ -356,7 +379,7 @@ def main():
         sys.stderr.write("usage: layers.py DIR\n")
         return 2
     w = Writer(sys.argv[1])
-    for make in (conv_cases, ip_cases, pool_cases, act_cases, lrn_cases, bn_cases, scale_cases,
+    for make in (conv_cases, deconv_cases, ip_cases, pool_cases, act_cases, lrn_cases, bn_cases, scale_cases,
                  eltwise_cases, concat_cases, softmax_cases, accuracy_cases, euclidean_cases, crop_cases):
         make(w)
     w.finish()

@@ -112,6 +112,9 @@ static void ref_forward(struct tcase *t, float *y, const float *x, float *const 
 	case NET_CONVOLUTION:
 		conv_forward(y, x, w[0], bl->d.conv.bias ? w[1] : NULL, &bl->d.conv);
 		break;
+	case NET_DECONVOLUTION:
+		deconv_forward(y, x, w[0], bl->d.conv.bias ? w[1] : NULL, &bl->d.conv);
+		break;
 	case NET_INNER_PRODUCT:
 		ip_forward(y, x, w[0], bl->d.ip.bias ? w[1] : NULL, &bl->d.ip);
 		break;
@@ -151,6 +154,9 @@ static void ref_backward(struct tcase *t, float *dx, float *const *dw, const flo
 	switch (t->l.type) {
 	case NET_CONVOLUTION:
 		conv_backward(dx, dw[0], bl->d.conv.bias ? dw[1] : NULL, dy, x, w[0], &bl->d.conv);
+		break;
+	case NET_DECONVOLUTION:
+		deconv_backward(dx, dw[0], bl->d.conv.bias ? dw[1] : NULL, dy, x, w[0], &bl->d.conv);
 		break;
 	case NET_INNER_PRODUCT:
 		ip_backward(dx, dw[0], bl->d.ip.bias ? dw[1] : NULL, dy, x, w[0], &bl->d.ip);
@@ -382,19 +388,28 @@ static const struct conv_case conv_cases[] = {
 	{ 2, 3, 35, 35, 8, 11, 11, 4, 4, 0, 0, 1, 1, 1, 1 }, /* AlexNet conv1's geometry */
 };
 
-static void test_conv(void)
+/* Each case as a convolution (type NET_CONVOLUTION) or a deconvolution: the same
+ * descriptor, the top's size by the type's rule; the weights hold
+ * C_out·C_in/group·kh·kw values either way. */
+static void run_conv_cases(enum net_layer_type type, const struct conv_case *cases, size_t ncase, uint64_t seed)
 {
-	for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
-		const struct conv_case *c = &conv_cases[i];
-		struct tcase t = { .l = { .name = "conv", .type = NET_CONVOLUTION }, .training = 1 };
+	int de = type == NET_DECONVOLUTION;
+	for (size_t i = 0; i < ncase; i++) {
+		const struct conv_case *c = &cases[i];
+		struct tcase t = { .l = { .name = de ? "deconv" : "conv", .type = type }, .training = 1 };
 		struct conv_desc *d = &t.bl.d.conv;
 		*d = (struct conv_desc){ .n = c->n, .c_in = c->cin, .h_in = c->h, .w_in = c->w, .c_out = c->cout,
 					 .kh = c->kh, .kw = c->kw, .sh = c->sh, .sw = c->sw, .ph = c->ph, .pw = c->pw,
 					 .dh = c->dh, .dw = c->dw, .group = c->group, .bias = c->bias };
-		conv_out_size(d);
-		snprintf(t.name, sizeof t.name, "conv#%zu %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", i, d->n,
-			 d->c_in, d->h_in, d->w_in, d->c_out, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->dh, d->dw,
-			 d->group, d->bias ? " bias" : "");
+		if (de) {
+			d->h_out = (d->h_in - 1) * d->sh - 2 * d->ph + d->dh * (d->kh - 1) + 1;
+			d->w_out = (d->w_in - 1) * d->sw - 2 * d->pw + d->dw * (d->kw - 1) + 1;
+		} else {
+			conv_out_size(d);
+		}
+		snprintf(t.name, sizeof t.name, "%s#%zu %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", t.l.name, i,
+			 d->n, d->c_in, d->h_in, d->w_in, d->c_out, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->dh,
+			 d->dw, d->group, d->bias ? " bias" : "");
 		t.bl.n = d->n, t.bl.c = d->c_in, t.bl.inner = d->h_in * d->w_in;
 		t.nx = (size_t)d->n * d->c_in * d->h_in * d->w_in;
 		t.ny = (size_t)d->n * d->c_out * d->h_out * d->w_out;
@@ -403,8 +418,31 @@ static void test_conv(void)
 		t.nw[0] = (size_t)d->c_out * (d->c_in / d->group) * d->kh * d->kw;
 		t.nw[1] = (size_t)d->c_out;
 		t.learned[0] = t.learned[1] = 1;
-		run_case(&t, 1000 + i);
+		run_case(&t, seed + i);
 	}
+}
+
+static void test_conv(void)
+{
+	run_conv_cases(NET_CONVOLUTION, conv_cases, sizeof conv_cases / sizeof conv_cases[0], 1000);
+}
+
+/* ---- deconvolution ---- */
+
+static const struct conv_case deconv_cases[] = {
+	/* n cin  h   w cout kh kw sh sw ph pw dh dw  g bias */
+	{ 1, 3, 5, 5, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1 },    /* plain, bias */
+	{ 4, 3, 4, 5, 2, 4, 4, 2, 2, 1, 1, 1, 1, 1, 0 },    /* FCN's 2x upsampling, no bias */
+	{ 2, 4, 5, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1 },    /* group 2, stride 2, pad 1 */
+	{ 2, 8, 4, 4, 8, 4, 4, 2, 2, 1, 1, 1, 1, 8, 0 },    /* one group per channel (bilinear upsampling) */
+	{ 2, 3, 6, 5, 4, 3, 2, 2, 3, 1, 0, 2, 1, 1, 1 },    /* non-square, dilation */
+	{ 2, 21, 5, 5, 21, 16, 16, 8, 8, 4, 4, 1, 1, 1, 0 }, /* FCN-AlexNet's upscore's geometry, smaller */
+	{ 2, 32, 4, 4, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1 },  /* 16-channel blocks */
+};
+
+static void test_deconv(void)
+{
+	run_conv_cases(NET_DECONVOLUTION, deconv_cases, sizeof deconv_cases / sizeof deconv_cases[0], 1100);
 }
 
 /* ---- inner product ---- */
@@ -891,6 +929,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	RUN(test_conv);
+	RUN(test_deconv);
 	RUN(test_ip);
 	RUN(test_pool);
 	RUN(test_lrn);

@@ -190,6 +190,11 @@ static const char tail[] =
 	"  convolution_param { " params " weight_filler { type: \"gaussian\" std: 0.2 }\n"                     \
 	"    bias_filler { type: \"uniform\" min: -0.1 max: 0.1 } } }\n"
 
+#define DECONV(name, bottom, top, params)                                                                       \
+	"layer { name: \"" name "\" type: \"Deconvolution\" bottom: \"" bottom "\" top: \"" top "\"\n"        \
+	"  convolution_param { " params " weight_filler { type: \"gaussian\" std: 0.2 }\n"                     \
+	"    bias_filler { type: \"uniform\" min: -0.1 max: 0.1 } } }\n"
+
 static const struct {
 	const char *what, *body;
 } layer_cases[] = {
@@ -200,6 +205,13 @@ static const struct {
 	{ "conv dilation 2", CONV("t", "c0", "mid", "num_output: 4 kernel_size: 3 dilation: 2 pad: 2") },
 	{ "conv 1x1", CONV("t", "c0", "mid", "num_output: 8 kernel_size: 1") },
 	{ "conv 5x5 stride 3 (AlexNet-like)", CONV("t", "c0", "mid", "num_output: 8 kernel_size: 5 stride: 3 pad: 1") },
+	{ "deconv k4 s2 pad 1 (2x upsampling), no bias",
+	  DECONV("t", "c0", "mid", "num_output: 4 kernel_size: 4 stride: 2 pad: 1 bias_term: false") },
+	{ "deconv group 2, stride 2", DECONV("t", "c0", "mid", "num_output: 4 kernel_size: 3 stride: 2 group: 2") },
+	{ "deconv dilation 2, non-square", DECONV("t", "c0", "mid", "num_output: 3 kernel_h: 3 kernel_w: 2 dilation: 2 pad: 1") },
+	{ "deconv bilinear, one group per channel",
+	  "layer { name: \"t\" type: \"Deconvolution\" bottom: \"c0\" top: \"mid\" convolution_param { num_output: 6 group: 6\n"
+	  "  kernel_size: 4 stride: 2 pad: 1 bias_term: false weight_filler { type: \"bilinear\" } } }\n" },
 	{ "pool MAX k3 s2 (ceil)",
 	  "layer { name: \"t\" type: \"Pooling\" bottom: \"c0\" top: \"mid\" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }\n" },
 	{ "pool MAX k2 s2",

@@ -223,6 +223,105 @@ static void test_gradient_check_seg(void)
 	netfix_close(&f);
 }
 
+/* Deconvolution in a network: its weights' and bias's gradients, and its input's
+ * (which the convolution below it learns from), against central differences. */
+static const char deconv_net[] =
+	"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" }\n"
+	"layer { name: \"c\" type: \"Convolution\" bottom: \"data\" top: \"c\"\n"
+	"  convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: \"gaussian\" std: 0.5 } } }\n"
+	"layer { name: \"up\" type: \"Deconvolution\" bottom: \"c\" top: \"up\" convolution_param { num_output: 4\n"
+	"  group: 2 kernel_size: 4 stride: 2 pad: 1 weight_filler { type: \"gaussian\" std: 0.5 }\n"
+	"  bias_filler { type: \"uniform\" min: -0.2 max: 0.2 } } }\n"
+	"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"up\" top: \"fc\"\n"
+	"  inner_product_param { num_output: 3 weight_filler { type: \"gaussian\" std: 0.1 } } }\n"
+	"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\" }\n";
+
+static void test_gradient_check_deconv(void)
+{
+	struct netfix f;
+	struct net_input in = { .n = 2, .c = 1, .h = 3, .w = 3, .classes = 3 };
+	if (netfix_open(&f, deconv_net, &in, test_be, 5)) {
+		CHECK(0);
+		return;
+	}
+	float *data = graph_blob(f.gr, "data", NULL), *label = graph_blob(f.gr, "label", NULL);
+	rng_state = 4;
+	for (int i = 0; i < 18; i++)
+		data[i] = (float)(urand() * 2 - 1);
+	label[0] = 2;
+	label[1] = 0;
+	graph_zero_grads(f.gr);
+	CHECK(isfinite(fwd(f.gr, 1)));
+	bwd(f.gr);
+	int bad = 0, checked = grad_check(f.gr, "deconv", 1e-3f, &bad);
+	/* c 4*9+4, up 4*2*16+4, fc 3*4*6*6+3 */
+	CHECK_EQ_INT(checked, 40 + 132 + 435);
+	CHECK_EQ_INT(bad, 0);
+	netfix_close(&f);
+}
+
+/* (d) Caffe's learning-rate formulas */
+/* Caffe's bilinear filler, against values worked out by hand:
+ *   k = 4: f = 2, c = (4 - 1 - 0) / 4 = 0.75, 1 - |x/2 - 0.75| = 0.25 0.75 0.75 0.25;
+ *   k = 3: f = 2, c = 0.75 again, so 0.25 0.75 0.75 (Caffe's formula, not symmetric);
+ * every kernel of the blob the same; and with one group per channel, k 4, stride 2,
+ * pad 1 it upsamples by 2: a constant image stays constant away from the border. */
+static void test_bilinear_filler(void)
+{
+	static const char text[] =
+		"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" }\n"
+		"layer { name: \"up4\" type: \"Deconvolution\" bottom: \"data\" top: \"up4\" convolution_param {\n"
+		"  num_output: 2 group: 2 kernel_size: 4 stride: 2 pad: 1 bias_term: false weight_filler { type: \"bilinear\" } } }\n"
+		"layer { name: \"up3\" type: \"Deconvolution\" bottom: \"data\" top: \"up3\" convolution_param {\n"
+		"  num_output: 2 kernel_size: 3 weight_filler { type: \"bilinear\" } bias_filler { type: \"constant\" value: 0.5 } } }\n"
+		"layer { name: \"ip\" type: \"InnerProduct\" bottom: \"up4\" top: \"ip\" inner_product_param { num_output: 2 } }\n"
+		"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" }\n";
+	static const double k4[4] = { 0.25, 0.75, 0.75, 0.25 }, k3[3] = { 0.25, 0.75, 0.75 };
+	struct netfix f;
+	struct net_input in = { .n = 1, .c = 2, .h = 3, .w = 3, .classes = 2 };
+	if (netfix_open(&f, text, &in, test_be, 7)) {
+		CHECK(0);
+		return;
+	}
+	int seen = 0;
+	for (int p = 0; p < graph_nparam(f.gr); p++) {
+		const struct graph_param *gp = graph_param(f.gr, p);
+		int k = !strcmp(gp->layer, "up4") ? 4 : !strcmp(gp->layer, "up3") ? 3 : 0;
+		if (!k)
+			continue;
+		if (!strcmp(gp->role, "bias")) {
+			CHECK(gp->w[0] == 0.5f && gp->w[1] == 0.5f);
+			continue;
+		}
+		const double *v = k == 4 ? k4 : k3;
+		CHECK_EQ_INT(gp->count, (k == 4 ? 2 * 1 : 2 * 2) * k * k); /* (C_in, C_out/group, k, k) */
+		int bad = 0;
+		for (int64_t i = 0; i < gp->count; i++)
+			if (fabs(gp->w[i] - v[i / k % k] * v[i % k]) > 1e-7)
+				bad++;
+		CHECK_EQ_INT(bad, 0);
+		seen++;
+	}
+	CHECK_EQ_INT(seen, 2);
+	struct net_shape ds, us;
+	float *data = graph_blob(f.gr, "data", &ds);
+	for (int i = 0; i < 2 * 3 * 3; i++)
+		data[i] = i < 9 ? 1.0f : 3.0f;
+	graph_blob(f.gr, "label", NULL)[0] = 1;
+	fwd(f.gr, 0);
+	const float *up = graph_blob(f.gr, "up4", &us);
+	CHECK_EQ_INT(us.dim[2], 6);
+	CHECK_EQ_INT(us.dim[3], 6);
+	int off = 0;
+	for (int c = 0; c < 2; c++)
+		for (int y = 1; y < 5; y++)
+			for (int x = 1; x < 5; x++)
+				off += fabsf(up[(c * 6 + y) * 6 + x] - (c ? 3.0f : 1.0f)) > 1e-6f;
+	CHECK_EQ_INT(off, 0);
+	CHECK(fabsf(up[0] - 0.75f * 0.75f) < 1e-6f); /* a corner: one tap each way */
+	netfix_close(&f);
+}
+
 /* (b) four classes: which quadrant of a 6x6 image is bright */
 static void make_quadrants(float *x, float *y, int n)
 {
@@ -447,6 +546,8 @@ int main(void)
 	RUN(test_gradient_check);
 	RUN(test_gradient_check_wide);
 	RUN(test_gradient_check_seg);
+	RUN(test_gradient_check_deconv);
+	RUN(test_bilinear_filler);
 	RUN(test_sgd_update);
 	RUN(test_training);
 	RUN(test_training_adam);

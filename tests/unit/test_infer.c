@@ -357,44 +357,65 @@ static int same_graph(const struct net_graph *a, const struct net_graph *b)
 	return 1;
 }
 
-/* deploy.prototxt: every standard network's deploy stage printed, parsed and
- * instantiated again is the same graph, and printing that gives the same text. */
-static void test_deploy_text(void)
+/* deploy.prototxt: a network's deploy stage printed, parsed and instantiated again
+ * is the same graph, and printing that gives the same text; *out (when not NULL)
+ * keeps the text, which the caller frees. */
+static void deploy_round_trip(const char *name, const char *src, int c, int h, int w, int classes, char **out)
 {
 	struct dd_err err = { 0 };
-	for (const struct net_standard *s = net_standards; s->name; s++) {
-		struct net *def = NULL, *def2 = NULL;
-		struct net_graph *g = NULL, *g2 = NULL;
-		char *text = NULL, *text2 = NULL;
-		struct net_input in = { .c = s->c, .h = s->h, .w = s->w, .classes = s->classes };
-		CHECK_EQ_INT(net_parse(s->text, strlen(s->text), &def, &err), DD_OK);
-		CHECK_EQ_INT(net_instantiate(def, NET_STAGE_DEPLOY, &in, &g, &err), DD_OK);
-		if (g)
-			text = net_graph_prototxt(g);
-		CHECK(text != NULL);
-		if (text) {
-			int side = g->in.crop;
-			struct net_input in2 = { .c = s->c, .h = side ? side : s->h, .w = side ? side : s->w,
-						 .classes = s->classes };
-			int rc = net_parse(text, strlen(text), &def2, &err);
-			if (!rc)
-				rc = net_instantiate(def2, NET_STAGE_DEPLOY, &in2, &g2, &err);
-			if (rc)
-				fprintf(stderr, "  %s: %s\n", s->name, err.msg);
-			CHECK_EQ_INT(rc, DD_OK);
-			if (g2) {
-				CHECK(same_graph(g, g2));
-				text2 = net_graph_prototxt(g2);
-				CHECK(text2 && strcmp(text, text2) == 0);
-			}
+	struct net *def = NULL, *def2 = NULL;
+	struct net_graph *g = NULL, *g2 = NULL;
+	char *text = NULL, *text2 = NULL;
+	struct net_input in = { .c = c, .h = h, .w = w, .classes = classes };
+	CHECK_EQ_INT(net_parse(src, strlen(src), &def, &err), DD_OK);
+	CHECK_EQ_INT(net_instantiate(def, NET_STAGE_DEPLOY, &in, &g, &err), DD_OK);
+	if (g)
+		text = net_graph_prototxt(g);
+	CHECK(text != NULL);
+	if (text) {
+		int side = g->in.crop;
+		struct net_input in2 = { .c = c, .h = side ? side : h, .w = side ? side : w, .classes = classes };
+		int rc = net_parse(text, strlen(text), &def2, &err);
+		if (!rc)
+			rc = net_instantiate(def2, NET_STAGE_DEPLOY, &in2, &g2, &err);
+		if (rc)
+			fprintf(stderr, "  %s: %s\n", name, err.msg);
+		CHECK_EQ_INT(rc, DD_OK);
+		if (g2) {
+			CHECK(same_graph(g, g2));
+			text2 = net_graph_prototxt(g2);
+			CHECK(text2 && strcmp(text, text2) == 0);
 		}
-		free(text);
-		free(text2);
-		net_graph_free(g2);
-		net_free(def2);
-		net_graph_free(g);
-		net_free(def);
 	}
+	if (out)
+		*out = text;
+	else
+		free(text);
+	free(text2);
+	net_graph_free(g2);
+	net_free(def2);
+	net_graph_free(g);
+	net_free(def);
+}
+
+/* every standard network's, and a Deconvolution's with all its fields */
+static void test_deploy_text(void)
+{
+	for (const struct net_standard *s = net_standards; s->name; s++)
+		deploy_round_trip(s->name, s->text, s->c, s->h, s->w, s->classes, NULL);
+	static const char deconv[] =
+		"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" }\n"
+		"layer { name: \"up\" type: \"Deconvolution\" bottom: \"data\" top: \"up\" convolution_param { num_output: 4\n"
+		"  group: 2 kernel_h: 4 kernel_w: 3 stride: 2 pad: 1 dilation: 2 bias_term: false weight_filler { type: \"bilinear\" } } }\n"
+		"layer { name: \"fc\" type: \"InnerProduct\" bottom: \"up\" top: \"fc\" inner_product_param { num_output: 3 } }\n"
+		"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"fc\" bottom: \"label\" top: \"loss\" exclude { stage: \"deploy\" } }\n"
+		"layer { name: \"prob\" type: \"Softmax\" bottom: \"fc\" top: \"prob\" include { stage: \"deploy\" } }\n";
+	char *text = NULL;
+	deploy_round_trip("deconv", deconv, 2, 5, 5, 3, &text);
+	CHECK(text && strstr(text, "type: \"Deconvolution\""));
+	CHECK(text && strstr(text, "convolution_param { num_output: 4 kernel_h: 4 kernel_w: 3 stride: 2 pad: 1 "
+				   "dilation: 2 dilation: 2 group: 2 bias_term: false }"));
+	free(text);
 }
 
 /* The tiny model's deploy.prototxt with its weights answers as the handle does. */

@@ -575,6 +575,36 @@ static void test_shape_formulas(void)
 	net_free(def);
 }
 
+/* Deconvolution: (in - 1)·s - 2p + d·(k - 1) + 1, weights (C_in, C_out/group, kh, kw) */
+static void test_deconv_shapes(void)
+{
+	static const char text[] =
+		"layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\" data_param { batch_size: 2 } }\n"
+		/* FCN's 2x upsampling: (8-1)*2 - 2 + 4 = 16 */
+		"layer { name: \"up\" type: \"Deconvolution\" bottom: \"data\" top: \"up\" convolution_param {\n"
+		"  num_output: 6 kernel_size: 4 stride: 2 pad: 1 group: 3 bias_term: false weight_filler { type: \"bilinear\" } } }\n"
+		/* H (8-1)*3 - 0 + 2*(3-1) + 1 = 26, W (10-1)*1 - 2*1 + 1*(2-1) + 1 = 9 */
+		"layer { name: \"r\" type: \"Deconvolution\" bottom: \"data\" top: \"r\" convolution_param {\n"
+		"  num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 3 stride_w: 1 pad_h: 0 pad_w: 1 dilation: 2 dilation: 1 } }\n"
+		"layer { name: \"f\" type: \"Flatten\" bottom: \"up\" top: \"f\" }\n"
+		"layer { name: \"ip\" type: \"InnerProduct\" bottom: \"f\" top: \"ip\" inner_product_param { num_output: 4 } }\n"
+		"layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip\" bottom: \"label\" top: \"loss\" }\n";
+	struct net *def = parse_ok(text);
+	struct net_graph *t = inst(def, NET_STAGE_TRAIN, input(3, 8, 10, 0));
+	if (t) {
+		CHECK_STR(shape(t, "up"), "2x6x16x20");
+		CHECK_EQ_INT(node(t, "up")->nparam, 1);
+		CHECK_EQ_INT(node(t, "up")->param[0].shape.dim[0], 3);
+		CHECK_EQ_INT(node(t, "up")->param[0].shape.dim[1], 2);
+		CHECK_EQ_INT(params_of(t, "up"), 3 * 2 * 4 * 4);
+		CHECK_STR(shape(t, "r"), "2x2x26x9");
+		CHECK_EQ_INT(params_of(t, "r"), 3 * 2 * 3 * 2 + 2);
+		CHECK_STR(node(t, "r")->param[1].role, "bias");
+	}
+	net_graph_free(t);
+	net_free(def);
+}
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 static void test_parse_errors(void)
@@ -595,7 +625,7 @@ static void test_parse_errors(void)
 		{ "layer { name: \"a\" type: \"Conv\" }",
 		  "1:25: layer 'a': unknown type \"Conv\" (deepdesk knows Data, Input, Convolution, Pooling, InnerProduct, "
 		  "ReLU, Sigmoid, TanH, Power, Dropout, LRN, BatchNorm, Scale, Eltwise, Concat, Flatten, Softmax, "
-		  "SoftmaxWithLoss, Accuracy, EuclideanLoss, Crop)" },
+		  "SoftmaxWithLoss, Accuracy, EuclideanLoss, Crop, Deconvolution)" },
 		{ "layer { name: \"a\" }", "1:1: layer 'a': no type given (type: \"Convolution\", ...)" },
 		{ "layer { type: \"ReLU\" }\nlayer { type: \"ReLU\" bottom: \"x\" }",
 		  "1:1: layer #1: a ReLU layer takes 1 bottom, not 0" },
@@ -622,8 +652,16 @@ static void test_parse_errors(void)
 		{ "layer { name: \"a\" type: \"Convolution\" bottom: \"x\" top: \"y\" convolution_param { num_output: 3 kernel_size: 1 group: 2 } }",
 		  "1:78: layer 'a': convolution_param: num_output 3 is not a multiple of group 2" },
 		{ "layer { name: \"a\" type: \"Convolution\" bottom: \"x\" top: \"y\" convolution_param { num_output: 3 kernel_size: 1\n"
-		  "  weight_filler { type: \"bilinear\" } } }",
-		  "2:25: layer 'a': convolution_param.weight_filler.type: filler \"bilinear\" is not supported (constant, uniform, gaussian, xavier or msra)" },
+		  "  weight_filler { type: \"positive_unitball\" } } }",
+		  "2:25: layer 'a': convolution_param.weight_filler.type: filler \"positive_unitball\" is not supported (constant, uniform, gaussian, xavier, msra or bilinear)" },
+		{ "layer { name: \"a\" type: \"Deconvolution\" bottom: \"x\" top: \"y\" convolution_param { num_output: 3 kernel_size: 2 group: 2 } }",
+		  "1:80: layer 'a': convolution_param: num_output 3 is not a multiple of group 2" },
+		{ "layer { name: \"a\" type: \"Deconvolution\" bottom: \"x\" top: \"y\" convolution_param { kernel_size: 2 } }",
+		  "1:80: layer 'a': convolution_param: num_output is required" },
+		{ "layer { name: \"a\" type: \"Deconvolution\" bottom: \"x\" top: \"y\" convolution_param { num_output: 1 kernel_size: 0 } }",
+		  "1:109: layer 'a': convolution_param.kernel_size: expected an integer from 1 to 65535, got 0" },
+		{ "layer { name: \"c\" type: \"Deconvolution\" bottom: \"x\" top: \"y\" }",
+		  "1:1: layer 'c': convolution_param { num_output: ... kernel_size: ... } is required" },
 		{ "layer { name: \"a\" type: \"InnerProduct\" bottom: \"x\" top: \"y\" inner_product_param {\n"
 		  "  weight_filler { type: \"uniform\" min: 1 max: -1 } } }",
 		  "2:17: layer 'a': inner_product_param.weight_filler: uniform min 1 is above max -1" },
@@ -803,6 +841,22 @@ static void test_graph_errors(void)
 		  "use a smaller kernel_size or more pad here, fewer or gentler downsampling layers above, or a dataset of larger images", NET_STAGE_TRAIN },
 		{ "layer { name: \"conv\" type: \"Convolution\" bottom: \"data\" top: \"c\" convolution_param { num_output: 2 kernel_size: 1 group: 2 } }",
 		  "2:1: layer 'conv': its 3 input channels do not divide into 2 groups: set group to a divisor of 3 (1 always works)", NET_STAGE_TRAIN },
+		{ "layer { name: \"up\" type: \"Deconvolution\" bottom: \"data\" top: \"u\" convolution_param { num_output: 2 kernel_size: 2 pad: 5 } }",
+		  "2:1: layer 'up': pad 5, 5 crops away its whole output: the input 8x8 at stride 1, 1 with the kernel 2x2 "
+		  "gives 9x9 before the pad; use less pad", NET_STAGE_TRAIN },
+		{ "layer { name: \"up\" type: \"Deconvolution\" bottom: \"data\" top: \"u\" convolution_param { num_output: 2 kernel_size: 2 group: 2 } }",
+		  "2:1: layer 'up': its 3 input channels do not divide into 2 groups: set group to a divisor of 3 (1 always works)", NET_STAGE_TRAIN },
+		{ "layer { name: \"up\" type: \"Deconvolution\" bottom: \"data\" top: \"u\" convolution_param { num_output: 2 kernel_size: 2\n"
+		  "  bias_filler { type: \"bilinear\" } } }",
+		  "2:1: layer 'up': the bilinear filler fills 4-axis weights (..., kh, kw), not its bias (2): give its "
+		  "bias_filler another filler", NET_STAGE_TRAIN },
+		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" inner_product_param { num_output: 4 } }\n"
+		  "layer { name: \"up\" type: \"Deconvolution\" bottom: \"ip\" top: \"u\" convolution_param { num_output: 2 kernel_size: 2 } }",
+		  "3:1: layer 'up': needs a 4-axis input (N, C, H, W); bottom 'ip' is 2x4", NET_STAGE_TRAIN },
+		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" inner_product_param { num_output: 4\n"
+		  "  weight_filler { type: \"bilinear\" } } }",
+		  "2:1: layer 'ip': the bilinear filler fills 4-axis weights (..., kh, kw), not its weights (4x192): give its "
+		  "weight_filler another filler", NET_STAGE_TRAIN },
 		{ "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\" inner_product_param { num_output: 4 } }\n"
 		  "layer { name: \"conv\" type: \"Convolution\" bottom: \"ip\" top: \"c\" convolution_param { num_output: 2 kernel_size: 1 } }",
 		  "3:1: layer 'conv': needs a 4-axis input (N, C, H, W); bottom 'ip' is 2x4", NET_STAGE_TRAIN },
@@ -1354,6 +1408,7 @@ int main(void)
 	RUN(test_stage_rules);
 	RUN(test_digits_cleanup);
 	RUN(test_shape_formulas);
+	RUN(test_deconv_shapes);
 	RUN(test_parse_errors);
 	RUN(test_graph_errors);
 	RUN(test_seg_layers);

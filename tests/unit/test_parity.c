@@ -184,24 +184,46 @@ static void weighted_compare(const cJSON *cs, const struct weighted *t)
 		compare(cs, "d_b", t->db, t->n_b);
 }
 
-static void run_conv(const cJSON *cs)
+/* A convolution's or deconvolution's descriptor from its case; the output size is
+ * for the caller (each type has its rule). */
+static struct conv_desc conv_desc_of(const cJSON *cs)
 {
-	struct conv_desc d = { .n = pint(cs, "n"), .c_in = pint(cs, "c_in"), .h_in = pint(cs, "h"),
-			       .w_in = pint(cs, "w"), .c_out = pint(cs, "c_out"), .kh = pint(cs, "kh"),
-			       .kw = pint(cs, "kw"), .sh = pint(cs, "sh"), .sw = pint(cs, "sw"),
-			       .ph = pint(cs, "ph"), .pw = pint(cs, "pw"), .dh = pint(cs, "dh"),
-			       .dw = pint(cs, "dw"), .group = pint(cs, "group"), .bias = pint(cs, "bias") };
-	conv_out_size(&d);
+	return (struct conv_desc){ .n = pint(cs, "n"), .c_in = pint(cs, "c_in"), .h_in = pint(cs, "h"),
+				   .w_in = pint(cs, "w"), .c_out = pint(cs, "c_out"), .kh = pint(cs, "kh"),
+				   .kw = pint(cs, "kw"), .sh = pint(cs, "sh"), .sw = pint(cs, "sw"),
+				   .ph = pint(cs, "ph"), .pw = pint(cs, "pw"), .dh = pint(cs, "dh"),
+				   .dw = pint(cs, "dw"), .group = pint(cs, "group"), .bias = pint(cs, "bias") };
+}
+
+/* against F.conv2d (de 0) or F.conv_transpose2d (de 1) */
+static void run_conv_or_deconv(const cJSON *cs, int de)
+{
+	struct conv_desc d = conv_desc_of(cs);
+	if (de) { /* Caffe's size, and PyTorch's without output_padding */
+		d.h_out = (d.h_in - 1) * d.sh - 2 * d.ph + d.dh * (d.kh - 1) + 1;
+		d.w_out = (d.w_in - 1) * d.sw - 2 * d.pw + d.dw * (d.kw - 1) + 1;
+	} else {
+		conv_out_size(&d);
+	}
 	CHECK_EQ_INT(d.h_out, dim(cs, "out", 2));
 	CHECK_EQ_INT(d.w_out, dim(cs, "out", 3));
-	/* in (N, C_in, H, W), w (C_out, C_in/group, kh, kw), b (C_out), out (N, C_out, H_out, W_out) */
+	/* in (N, C_in, H, W), w (C_out, C_in/group, kh, kw) or, deconv, (C_in, C_out/group, kh, kw),
+	 * b (C_out), out (N, C_out, H_out, W_out) */
 	struct weighted t;
 	if (weighted_load(cs, d.bias, (int64_t)d.n * d.c_out * d.h_out * d.w_out, d.c_out, &t))
 		return;
-	conv_forward(t.out, t.in, t.w, t.b, &d);
-	conv_backward(t.din, t.dw, d.bias ? t.db : NULL, t.r, t.in, t.w, &d);
+	if (de) {
+		deconv_forward(t.out, t.in, t.w, t.b, &d);
+		deconv_backward(t.din, t.dw, d.bias ? t.db : NULL, t.r, t.in, t.w, &d);
+	} else {
+		conv_forward(t.out, t.in, t.w, t.b, &d);
+		conv_backward(t.din, t.dw, d.bias ? t.db : NULL, t.r, t.in, t.w, &d);
+	}
 	weighted_compare(cs, &t);
 }
+
+static void run_conv(const cJSON *cs) { run_conv_or_deconv(cs, 0); }
+static void run_deconv(const cJSON *cs) { run_conv_or_deconv(cs, 1); }
 
 static void run_ip(const cJSON *cs)
 {
@@ -501,6 +523,7 @@ static void for_cases(const char *const *layers, void (*fn)(const cJSON *))
 	}
 
 PARITY(conv, "conv")
+PARITY(deconv, "deconv")
 PARITY(ip, "ip")
 PARITY(pool, "pool")
 PARITY(act, "relu", "sigmoid", "tanh", "power")
@@ -587,6 +610,7 @@ int main(void)
 	       cJSON_IsString(ver) ? ver->valuestring : "?", parity_tol);
 
 	RUN(parity_conv);
+	RUN(parity_deconv);
 	RUN(parity_ip);
 	RUN(parity_pool);
 	RUN(parity_act);

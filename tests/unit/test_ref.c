@@ -9,9 +9,12 @@
  *    move changes a winner.  Every case also checks that backward ADDS (a second
  *    backward doubles the gradients) and that NULL gradient pointers are accepted.
  * 2. Hand-computed forward values: output sizes of Caffe's pooling rule, a 3x3
- *    convolution on a 4x4 input, pooling values and masks, LRN, BN statistics,
- *    softmax loss with ignore_label and Caffe's four normalisers, EuclideanLoss, Crop
- *    windows, top-k accuracy with ties and over spatial positions. */
+ *    convolution on a 4x4 input, a deconvolution's blocks, crops, overlaps and
+ *    groups, pooling values and masks, LRN, BN statistics, softmax loss with
+ *    ignore_label and Caffe's four normalisers, EuclideanLoss, Crop windows, top-k
+ *    accuracy with ties and over spatial positions.
+ * 3. The deconvolution is the convolution's transpose: <deconv(x), y> = <x, conv(y)>
+ *    with the same weights. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -193,19 +196,28 @@ static void conv_b(struct gc *g)
 	conv_backward(g->dx[0], g->dx[1], c->d.bias ? g->dx[2] : NULL, g->dout, g->x[0], g->x[1], &c->d);
 }
 
-static void check_conv(int n, int cin, int h, int w, int cout, int kh, int kw, int sh, int sw, int ph,
-		       int pw, int dh, int dw, int group, int bias)
+static void deconv_f(struct gc *g);
+static void deconv_b(struct gc *g);
+static void deconv_size(struct conv_desc *d);
+
+/* A convolution's (de 0) or a deconvolution's (de 1) gradients by finite differences. */
+static void check_conv_or_deconv(int de, int n, int cin, int h, int w, int cout, int kh, int kw, int sh, int sw,
+				 int ph, int pw, int dh, int dw, int group, int bias)
 {
 	struct conv_case c = { { .n = n, .c_in = cin, .h_in = h, .w_in = w, .c_out = cout, .kh = kh,
 				 .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw,
 				 .group = group, .bias = bias } };
-	conv_out_size(&c.d);
-	struct gc g = { .forward = conv_f, .backward = conv_b, .p = &c };
-	snprintf(g.name, sizeof g.name, "conv %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", n, cin,
-		 h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, group, bias ? " bias" : "");
+	if (de)
+		deconv_size(&c.d);
+	else
+		conv_out_size(&c.d);
+	struct gc g = { .forward = de ? deconv_f : conv_f, .backward = de ? deconv_b : conv_b, .p = &c };
+	snprintf(g.name, sizeof g.name, "%s %dx%dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d%s", de ? "deconv" : "conv",
+		 n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, group, bias ? " bias" : "");
 	g.nb = bias ? 3 : 2;
 	g.n[0] = (int64_t)n * cin * h * w;                   /* (N, C_in, H, W) */
-	g.n[1] = (int64_t)cout * (cin / group) * kh * kw;    /* (C_out, C_in/group, kh, kw) */
+	g.n[1] = (int64_t)cout * (cin / group) * kh * kw;    /* conv (C_out, C_in/group, kh, kw); deconv
+							      * (C_in, C_out/group, kh, kw): as many */
 	g.n[2] = cout;                                       /* (C_out) */
 	for (int b = 0; b < g.nb; b++)
 		g.x[b] = frand(g.n[b], -1.0f, 1.0f);
@@ -213,6 +225,8 @@ static void check_conv(int n, int cin, int h, int w, int cout, int kh, int kw, i
 	g.out = fvec(g.n_out);
 	gc_check(&g);
 }
+#define check_conv(...) check_conv_or_deconv(0, __VA_ARGS__)
+#define check_deconv(...) check_conv_or_deconv(1, __VA_ARGS__)
 
 static void test_conv_sizes(void)
 {
@@ -287,6 +301,115 @@ static void test_conv_grad(void)
 	check_conv(1, 2, 7, 7, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1);  /* dilation 2 */
 	check_conv(1, 2, 8, 7, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1);  /* non-square k, s, p */
 	check_conv(2, 4, 9, 8, 4, 2, 3, 3, 2, 0, 2, 2, 1, 2, 0);  /* everything at once */
+	tfree_all();
+}
+
+/* ---- deconvolution ---- */
+
+static void deconv_f(struct gc *g)
+{
+	struct conv_case *c = g->p;
+	deconv_forward(g->out, g->x[0], g->x[1], c->d.bias ? g->x[2] : NULL, &c->d);
+}
+
+static void deconv_b(struct gc *g)
+{
+	struct conv_case *c = g->p;
+	deconv_backward(g->dx[0], g->dx[1], c->d.bias ? g->dx[2] : NULL, g->dout, g->x[0], g->x[1], &c->d);
+}
+
+/* Caffe's Deconvolution output size: (in - 1)·s - 2p + d·(k - 1) + 1 */
+static void deconv_size(struct conv_desc *d)
+{
+	d->h_out = (d->h_in - 1) * d->sh - 2 * d->ph + d->dh * (d->kh - 1) + 1;
+	d->w_out = (d->w_in - 1) * d->sw - 2 * d->pw + d->dw * (d->kw - 1) + 1;
+}
+
+static void test_deconv_values(void)
+{
+	/* stride 2, kernel 2: each input pixel paints its own 2x2 block, times the kernel */
+	float in[4] = { 1, 2, 3, 4 }, w[4] = { 1, 10, 100, 1000 }, b = 0.5f, out[16];
+	struct conv_desc d = { .n = 1, .c_in = 1, .h_in = 2, .w_in = 2, .c_out = 1, .kh = 2, .kw = 2, .sh = 2,
+			       .sw = 2, .dh = 1, .dw = 1, .group = 1, .bias = 1 };
+	deconv_size(&d);
+	CHECK_EQ_INT(d.h_out, 4);
+	CHECK_EQ_INT(d.w_out, 4);
+	deconv_forward(out, in, w, &b, &d);
+	static const float want[16] = { 1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300, 3000, 400, 4000 };
+	for (int i = 0; i < 16; i++)
+		CHECK_NEAR(out[i], want[i] + 0.5, 1e-6);
+	/* pad 1 crops one row and column off each side of the 4x4 */
+	d.ph = d.pw = 1;
+	deconv_size(&d);
+	CHECK_EQ_INT(d.h_out, 2);
+	deconv_forward(out, in, w, NULL, &d);
+	CHECK_NEAR(out[0], 1000, 1e-6);
+	CHECK_NEAR(out[1], 200, 1e-6);
+	CHECK_NEAR(out[2], 30, 1e-6);
+	CHECK_NEAR(out[3], 4, 1e-6);
+	/* overlapping windows (k 3, s 1) add: a 1x1 input of 2 is the kernel times 2 */
+	float w9[9], o9[9], two = 2;
+	for (int i = 0; i < 9; i++)
+		w9[i] = (float)i;
+	d = (struct conv_desc){ .n = 1, .c_in = 1, .h_in = 1, .w_in = 1, .c_out = 1, .kh = 3, .kw = 3, .sh = 1,
+				.sw = 1, .dh = 1, .dw = 1, .group = 1 };
+	deconv_size(&d);
+	CHECK_EQ_INT(d.h_out, 3);
+	deconv_forward(o9, &two, w9, NULL, &d);
+	for (int i = 0; i < 9; i++)
+		CHECK_NEAR(o9[i], 2.0 * i, 1e-6);
+	/* group 2, two outputs per group: w (C_in 2, C_out/group 2, 1, 1) */
+	float in2[2] = { 5, 7 }, w2[4] = { 1, 2, 3, 4 }, out2[4];
+	d = (struct conv_desc){ .n = 1, .c_in = 2, .h_in = 1, .w_in = 1, .c_out = 4, .kh = 1, .kw = 1, .sh = 1,
+				.sw = 1, .dh = 1, .dw = 1, .group = 2 };
+	deconv_size(&d);
+	deconv_forward(out2, in2, w2, NULL, &d);
+	CHECK_NEAR(out2[0], 5, 1e-6);
+	CHECK_NEAR(out2[1], 10, 1e-6);
+	CHECK_NEAR(out2[2], 21, 1e-6);
+	CHECK_NEAR(out2[3], 28, 1e-6);
+}
+
+/* A deconvolution is the transpose of the convolution with the same weights from
+ * its top's shape to its bottom's: <deconv(x), y> = <x, conv(y)> for every x, y. */
+static void check_transpose(int cin, int h, int w, int cout, int k, int s, int p, int dil, int group)
+{
+	struct conv_desc d = { .n = 2, .c_in = cin, .h_in = h, .w_in = w, .c_out = cout, .kh = k, .kw = k,
+			       .sh = s, .sw = s, .ph = p, .pw = p, .dh = dil, .dw = dil, .group = group };
+	deconv_size(&d);
+	struct conv_desc c = { .n = 2, .c_in = cout, .h_in = d.h_out, .w_in = d.w_out, .c_out = cin, .kh = k,
+			       .kw = k, .sh = s, .sw = s, .ph = p, .pw = p, .dh = dil, .dw = dil, .group = group };
+	conv_out_size(&c);
+	CHECK_EQ_INT(c.h_out, h);
+	CHECK_EQ_INT(c.w_out, w);
+	int64_t nx = 2LL * cin * h * w, ny = 2LL * cout * d.h_out * d.w_out, nw = (int64_t)cin * (cout / group) * k * k;
+	float *x = frand(nx, -1, 1), *y = frand(ny, -1, 1), *wt = frand(nw, -1, 1);
+	float *dx = fvec(ny), *cy = fvec(nx);
+	deconv_forward(dx, x, wt, NULL, &d);
+	conv_forward(cy, y, wt, NULL, &c);
+	double a = 0, b = 0;
+	for (int64_t i = 0; i < ny; i++)
+		a += (double)dx[i] * y[i];
+	for (int64_t i = 0; i < nx; i++)
+		b += (double)x[i] * cy[i];
+	CHECK_NEAR(a, b, 1e-5);
+}
+
+static void test_deconv_grad(void)
+{
+	rng_seed(3);
+	check_transpose(3, 4, 5, 4, 3, 2, 1, 1, 1);
+	check_transpose(4, 3, 3, 6, 4, 2, 1, 1, 2);
+	check_transpose(2, 3, 4, 2, 3, 3, 0, 2, 2);
+	/*           n cin h  w cout kh kw sh sw ph pw dh dw g bias */
+	check_deconv(2, 3, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1);
+	check_deconv(2, 3, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0);
+	check_deconv(1, 2, 3, 4, 3, 4, 4, 2, 2, 1, 1, 1, 1, 1, 0);  /* FCN's upsampling: k 4, s 2, p 1 */
+	check_deconv(2, 4, 3, 3, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1);  /* group 2, stride 2, pad 1 */
+	check_deconv(1, 4, 3, 3, 4, 4, 4, 2, 2, 1, 1, 1, 1, 4, 0);  /* one group per channel */
+	check_deconv(1, 2, 3, 3, 2, 3, 3, 1, 1, 1, 1, 2, 2, 1, 1);  /* dilation 2 */
+	check_deconv(2, 2, 3, 4, 3, 3, 2, 2, 3, 1, 0, 1, 1, 1, 1);  /* non-square k, s, p */
+	check_deconv(1, 4, 2, 3, 2, 2, 3, 3, 2, 0, 1, 2, 1, 2, 0);  /* everything at once */
 	tfree_all();
 }
 
@@ -1234,6 +1357,8 @@ int main(void)
 	RUN(test_conv_sizes);
 	RUN(test_conv_values);
 	RUN(test_conv_grad);
+	RUN(test_deconv_values);
+	RUN(test_deconv_grad);
 	RUN(test_ip);
 	RUN(test_pool_sizes);
 	RUN(test_pool_values);
