@@ -440,6 +440,16 @@ static int finished_summary(struct req *r, char *dir, size_t len, cJSON **summar
 	return rc;
 }
 
+/* The dataset job's folder, for a route that reads what is in it rather than its
+ * summary; with finished, 409 while the dataset is not.  0 or the status sent. */
+static int dataset_dir(struct req *r, int finished, char *dir, size_t len)
+{
+	cJSON *summary = NULL;
+	int rc = finished ? finished_summary(r, dir, len, &summary) : load_summary(r, dir, len, &summary);
+	cJSON_Delete(summary);
+	return rc;
+}
+
 int api_datasets_list(struct req *r)
 {
 	cJSON *jobs = NULL;
@@ -617,11 +627,9 @@ static void send_blob(struct mg_connection *c, const char *type, const void *dat
 int api_dataset_image(struct req *r)
 {
 	char dir[PATH_MAX];
-	cJSON *summary = NULL;
-	int rc = finished_summary(r, dir, sizeof dir, &summary);
+	int rc = dataset_dir(r, 1, dir, sizeof dir);
 	if (rc)
 		return rc;
-	cJSON_Delete(summary);
 	int split = parse_split(r->name);
 	if (split < 0)
 		return http_error(r->c, 404, "not_found", "no split named %s", r->name);
@@ -681,11 +689,9 @@ int api_dataset_file(struct req *r)
 	if (!type)
 		return http_error(r->c, 404, "not_found", "a dataset has no file %s (labels.txt, mean.png, mean.binaryproto, dataset.json, train.txt, val.txt, test.txt)", r->name);
 	char dir[PATH_MAX];
-	cJSON *summary = NULL;
-	int rc = load_summary(r, dir, sizeof dir, &summary);
+	int rc = dataset_dir(r, 0, dir, sizeof dir);
 	if (rc)
 		return rc;
-	cJSON_Delete(summary);
 	char path[PATH_MAX + 80], *data = NULL;
 	size_t len;
 	snprintf(path, sizeof path, "%s/%s", dir, r->name);
