@@ -420,11 +420,9 @@ static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
 {
 	*summary = NULL;
 	struct job_row row;
-	struct dd_err err = { 0 };
-	if (store_job_row(r->id, &row, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row.kind, "dataset") != 0)
-		return http_error(r->c, 404, "not_found", "job %lld is not a dataset", (long long)r->id);
+	int rc = api_job_row(r, "dataset", &row);
+	if (rc)
+		return rc;
 	sched_job_dir(r->id, dir, len);
 	if (row.state == JOB_DONE)
 		dsinfo_read(dir, summary, NULL); /* none: not finished, no summary yet */

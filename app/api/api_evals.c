@@ -95,13 +95,10 @@ out:
 static int eval_dir(struct req *r, char *dir, size_t len)
 {
 	struct job_row row;
-	struct dd_err err = { 0 };
-	if (store_job_row(r->id, &row, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row.kind, "evaluation") != 0)
-		return http_error(r->c, 404, "not_found", "job %lld is not an evaluation", (long long)r->id);
-	sched_job_dir(r->id, dir, len);
-	return 0;
+	int rc = api_job_row(r, "evaluation", &row);
+	if (rc == 0)
+		sched_job_dir(r->id, dir, len);
+	return rc;
 }
 
 /* metrics.json of the evaluation, parsed; 0 or the status sent (409 while it runs). */

@@ -283,6 +283,17 @@ int api_job_json(struct req *r, cJSON **job)
 	return store_job_json(r->id, 1, job, &err) != DD_OK ? http_error_dd(r->c, &err) : 0;
 }
 
+int api_job_row(struct req *r, const char *kind, struct job_row *row)
+{
+	struct dd_err err = { 0 };
+	if (store_job_row(r->id, row, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	if (strcmp(row->kind, kind) != 0)
+		return http_error(r->c, 404, "not_found", "job %lld is not %s %s", (long long)r->id,
+				  strchr("aeiou", kind[0]) ? "an" : "a", kind);
+	return 0;
+}
+
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)
 {
 	struct dd_err err = { 0 };
