@@ -448,34 +448,24 @@ static int dataset_dir(struct req *r, int finished, char *dir, size_t len)
 	return rc;
 }
 
-int api_datasets_list(struct req *r)
+/* A dataset of the list (j, seen by r): its summary, less the skipped files. */
+static void add_list_summary(struct req *r, cJSON *j)
 {
-	cJSON *jobs = NULL;
-	int total = 0;
-	int rc = api_jobs_page(r, "dataset", &jobs, &total);
-	if (rc)
-		return rc;
-	cJSON *j;
-	cJSON_ArrayForEach(j, jobs)
-	{
-		struct req one = *r;
-		one.id = (int64_t)cJSON_GetObjectItem(j, "id")->valuedouble;
-		char dir[PATH_MAX];
-		cJSON *summary = NULL;
-		load_summary(&one, dir, sizeof dir, &summary);
-		if (summary) {
-			/* the list carries the headline, not every skipped file */
-			cJSON_DeleteItemFromObjectCaseSensitive(summary, "skipped");
-			cJSON_AddItemToObject(j, "summary", summary);
-		} else {
-			cJSON_AddNullToObject(j, "summary");
-		}
+	struct req one = *r;
+	one.id = (int64_t)cJSON_GetObjectItem(j, "id")->valuedouble;
+	char dir[PATH_MAX];
+	cJSON *summary = NULL;
+	load_summary(&one, dir, sizeof dir, &summary);
+	if (summary) {
+		/* the list carries the headline, not every skipped file */
+		cJSON_DeleteItemFromObjectCaseSensitive(summary, "skipped");
+		cJSON_AddItemToObject(j, "summary", summary);
+	} else {
+		cJSON_AddNullToObject(j, "summary");
 	}
-	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "datasets", jobs);
-	cJSON_AddNumberToObject(body, "total", total);
-	return http_json(r->c, 200, body);
 }
+
+int api_datasets_list(struct req *r) { return api_jobs_page(r, "dataset", "datasets", add_list_summary); }
 
 int api_dataset_get(struct req *r)
 {

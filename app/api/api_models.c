@@ -348,23 +348,9 @@ static void add_model_fields(cJSON *job, int detail)
 	cJSON_Delete(params);
 }
 
-int api_models_list(struct req *r)
-{
-	cJSON *jobs = NULL;
-	int total = 0;
-	int rc = api_jobs_page(r, "model", &jobs, &total);
-	if (rc)
-		return rc;
-	cJSON *j;
-	cJSON_ArrayForEach(j, jobs)
-	{
-		add_model_fields(j, 0);
-	}
-	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "models", jobs);
-	cJSON_AddNumberToObject(body, "total", total);
-	return http_json(r->c, 200, body);
-}
+static void add_list_fields(struct req *r, cJSON *j) { add_model_fields(j, 0); }
+
+int api_models_list(struct req *r) { return api_jobs_page(r, "model", "models", add_list_fields); }
 
 int api_model_get(struct req *r)
 {
