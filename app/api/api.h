@@ -129,10 +129,14 @@ struct job_row;
  * the kinds' validate uses); the error names field ("dataset",
  * "network.previous"): 400 for no such job or another kind (api_jobs.c). */
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row);
-/* One page of the jobs of kind r's user sees (?limit from 1 to 1000, 100 when
- * absent; ?offset), newest first, into *jobs (caller frees with cJSON_Delete())
- * and how many there are in all into *total (api_jobs.c). */
-int api_jobs_page(struct req *r, const char *kind, cJSON **jobs, int *total);
+/* Job r->id's row, for a route under its kind's path: 404 when it is of another
+ * kind ("job 7 is not an evaluation"), or the store's error (api_jobs.c). */
+int api_job_row(struct req *r, const char *kind, struct job_row *row);
+/* A kind's own list (GET /api/v1/datasets, /api/v1/models): one page of the jobs
+ * of kind r's user sees (?limit from 1 to 1000, 100 when absent; ?offset), newest
+ * first, each given to add for its kind's fields, answered as
+ * {key: [the page], "total": how many there are in all} (api_jobs.c). */
+int api_jobs_page(struct req *r, const char *kind, const char *key, void (*add)(struct req *r, cJSON *job));
 /* Job r->id as the API shows it, params included, into *job (caller frees with
  * cJSON_Delete(); api_jobs.c). */
 int api_job_json(struct req *r, cJSON **job);

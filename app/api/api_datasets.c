@@ -420,11 +420,9 @@ static int load_summary(struct req *r, char *dir, size_t len, cJSON **summary)
 {
 	*summary = NULL;
 	struct job_row row;
-	struct dd_err err = { 0 };
-	if (store_job_row(r->id, &row, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row.kind, "dataset") != 0)
-		return http_error(r->c, 404, "not_found", "job %lld is not a dataset", (long long)r->id);
+	int rc = api_job_row(r, "dataset", &row);
+	if (rc)
+		return rc;
 	sched_job_dir(r->id, dir, len);
 	if (row.state == JOB_DONE)
 		dsinfo_read(dir, summary, NULL); /* none: not finished, no summary yet */
@@ -440,34 +438,34 @@ static int finished_summary(struct req *r, char *dir, size_t len, cJSON **summar
 	return rc;
 }
 
-int api_datasets_list(struct req *r)
+/* The dataset job's folder, for a route that reads what is in it rather than its
+ * summary; with finished, 409 while the dataset is not.  0 or the status sent. */
+static int dataset_dir(struct req *r, int finished, char *dir, size_t len)
 {
-	cJSON *jobs = NULL;
-	int total = 0;
-	int rc = api_jobs_page(r, "dataset", &jobs, &total);
-	if (rc)
-		return rc;
-	cJSON *j;
-	cJSON_ArrayForEach(j, jobs)
-	{
-		struct req one = *r;
-		one.id = (int64_t)cJSON_GetObjectItem(j, "id")->valuedouble;
-		char dir[PATH_MAX];
-		cJSON *summary = NULL;
-		load_summary(&one, dir, sizeof dir, &summary);
-		if (summary) {
-			/* the list carries the headline, not every skipped file */
-			cJSON_DeleteItemFromObjectCaseSensitive(summary, "skipped");
-			cJSON_AddItemToObject(j, "summary", summary);
-		} else {
-			cJSON_AddNullToObject(j, "summary");
-		}
-	}
-	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "datasets", jobs);
-	cJSON_AddNumberToObject(body, "total", total);
-	return http_json(r->c, 200, body);
+	cJSON *summary = NULL;
+	int rc = finished ? finished_summary(r, dir, len, &summary) : load_summary(r, dir, len, &summary);
+	cJSON_Delete(summary);
+	return rc;
 }
+
+/* A dataset of the list (j, seen by r): its summary, less the skipped files. */
+static void add_list_summary(struct req *r, cJSON *j)
+{
+	struct req one = *r;
+	one.id = (int64_t)cJSON_GetObjectItem(j, "id")->valuedouble;
+	char dir[PATH_MAX];
+	cJSON *summary = NULL;
+	load_summary(&one, dir, sizeof dir, &summary);
+	if (summary) {
+		/* the list carries the headline, not every skipped file */
+		cJSON_DeleteItemFromObjectCaseSensitive(summary, "skipped");
+		cJSON_AddItemToObject(j, "summary", summary);
+	} else {
+		cJSON_AddNullToObject(j, "summary");
+	}
+}
+
+int api_datasets_list(struct req *r) { return api_jobs_page(r, "dataset", "datasets", add_list_summary); }
 
 int api_dataset_get(struct req *r)
 {
@@ -617,11 +615,9 @@ static void send_blob(struct mg_connection *c, const char *type, const void *dat
 int api_dataset_image(struct req *r)
 {
 	char dir[PATH_MAX];
-	cJSON *summary = NULL;
-	int rc = finished_summary(r, dir, sizeof dir, &summary);
+	int rc = dataset_dir(r, 1, dir, sizeof dir);
 	if (rc)
 		return rc;
-	cJSON_Delete(summary);
 	int split = parse_split(r->name);
 	if (split < 0)
 		return http_error(r->c, 404, "not_found", "no split named %s", r->name);
@@ -681,11 +677,9 @@ int api_dataset_file(struct req *r)
 	if (!type)
 		return http_error(r->c, 404, "not_found", "a dataset has no file %s (labels.txt, mean.png, mean.binaryproto, dataset.json, train.txt, val.txt, test.txt)", r->name);
 	char dir[PATH_MAX];
-	cJSON *summary = NULL;
-	int rc = load_summary(r, dir, sizeof dir, &summary);
+	int rc = dataset_dir(r, 0, dir, sizeof dir);
 	if (rc)
 		return rc;
-	cJSON_Delete(summary);
 	char path[PATH_MAX + 80], *data = NULL;
 	size_t len;
 	snprintf(path, sizeof path, "%s/%s", dir, r->name);

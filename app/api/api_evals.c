@@ -95,30 +95,39 @@ out:
 static int eval_dir(struct req *r, char *dir, size_t len)
 {
 	struct job_row row;
-	struct dd_err err = { 0 };
-	if (store_job_row(r->id, &row, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row.kind, "evaluation") != 0)
-		return http_error(r->c, 404, "not_found", "job %lld is not an evaluation", (long long)r->id);
-	sched_job_dir(r->id, dir, len);
+	int rc = api_job_row(r, "evaluation", &row);
+	if (rc == 0)
+		sched_job_dir(r->id, dir, len);
+	return rc;
+}
+
+/* metrics.json of the evaluation folder dir, parsed into *m (caller frees with
+ * cJSON_Delete(); NULL where it does not parse).  0, or -1 where there is none to
+ * read yet (it is written when the evaluation ends). */
+static int read_metrics(const char *dir, cJSON **m)
+{
+	char path[PATH_MAX + 32];
+	*m = NULL;
+	jobdir_file(dir, JOBDIR_METRICS, path, sizeof path);
+	char *text = NULL;
+	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) != DD_OK)
+		return -1;
+	json_parse_str(text, "metrics.json", m, NULL);
+	free(text);
 	return 0;
 }
 
 /* metrics.json of the evaluation, parsed; 0 or the status sent (409 while it runs). */
 static int load_metrics(struct req *r, cJSON **out)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32];
+	char dir[PATH_MAX];
 	*out = NULL;
 	int rc = eval_dir(r, dir, sizeof dir);
 	if (rc)
 		return rc;
-	jobdir_file(dir, JOBDIR_METRICS, path, sizeof path);
-	char *text = NULL;
-	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) != DD_OK)
+	if (read_metrics(dir, out))
 		return http_error(r->c, 409, "conflict", "evaluation %lld has no metrics yet: they come when it ends",
 				  (long long)r->id);
-	json_parse_str(text, "metrics.json", out, NULL);
-	free(text);
 	if (!*out)
 		return http_error(r->c, 500, "internal", "evaluation %lld: metrics.json does not parse", (long long)r->id);
 	return 0;
@@ -143,7 +152,7 @@ static void scan_partial(void *vctx, int64_t seq, cJSON *ev)
 
 int api_eval_get(struct req *r)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32];
+	char dir[PATH_MAX];
 	int rc = eval_dir(r, dir, sizeof dir);
 	cJSON *job = NULL;
 	if (rc || (rc = api_job_json(r, &job)))
@@ -153,12 +162,8 @@ int api_eval_get(struct req *r)
 	jobdir_file(dir, JOBDIR_EVENTS, t.path, sizeof t.path);
 	events_tail_poll(&t, scan_partial, &p, NULL);
 	cJSON_AddItemToObject(job, "partial", p.ev ? p.ev : cJSON_CreateNull());
-	jobdir_file(dir, JOBDIR_METRICS, path, sizeof path);
-	char *text = NULL;
 	cJSON *m = NULL;
-	if (fs_read_file(path, 1u << 30, &text, NULL, NULL) == DD_OK)
-		json_parse_str(text, "metrics.json", &m, NULL);
-	free(text);
+	read_metrics(dir, &m); /* none yet, or none that parses: null */
 	if (m) {
 		/* the big parts have routes of their own */
 		static const char *const drop[] = { "confusion", "misclassified", "top", NULL };

@@ -261,19 +261,25 @@ int api_ws_plain(struct req *r)
 			  "/api/v1/ws is a WebSocket: connect with an \"Upgrade: websocket\" request");
 }
 
-int api_jobs_page(struct req *r, const char *kind, cJSON **jobs, int *total)
+int api_jobs_page(struct req *r, const char *kind, const char *key, void (*add)(struct req *r, cJSON *job))
 {
 	struct dd_err err = { 0 };
 	long long limit, offset;
 	int rc;
-	*jobs = NULL;
-	*total = 0;
 	if ((rc = http_query_int(r->c, "limit", 100, 1, 1000, &limit)) ||
 	    (rc = http_query_int(r->c, "offset", 0, 0, INT_MAX, &offset)))
 		return rc;
-	if (store_job_list_for(perm_list_owner(r), kind, NULL, (int)limit, (int)offset, jobs, total, &err) != DD_OK)
+	cJSON *jobs = NULL;
+	int total = 0;
+	if (store_job_list_for(perm_list_owner(r), kind, NULL, (int)limit, (int)offset, &jobs, &total, &err) != DD_OK)
 		return http_error_dd(r->c, &err);
-	return 0;
+	cJSON *j;
+	cJSON_ArrayForEach(j, jobs)
+		add(r, j);
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, key, jobs);
+	cJSON_AddNumberToObject(body, "total", total);
+	return http_json(r->c, 200, body);
 }
 
 int api_job_json(struct req *r, cJSON **job)
@@ -281,6 +287,17 @@ int api_job_json(struct req *r, cJSON **job)
 	struct dd_err err = { 0 };
 	*job = NULL;
 	return store_job_json(r->id, 1, job, &err) != DD_OK ? http_error_dd(r->c, &err) : 0;
+}
+
+int api_job_row(struct req *r, const char *kind, struct job_row *row)
+{
+	struct dd_err err = { 0 };
+	if (store_job_row(r->id, row, &err) != DD_OK)
+		return http_error_dd(r->c, &err);
+	if (strcmp(row->kind, kind) != 0)
+		return http_error(r->c, 404, "not_found", "job %lld is not %s %s", (long long)r->id,
+				  strchr("aeiou", kind[0]) ? "an" : "a", kind);
+	return 0;
 }
 
 int api_job_of_kind(struct req *r, int64_t id, const char *kind, const char *field, struct job_row *row)

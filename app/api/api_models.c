@@ -348,39 +348,14 @@ static void add_model_fields(cJSON *job, int detail)
 	cJSON_Delete(params);
 }
 
-int api_models_list(struct req *r)
-{
-	cJSON *jobs = NULL;
-	int total = 0;
-	int rc = api_jobs_page(r, "model", &jobs, &total);
-	if (rc)
-		return rc;
-	cJSON *j;
-	cJSON_ArrayForEach(j, jobs)
-	{
-		add_model_fields(j, 0);
-	}
-	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "models", jobs);
-	cJSON_AddNumberToObject(body, "total", total);
-	return http_json(r->c, 200, body);
-}
+static void add_list_fields(struct req *r, cJSON *j) { add_model_fields(j, 0); }
 
-/* The model job r->id's row; 0 or the status of the 404 sent. */
-static int model_row(struct req *r, struct job_row *row)
-{
-	struct dd_err err = { 0 };
-	if (store_job_row(r->id, row, &err) != DD_OK)
-		return http_error_dd(r->c, &err);
-	if (strcmp(row->kind, "model") != 0)
-		return http_error(r->c, 404, "not_found", "job %lld is not a model", (long long)r->id);
-	return 0;
-}
+int api_models_list(struct req *r) { return api_jobs_page(r, "model", "models", add_list_fields); }
 
 int api_model_get(struct req *r)
 {
 	struct job_row row;
-	int rc = model_row(r, &row);
+	int rc = api_job_row(r, "model", &row);
 	cJSON *job = NULL;
 	if (rc || (rc = api_job_json(r, &job)))
 		return rc;
@@ -398,7 +373,7 @@ int api_model_resume(struct req *r)
 {
 	static const char *const fields[] = { "epochs", "snapshot", NULL };
 	struct job_row row;
-	int rc = model_row(r, &row);
+	int rc = api_job_row(r, "model", &row);
 	if (rc)
 		return rc;
 	cJSON *body = NULL, *job = NULL;
@@ -492,7 +467,7 @@ out:
 int api_model_snapshot(struct req *r)
 {
 	struct job_row row;
-	int rc = model_row(r, &row);
+	int rc = api_job_row(r, "model", &row);
 	if (rc)
 		return rc;
 	char dir[PATH_MAX], path[PATH_MAX + 64];
@@ -637,7 +612,7 @@ static int remove_snapshots(struct req *r, const char *dir, const struct modeldi
 static int ended_model(struct req *r, char *dir, size_t len, struct modeldir_snapshot **snaps, int *n)
 {
 	struct job_row row;
-	int rc = model_row(r, &row);
+	int rc = api_job_row(r, "model", &row);
 	if (rc)
 		return rc;
 	if (row.state == JOB_QUEUED || row.state == JOB_RUNNING)

@@ -35,6 +35,15 @@ function makeFolder(root) {
   writeFileSync(join(root, 'fruit', 'date', '0.ppm'), ppm(4, 4, [90, 60, 20]));
 }
 
+/** A fresh work folder (prefix…) holding makeFolder's fruit/ and, beside it, fruit/
+ *  archived by tar with flags (cf, czf) as archive. */
+function fruitWork(prefix, flags, archive) {
+  const work = mkdtempSync(join(tmpdir(), prefix));
+  makeFolder(work);
+  execFileSync('tar', [flags, join(work, archive), '-C', work, 'fruit']);
+  return work;
+}
+
 async function upload(server, name, data) {
   const res = await fetch(`${server.url}/api/v1/uploads?name=${encodeURIComponent(name)}`, { method: 'POST', body: data });
   return { status: res.status, body: await res.json() };
@@ -43,9 +52,7 @@ async function upload(server, name, data) {
 describe('datasets', () => {
   let server, work;
   before(async () => {
-    work = mkdtempSync(join(tmpdir(), 'deepdesk-ds-'));
-    makeFolder(work);
-    execFileSync('tar', ['czf', join(work, 'fruit.tar.gz'), '-C', work, 'fruit']);
+    work = fruitWork('deepdesk-ds-', 'czf', 'fruit.tar.gz');
     server = await startServer({ args: ['--data-root', join(work, 'fruit')] });
   });
   after(() => { killTrackedPids(); server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
@@ -212,9 +219,7 @@ with tarfile.open(sys.argv[1], 'w') as t:
 describe('archive caps set by the server', () => {
   let server, work;
   before(async () => {
-    work = mkdtempSync(join(tmpdir(), 'deepdesk-caps-'));
-    makeFolder(work);
-    execFileSync('tar', ['cf', join(work, 'fruit.tar'), '-C', work, 'fruit']);
+    work = fruitWork('deepdesk-caps-', 'cf', 'fruit.tar');
     server = await startServer({ args: ['--archive-max-files', '10'] });
   });
   after(() => { killTrackedPids(); server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });

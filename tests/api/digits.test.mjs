@@ -21,6 +21,13 @@ async function getJson(server, path) {
   return { status: res.status, body, text, headers: res.headers };
 }
 
+/** getJson's body, once the answer was a 200 (its text the message where not). */
+async function getOk(server, path) {
+  const r = await getJson(server, path);
+  assert.equal(r.status, 200, r.text);
+  return r.body;
+}
+
 describe('digits', () => {
   let server, work, dsId, modelId, queuedId;
 
@@ -72,9 +79,7 @@ describe('digits', () => {
   });
 
   test('GET /datasets/<job_id>.json: the parse and create-db tasks, width and height not swapped', async () => {
-    const r = await getJson(server, `/datasets/${dsId}.json`);
-    assert.equal(r.status, 200, r.text);
-    const d = r.body;
+    const d = await getOk(server, `/datasets/${dsId}.json`);
     assert.equal(d.id, dsId);
     assert.equal(d.name, 'colours');
     assert.equal(d.status, 'Done');
@@ -97,9 +102,7 @@ describe('digits', () => {
   });
 
   test('GET /models/<job_id>.json: DIGITS\' model fields and snapshots as epochs', async () => {
-    const r = await getJson(server, `/models/${modelId}.json`);
-    assert.equal(r.status, 200, r.text);
-    const m = r.body;
+    const m = await getOk(server, `/models/${modelId}.json`);
     assert.equal(m.id, modelId);
     assert.equal(m.status, 'Done');
     assert.equal(m.dataset_id, dsId);

@@ -15,6 +15,7 @@ import { makeAccounts, login, asUser } from '../lib/auth.mjs';
 
 const DOC = loadOpenApi();
 const SHORT = { steps: 3, step_ms: 30 };
+const LONG = { steps: 100000, step_ms: 20 };
 
 /** Wait until job id (seen by the client as) is in one of states. */
 async function waitState(as, id, states, timeout = 60000) {
@@ -30,6 +31,13 @@ async function create(as, params, name) {
   const r = await as('POST', '/api/v1/jobs', { kind: 'test', name, params });
   assert.equal(r.status, 202, JSON.stringify(r.body));
   return r.body.job.id;
+}
+
+/** A job of owner's that runs until it is aborted, once admin sees it running: its id. */
+async function createRunning(owner, admin, name) {
+  const id = await create(owner, LONG, name);
+  await waitState(admin, id, ['running']);
+  return id;
 }
 
 describe('one slot, three learners', () => {
@@ -49,8 +57,7 @@ describe('one slot, three learners', () => {
   after(async () => { await server?.stop(); killTrackedPids(); rmSync(acc.dir, { recursive: true, force: true }); });
 
   test('jobs start round-robin across owners, and each learner sees where theirs stand', async () => {
-    const blocker = await create(admin, { steps: 100000, step_ms: 20 }, 'blocker');
-    await waitState(admin, blocker, ['running']);
+    const blocker = await createRunning(admin, admin, 'blocker');
     // ann queues a sweep of three first, then ben two, then cat one
     const a1 = await create(a, SHORT, 'a1');
     const a2 = await create(a, SHORT, 'a2');
@@ -90,8 +97,7 @@ describe('one slot, three learners', () => {
   });
 
   test('an instructor moves a job to the front; a learner may not reorder', async () => {
-    const blocker = await create(admin, { steps: 100000, step_ms: 20 }, 'blocker 2');
-    await waitState(admin, blocker, ['running']);
+    const blocker = await createRunning(admin, admin, 'blocker 2');
     const a1 = await create(a, SHORT, 'x1');
     const b1 = await create(b, SHORT, 'y1');
     const c1 = await create(c, SHORT, 'z1');
@@ -159,8 +165,7 @@ describe('the limit of running jobs', () => {
     const ann = users.find((u) => u.name === 'ann');
     const p = await admin('PATCH', `/api/v1/users/${ann.id}`, { quota: { jobs: 1 } });
     assert.equal(p.status, 200, JSON.stringify(p.body));
-    const first = await create(a, { steps: 100000, step_ms: 20 }, 'first');
-    await waitState(admin, first, ['running']);
+    const first = await createRunning(a, admin, 'first');
     const second = await create(a, SHORT, 'second');
     // scheduler ticks, counted by the first job's reports: it must still wait
     await schedulerTicks(async () => (await a('GET', `/api/v1/jobs/${first}`)).body.job.events, 5, 'ticks with a slot free for the second job');
@@ -195,8 +200,7 @@ describe('/metrics', () => {
   });
 
   test('jobs by state, the queue, request latency and per-user usage, in the text format', async () => {
-    const long = await create(a, { steps: 100000, step_ms: 20 }, 'long');
-    await waitState(admin, long, ['running']);
+    const long = await createRunning(a, admin, 'long');
     await create(a, SHORT, 'waiting');
     const r = await scrape({ authorization: `Bearer ${TOKEN}` });
     assert.equal(r.status, 200);

@@ -3,8 +3,10 @@
  * row order) on a dark ground with noise, 60 a class, 25% held out for validation
  * (180 train, 60 val), built by datasets/create.c.  Seeded: the same every run.
  * QUADRANTS_NET is a small network that learns it in a few epochs, and
- * quadrants_train_opts the options of a training on it.
- * Header-only for the tests; every function is static. */
+ * quadrants_train_opts the options of a training on it; quadrants_gray_options the
+ * options that build it (and test_fmnist's small gray Fashion-MNIST).
+ * Header-only for the tests; every function is static inline, so a test that uses
+ * only some of them builds without warnings. */
 #ifndef DD_TEST_QUADRANTS_H
 #define DD_TEST_QUADRANTS_H
 
@@ -36,15 +38,26 @@
 	"layer { name: \"accuracy\" type: \"Accuracy\" bottom: \"fc\" bottom: \"label\" top: \"accuracy\"\n" \
 	"  include { stage: \"val\" } }\n"
 
-static int quadrants_rnd(uint64_t *s, int n)
+static inline int quadrants_rnd(uint64_t *s, int n)
 {
 	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
 	return (int)((*s >> 33) % (uint64_t)n);
 }
 
+/* o: ds_options_default's for a small gray dataset: side x side, one channel, stored
+ * as PNG, val_pct% held out for validation; the caller sets the rest. */
+static inline void quadrants_gray_options(struct ds_options *o, int side, int val_pct)
+{
+	ds_options_default(o);
+	o->width = o->height = side;
+	o->channels = 1;
+	o->encoding = DS_ENC_PNG;
+	o->val_pct = val_pct;
+}
+
 /* Write the images under TMP/src and build the dataset into dsdir (TMP/ds).  A
  * quadrant's pixels are bright + [0, 60), the rest dark + [0, 60).  0 or -1. */
-static int quadrants_dataset(const char *tmp, int bright, int dark, char *dsdir, size_t dslen)
+static inline int quadrants_dataset(const char *tmp, int bright, int dark, char *dsdir, size_t dslen)
 {
 	struct dd_err err = { 0 };
 	char src[512], path[768];
@@ -77,11 +90,7 @@ static int quadrants_dataset(const char *tmp, int bright, int dark, char *dsdir,
 		}
 	}
 	struct ds_options o;
-	ds_options_default(&o);
-	o.width = o.height = 16;
-	o.channels = 1;
-	o.encoding = DS_ENC_PNG;
-	o.val_pct = 25;
+	quadrants_gray_options(&o, 16, 25);
 	struct ds_source s = { .folder = { src } };
 	snprintf(dsdir, dslen, "%s/ds", tmp);
 	int rc = ds_create(&s, &o, dsdir, NULL, NULL, &err);

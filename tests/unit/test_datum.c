@@ -93,6 +93,15 @@ static void test_datum_encoding_is_byte_exact(void)
 	free(out);
 }
 
+/* d encoded into *out (caller frees) and decoded back into *back, which borrows
+ * from *out; either step failing is a failed check. */
+static void round_trip(const struct datum *d, uint8_t **out, size_t *len, struct datum *back)
+{
+	struct dd_err err;
+	CHECK_EQ_INT(datum_encode(d, out, len, &err), DD_OK);
+	CHECK_EQ_INT(datum_decode(*out, *len, back, &err), DD_OK);
+}
+
 static void test_datum_round_trip_raw_and_encoded(void)
 {
 	size_t n = 3 * 64 * 48;
@@ -103,9 +112,7 @@ static void test_datum_round_trip_raw_and_encoded(void)
 	uint8_t *out;
 	size_t len;
 	struct datum back;
-	struct dd_err err;
-	CHECK_EQ_INT(datum_encode(&d, &out, &len, &err), DD_OK);
-	CHECK_EQ_INT(datum_decode(out, len, &back, &err), DD_OK);
+	round_trip(&d, &out, &len, &back);
 	CHECK_EQ_INT(back.channels, 3);
 	CHECK_EQ_INT(back.height, 64);
 	CHECK_EQ_INT(back.width, 48);
@@ -122,8 +129,7 @@ static void test_datum_round_trip_raw_and_encoded(void)
 	const uint8_t png[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R' };
 	struct datum e = { .channels = 1, .height = 28, .width = 28, .label = 4, .encoded = 1, .data = png,
 			   .data_len = sizeof png };
-	CHECK_EQ_INT(datum_encode(&e, &out, &len, &err), DD_OK);
-	CHECK_EQ_INT(datum_decode(out, len, &back, &err), DD_OK);
+	round_trip(&e, &out, &len, &back);
 	CHECK_EQ_INT(back.encoded, 1);
 	CHECK_EQ_INT(back.channels, 1);
 	CHECK_EQ_INT(back.height, 28);
@@ -137,8 +143,7 @@ static void test_datum_round_trip_raw_and_encoded(void)
 	float f[3] = { 0.5f, -1e30f, 3.25f };
 	struct datum fl = { .channels = 3, .height = 1, .width = 1, .data = png, .data_len = 0, .float_data = f,
 			    .n_float = 3 };
-	CHECK_EQ_INT(datum_encode(&fl, &out, &len, &err), DD_OK);
-	CHECK_EQ_INT(datum_decode(out, len, &back, &err), DD_OK);
+	round_trip(&fl, &out, &len, &back);
 	CHECK_EQ_INT(back.n_float, 3);
 	CHECK(back.float_data && memcmp(back.float_data, f, sizeof f) == 0);
 	CHECK(back.data != NULL && back.data_len == 0);

@@ -18,6 +18,7 @@
 #include "../../networks/net.h"
 #include "../../networks/train.h"
 #include "check.h"
+#include "quadrants.h"
 
 static char tmp[256];
 
@@ -35,11 +36,7 @@ static void test_lenet_learns(void)
 	/* the first 15,000 training images (the set is shuffled: ~1,500 a class) */
 	CHECK_EQ_INT(example_fashion_mnist(src, enough, NULL, &err), DD_ECONFLICT);
 	struct ds_options o;
-	ds_options_default(&o);
-	o.width = o.height = 28;
-	o.channels = 1;
-	o.encoding = DS_ENC_PNG;
-	o.val_pct = 20;
+	quadrants_gray_options(&o, 28, 20);
 	o.max_per_class = 1500;
 	struct ds_source s = { .folder = { train } };
 	int rc = ds_create(&s, &o, ds, NULL, NULL, &err);

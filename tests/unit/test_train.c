@@ -29,6 +29,23 @@ static int make_dataset(void)
 	return quadrants_dataset(tmp, 170, 40, dsdir, sizeof dsdir);
 }
 
+/* One training of small_net on the dataset into TMP/NAME: its options, its result
+ * and the folder it writes (o.out_dir points into it, so it is not copied). */
+struct small_run {
+	struct train_opts o;
+	struct train_result r;
+	char out[600];
+};
+
+/* s: small_net trained for epochs into TMP/name, its result into s->r; the caller
+ * sets the rest of s->o. */
+static void small_run_init(struct small_run *s, const char *name, int epochs)
+{
+	snprintf(s->out, sizeof s->out, "%s/%s", tmp, name);
+	quadrants_train_opts(&s->o, dsdir, small_net, s->out, epochs);
+	s->o.result = &s->r;
+}
+
 static void test_feed(void)
 {
 	struct dd_err err = { 0 };
@@ -89,32 +106,28 @@ static void on_metric(void *ctx, const struct train_metric *m)
 static void test_train(void)
 {
 	struct dd_err err = { 0 };
-	struct train_opts o;
-	struct train_result r;
-	char out[600];
-	snprintf(out, sizeof out, "%s/job", tmp);
-	quadrants_train_opts(&o, dsdir, small_net, out, 3);
-	o.network_name = "tiny";
-	o.seed = 1;
-	o.result = &r;
+	struct small_run s;
+	small_run_init(&s, "job", 3);
+	s.o.network_name = "tiny";
+	s.o.seed = 1;
 	struct train_hooks h = { .metric = on_metric };
 	int64_t t0 = fs_mono_ms();
-	int rc = train_run(&o, &h, &err);
+	int rc = train_run(&s.o, &h, &err);
 	if (rc)
 		fprintf(stderr, "  train_run: %s\n", err.msg);
 	CHECK_EQ_INT(rc, DD_OK);
-	printf("  val accuracy %.3f loss %.3f -> %.3f in %lld ms (%d train metrics)\n", r.val_accuracy,
-	       r.first_train_loss, r.train_loss, (long long)(fs_mono_ms() - t0), nmetric_train);
-	CHECK(r.val_accuracy > 0.9);
-	CHECK(r.train_loss < r.first_train_loss);
+	printf("  val accuracy %.3f loss %.3f -> %.3f in %lld ms (%d train metrics)\n", s.r.val_accuracy,
+	       s.r.first_train_loss, s.r.train_loss, (long long)(fs_mono_ms() - t0), nmetric_train);
+	CHECK(s.r.val_accuracy > 0.9);
+	CHECK(s.r.train_loss < s.r.first_train_loss);
 	CHECK_EQ_INT(nmetric_val, 3);
 	CHECK(nmetric_train >= 3 * 8);
-	CHECK_EQ_INT(r.iterations, 3 * 12); /* ceil(180/16) = 12 */
+	CHECK_EQ_INT(s.r.iterations, 3 * 12); /* ceil(180/16) = 12 */
 
 	/* the snapshot */
 	char path[700];
-	snprintf(path, sizeof path, "%s/snapshot_epoch_3.safetensors", out);
-	CHECK_STR(r.snapshot, path);
+	snprintf(path, sizeof path, "%s/snapshot_epoch_3.safetensors", s.out);
+	CHECK_STR(s.r.snapshot, path);
 	char *buf = NULL;
 	size_t len = 0;
 	CHECK_EQ_INT(fs_read_file(path, 1 << 24, &buf, &len, &err), DD_OK);
@@ -176,24 +189,20 @@ static int should_stop(void *ctx) { return --stop_after <= 0; }
 static void test_stop(void)
 {
 	struct dd_err err = { 0 };
-	struct train_opts o;
-	struct train_result r;
-	char out[600];
-	snprintf(out, sizeof out, "%s/job2", tmp);
-	quadrants_train_opts(&o, dsdir, small_net, out, 5);
-	o.solver = SOLVER_ADAM;
-	o.base_lr = 0.001;
-	o.result = &r;
+	struct small_run s;
+	small_run_init(&s, "job2", 5);
+	s.o.solver = SOLVER_ADAM;
+	s.o.base_lr = 0.001;
 	stop_after = 5;
 	struct train_hooks h = { .should_stop = should_stop };
-	CHECK_EQ_INT(train_run(&o, &h, &err), DD_OK);
-	CHECK(r.stopped);
-	CHECK_EQ_INT(r.iterations, 5);
+	CHECK_EQ_INT(train_run(&s.o, &h, &err), DD_OK);
+	CHECK(s.r.stopped);
+	CHECK_EQ_INT(s.r.iterations, 5);
 	struct stat st;
 	char path[700];
-	snprintf(path, sizeof path, "%s/snapshot_epoch_0.4167.safetensors", out); /* 5 of 12 */
+	snprintf(path, sizeof path, "%s/snapshot_epoch_0.4167.safetensors", s.out); /* 5 of 12 */
 	CHECK(stat(path, &st) == 0);
-	snprintf(path, sizeof path, "%s/snapshot_epoch_0.4167.solverstate", out);
+	snprintf(path, sizeof path, "%s/snapshot_epoch_0.4167.solverstate", s.out);
 	CHECK(stat(path, &st) == 0);
 }
 
