@@ -434,26 +434,30 @@ static int infer_data(struct ic *x, struct net_node *nd)
 	return l->ntop > 1 ? net_set_top(x, nd, 1, 1, d) : DD_OK;
 }
 
-/* Convolution and Deconvolution: bottom s's channels split into the groups? */
-static int check_groups(struct ic *x, struct net_node *nd, const struct net_shape *s)
+/* What Convolution and Deconvolution start from: the bottom's shape (*s), whose
+ * channels must split into the groups, and the dilated kernel's extent (*ekh x
+ * *ekw).  0, or the error sent. */
+static int conv_bottom(struct ic *x, struct net_node *nd, const struct net_shape **s, int64_t *ekh, int64_t *ekw)
 {
-	int group = nd->l.conv.group;
-	if (s->dim[1] % group == 0)
+	const struct net_conv_param *p = &nd->l.conv;
+	*s = bottom_shape(x, nd, 0);
+	*ekh = (int64_t)p->dh * (p->kh - 1) + 1;
+	*ekw = (int64_t)p->dw * (p->kw - 1) + 1;
+	if ((*s)->dim[1] % p->group == 0)
 		return DD_OK;
 	return net_lerr(x, nd, "its %lld input channels do not divide into %d groups: set group to a divisor of %lld "
 			       "(1 always works)",
-			(long long)s->dim[1], group, (long long)s->dim[1]);
+			(long long)(*s)->dim[1], p->group, (long long)(*s)->dim[1]);
 }
 
 static int infer_conv(struct ic *x, struct net_node *nd)
 {
 	const struct net_conv_param *p = &nd->l.conv;
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
+	const struct net_shape *s;
+	int64_t o[NET_MAX_DIMS], ekh, ekw;
 	int rc;
-	if ((rc = check_groups(x, nd, s)))
+	if ((rc = conv_bottom(x, nd, &s, &ekh, &ekw)))
 		return rc;
-	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
 	int64_t hp = s->dim[2] + 2 * p->ph, wp = s->dim[3] + 2 * p->pw;
 	if (ekh > hp || ekw > wp) {
 		char kern[64];
@@ -484,12 +488,11 @@ static int infer_conv(struct ic *x, struct net_node *nd)
 static int infer_deconv(struct ic *x, struct net_node *nd)
 {
 	const struct net_conv_param *p = &nd->l.conv;
-	const struct net_shape *s = bottom_shape(x, nd, 0);
-	int64_t o[NET_MAX_DIMS];
+	const struct net_shape *s;
+	int64_t o[NET_MAX_DIMS], ekh, ekw;
 	int rc;
-	if ((rc = check_groups(x, nd, s)))
+	if ((rc = conv_bottom(x, nd, &s, &ekh, &ekw)))
 		return rc;
-	int64_t ekh = (int64_t)p->dh * (p->kh - 1) + 1, ekw = (int64_t)p->dw * (p->kw - 1) + 1;
 	o[0] = s->dim[0];
 	o[1] = p->num_output;
 	o[2] = (s->dim[2] - 1) * p->sh - 2 * (int64_t)p->ph + ekh;
