@@ -101,6 +101,26 @@ void conv_forward(float *out, const float *in, const float *w, const float *b, c
 		}
 }
 
+/* *acc += Σ_{y<ah, x<aw} a[y,x] · b[conv_tap(y, i), conv_tap(x, j)] over the taps
+ * inside b (bh x bw), in order: a weight gradient's sum for one image and one
+ * kernel position (i, j) — the convolution's a = dout, b = its input; the
+ * deconvolution's a = its input, b = dout. */
+static void tap_correlate(double *acc, const float *a, int ah, int aw, const float *b, int bh, int bw, int i, int j,
+			  const struct conv_desc *d)
+{
+	for (int y = 0; y < ah; y++) {
+		int by = conv_tap(y, i, d->sh, d->ph, d->dh, bh);
+		if (by < 0)
+			continue;
+		for (int x = 0; x < aw; x++) {
+			int bx = conv_tap(x, j, d->sw, d->pw, d->dw, bw);
+			if (bx < 0)
+				continue;
+			*acc += (double)a[(size_t)y * aw + x] * b[(size_t)by * bw + bx];
+		}
+	}
+}
+
 /* din[n,c,iy,ix] += Σ over the (co, i, j) whose tap lands on (iy, ix): w · dout
  *   — gathered: the tap i lands on iy when y = (iy + ph - i·dh) / sh is a whole
  *     number inside [0, H_out);
@@ -125,18 +145,7 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const fl
 						for (int n = 0; n < d->n; n++) {
 							const float *go = dout + ((size_t)n * d->c_out + co) * plane_out; /* (H_out, W_out) */
 							const float *ip = in + ((size_t)n * d->c_in + g * cig + ci) * plane_in; /* (H, W) */
-							for (int y = 0; y < d->h_out; y++) {
-								int iy = conv_tap(y, i, d->sh, d->ph, d->dh, d->h_in);
-								if (iy < 0)
-									continue;
-								for (int x = 0; x < d->w_out; x++) {
-									int ix = conv_tap(x, j, d->sw, d->pw, d->dw, d->w_in);
-									if (ix < 0)
-										continue;
-									acc += (double)go[(size_t)y * d->w_out + x] *
-									       ip[(size_t)iy * d->w_in + ix];
-								}
-							}
+							tap_correlate(&acc, go, d->h_out, d->w_out, ip, d->h_in, d->w_in, i, j, d);
 						}
 						dw[(((size_t)co * cig + ci) * d->kh + i) * d->kw + j] += (float)acc;
 					}
@@ -232,18 +241,7 @@ void deconv_backward(float *din, float *dw, float *db, const float *dout, const 
 						for (int n = 0; n < d->n; n++) {
 							const float *ip = in + ((size_t)n * d->c_in + ci) * plane_in; /* (H, W) */
 							const float *go = dout + ((size_t)n * d->c_out + g * cog + col) * plane_out; /* (H_out, W_out) */
-							for (int y = 0; y < d->h_in; y++) {
-								int oy = conv_tap(y, i, d->sh, d->ph, d->dh, d->h_out);
-								if (oy < 0)
-									continue;
-								for (int x = 0; x < d->w_in; x++) {
-									int ox = conv_tap(x, j, d->sw, d->pw, d->dw, d->w_out);
-									if (ox < 0)
-										continue;
-									acc += (double)ip[(size_t)y * d->w_in + x] *
-									       go[(size_t)oy * d->w_out + ox];
-								}
-							}
+							tap_correlate(&acc, ip, d->h_in, d->w_in, go, d->h_out, d->w_out, i, j, d);
 						}
 						dw[((size_t)ci * cog + col) * kk + (size_t)i * d->kw + j] += (float)acc;
 					}
