@@ -290,7 +290,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
  * array.  Each name carries readdir's d_type in the byte after its NUL (read it
  * with name_type), so the walk needs no lstat per file on file systems that fill
  * d_type in. */
-static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
+int ds_list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 {
 	*names = NULL;
 	*n = 0;
@@ -329,7 +329,7 @@ static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 
 static unsigned char name_type(const char *name) { return (unsigned char)name[strlen(name) + 1]; }
 
-static void free_names(char **names, int n)
+void ds_free_names(char **names, int n)
 {
 	for (int i = 0; i < n; i++)
 		free(names[i]);
@@ -339,7 +339,7 @@ static void free_names(char **names, int n)
 /* Whether a file or folder name holds a control character (a newline, a tab, an
  * escape): one a line of labels.txt or train.txt could not hold, which would
  * shift every later label. */
-static int name_has_control(const char *name)
+int ds_name_has_control(const char *name)
 {
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
@@ -352,7 +352,7 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 		      int depth, struct dd_err *err)
 {
 	char **names;
-	int n, rc = list_dir(dir, &names, &n, err);
+	int n, rc = ds_list_dir(dir, &names, &n, err);
 	if (rc)
 		return rc;
 	for (int i = 0; i < n && (!max || out->n < max); i++) {
@@ -367,7 +367,7 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 			if (lstat(path, &st) != 0)
 				continue;
 		}
-		if (name_has_control(names[i])) {
+		if (ds_name_has_control(names[i])) {
 			skip(b, shown(b, path), "its name holds a control character (a newline, a tab…): rename it");
 		} else if (S_ISLNK(st.st_mode)) {
 			skip(b, shown(b, path), "a symbolic link: not followed");
@@ -389,7 +389,7 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 			}
 		}
 	}
-	free_names(names, n);
+	ds_free_names(names, n);
 	return rc;
 }
 
@@ -402,7 +402,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 {
 	const struct ds_options *o = b->opt;
 	char **classes;
-	int nclasses, rc = list_dir(b->src->folder[DS_TRAIN], &classes, &nclasses, err);
+	int nclasses, rc = ds_list_dir(b->src->folder[DS_TRAIN], &classes, &nclasses, err);
 	if (rc)
 		return rc;
 	int has_val = b->src->folder[DS_VAL] != NULL, has_test = b->src->folder[DS_TEST] != NULL;
@@ -413,7 +413,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof dir, "%s/%s", b->src->folder[DS_TRAIN], classes[c]);
 		struct stat st;
-		if (name_has_control(classes[c])) {
+		if (ds_name_has_control(classes[c])) {
 			skip(b, classes[c], "a class folder whose name holds a control character (a newline, a tab…) "
 				 "cannot be a label: rename it");
 			continue;
@@ -478,7 +478,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 				break;
 		}
 	}
-	free_names(classes, nclasses);
+	ds_free_names(classes, nclasses);
 	if (rc)
 		return rc;
 	if (b->nlabels < 2)
@@ -1128,7 +1128,7 @@ static int single_folder(const char *dir, char *one, size_t len)
 {
 	char **names;
 	int n;
-	if (list_dir(dir, &names, &n, NULL) != DD_OK)
+	if (ds_list_dir(dir, &names, &n, NULL) != DD_OK)
 		return 0;
 	int yes = 0;
 	if (n == 1) {
@@ -1139,7 +1139,7 @@ static int single_folder(const char *dir, char *one, size_t len)
 		if (yes)
 			snprintf(one, len, "%s", p);
 	}
-	free_names(names, n);
+	ds_free_names(names, n);
 	return yes;
 }
 

@@ -91,3 +91,12 @@ void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int
  * otherwise root itself is the train folder.  Each out buffer is PATH_MAX bytes;
  * an absent split is set to "". */
 int ds_layout_resolve(const char *root, char *train, char *val, char *test, struct dd_err *err);
+
+/* Shared with segment.c.  The sorted names in dir (no "." "..", no hidden files);
+ * caller frees with ds_free_names.  Each name carries readdir's d_type in the byte
+ * after its NUL. */
+int ds_list_dir(const char *dir, char ***names, int *n, struct dd_err *err);
+void ds_free_names(char **names, int n);
+/* Whether a name holds a control character (one a line of a .txt list could not
+ * hold). */
+int ds_name_has_control(const char *name);
