@@ -199,7 +199,6 @@ static void skip(struct build *b, const char *path, const char *reason)
 	cJSON_AddStringToObject(s, "path", path);
 	cJSON_AddStringToObject(s, "reason", reason);
 	cJSON_AddItemToArray(b->skipped, s);
-	say(b, "warn", "skipped %s: %s", path, reason);
 }
 
 /* name without its extension, into buf */
