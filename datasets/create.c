@@ -218,17 +218,19 @@ static void vec_free(struct vec *a)
 	*a = (struct vec){ 0 };
 }
 
-/* Fisher-Yates with splitmix64: the same seed gives the same order everywhere. */
-static void shuffle(struct item *v, int64_t n, uint64_t seed)
+void ds_shuffle(void *v, int64_t n, size_t size, uint64_t seed)
 {
 	uint64_t s = seed;
+	unsigned char t[64], *a = v;
 	for (int64_t i = n - 1; i > 0; i--) {
 		int64_t j = rng_below(&s, i + 1);
-		struct item t = v[i];
-		v[i] = v[j];
-		v[j] = t;
+		memcpy(t, a + (size_t)i * size, size);
+		memcpy(a + (size_t)i * size, a + (size_t)j * size, size);
+		memcpy(a + (size_t)j * size, t, size);
 	}
 }
+
+static void shuffle(struct item *v, int64_t n, uint64_t seed) { ds_shuffle(v, n, sizeof *v, seed); }
 
 /* ---- the build's shared state ---- */
 
@@ -246,29 +248,31 @@ struct build {
 	int64_t last_report_ms;
 };
 
-static void say(struct build *b, const char *level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void say(struct build *b, const char *level, const char *fmt, ...)
+void ds_say(const struct ds_progress *prog, const char *level, const char *fmt, ...)
 {
-	if (!b->prog || !b->prog->log)
+	if (!prog || !prog->log)
 		return;
 	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	b->prog->log(b->prog->ctx, level, msg);
+	prog->log(prog->ctx, level, msg);
 }
+
+#define say(b, ...) ds_say((b)->prog, __VA_ARGS__)
 
 static int stopping(struct build *b) { return b->prog && b->prog->should_stop && b->prog->should_stop(b->prog->ctx); }
 
-static void skip(struct build *b, const char *path, const char *reason)
+void ds_skipped_add(cJSON *skipped, const char *path, const char *reason)
 {
 	cJSON *s = cJSON_CreateObject();
 	cJSON_AddStringToObject(s, "path", path);
 	cJSON_AddStringToObject(s, "reason", reason);
-	cJSON_AddItemToArray(b->skipped, s);
+	cJSON_AddItemToArray(skipped, s);
 }
+
+static void skip(struct build *b, const char *path, const char *reason) { ds_skipped_add(b->skipped, path, reason); }
 
 /* The path as people should read it: relative to the folder it came from. */
 static const char *shown(const struct build *b, const char *path)

@@ -410,6 +410,42 @@ struct png_job {
 	png_bytep *rows;   /* row pointers for an interlaced read */
 };
 
+/* Read up to the image data and check the size: the start both PNG readers share.
+ * Called under the caller's setjmp (libpng may longjmp out of it). */
+static int png_read_header(png_structp png, png_infop info, struct png_rd *rd, int64_t max_pixels, const char *name,
+			   png_uint_32 *w, png_uint_32 *h, int *depth, int *type, int *interlace, struct dd_err *err)
+{
+	png_set_read_fn(png, rd, png_read_mem);
+	/* Our own cap (checked on the raw IHDR already) replaces libpng's default limit
+	 * of 1e6 pixels per side. */
+	png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+	png_read_info(png, info);
+	png_get_IHDR(png, info, w, h, depth, type, interlace, NULL, NULL);
+	return check_dims(*w, *h, max_pixels, name, "PNG", err);
+}
+
+/* What a PNG's first 33 bytes must be, checked before libpng allocates anything:
+ * IHDR first, at a fixed offset, and a size under the cap. */
+static int png_precheck(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, struct dd_err *err)
+{
+	if (len < 33)
+		return dd_err_set(err, DD_EINVAL, "%s: truncated PNG (the file ends at byte %zu, inside the header)",
+				  nm(name), len);
+	if (memcmp(data + 12, "IHDR", 4) != 0)
+		return dd_err_set(err, DD_EINVAL, "%s: corrupt PNG (the first chunk is not IHDR)", nm(name));
+	return check_dims(be32(data + 16), be32(data + 20), max_pixels, name, "PNG", err);
+}
+
+/* The sentence for a libpng error (after its longjmp). */
+static int png_failed(const struct png_rd *rd, const char *name, size_t len, struct dd_err *err)
+{
+	if (rd->eof)
+		return dd_err_set(err, DD_EINVAL,
+				  "%s: truncated PNG (the file ends at byte %zu, before the image data is complete)", nm(name),
+				  len);
+	return dd_err_set(err, DD_EINVAL, "%s: truncated or corrupt PNG (%s)", nm(name), rd->msg);
+}
+
 /* The part of decode_png that libpng may longjmp out of.  Everything it acquires
  * is recorded in *job or *out (memory the caller owns), never in locals, so
  * nothing is lost to the longjmp; decode_png releases it.  Returns 0, or 1 after a
@@ -421,16 +457,9 @@ static int png_read_guarded(struct png_job *job, struct png_rd *rd, int64_t max_
 	png_infop info = job->info;
 	if (setjmp(png_jmpbuf(png)))
 		return 1;
-	png_set_read_fn(png, rd, png_read_mem);
-	/* Our own cap (checked on the raw IHDR already) replaces libpng's default limit
-	 * of 1e6 pixels per side. */
-	png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
-	png_read_info(png, info);
-
 	png_uint_32 w, h;
 	int depth, type, interlace;
-	png_get_IHDR(png, info, &w, &h, &depth, &type, &interlace, NULL, NULL);
-	if ((*rc = check_dims(w, h, max_pixels, name, "PNG", err)))
+	if ((*rc = png_read_header(png, info, rd, max_pixels, name, &w, &h, &depth, &type, &interlace, err)))
 		return 0;
 	if (type == PNG_COLOR_TYPE_PALETTE) {
 		png_set_palette_to_rgb(png);
@@ -491,14 +520,7 @@ oom:
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels,
 		      struct image *out, struct dd_err *err)
 {
-	/* IHDR must be the first chunk, at a fixed offset: checking its size here
-	 * refuses a huge image before libpng allocates anything. */
-	if (len < 33)
-		return dd_err_set(err, DD_EINVAL, "%s: truncated PNG (the file ends at byte %zu, inside the header)",
-				  nm(name), len);
-	if (memcmp(data + 12, "IHDR", 4) != 0)
-		return dd_err_set(err, DD_EINVAL, "%s: corrupt PNG (the first chunk is not IHDR)", nm(name));
-	int rc = check_dims(be32(data + 16), be32(data + 20), max_pixels, name, "PNG", err);
+	int rc = png_precheck(data, len, name, max_pixels, err);
 	if (rc)
 		return rc;
 
@@ -509,14 +531,8 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
 		rc = dd_err_set(err, DD_ENOMEM, "%s: out of memory starting the PNG decoder", nm(name));
 		goto fail;
 	}
-	if (png_read_guarded(&job, &rd, max_pixels, name, out, err, &rc)) {
-		if (rd.eof)
-			rc = dd_err_set(err, DD_EINVAL,
-					"%s: truncated PNG (the file ends at byte %zu, before the image data is complete)",
-					nm(name), len);
-		else
-			rc = dd_err_set(err, DD_EINVAL, "%s: truncated or corrupt PNG (%s)", nm(name), rd.msg);
-	}
+	if (png_read_guarded(&job, &rd, max_pixels, name, out, err, &rc))
+		rc = png_failed(&rd, name, len, err);
 	if (rc)
 		goto fail;
 	png_destroy_read_struct(&job.png, &job.info, NULL);
@@ -567,13 +583,9 @@ static int png_label_guarded(struct png_label_job *lj, struct png_rd *rd, int64_
 	png_infop info = lj->j.info;
 	if (setjmp(png_jmpbuf(png)))
 		return 1;
-	png_set_read_fn(png, rd, png_read_mem);
-	png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
-	png_read_info(png, info);
 	png_uint_32 w, h;
 	int depth, type, interlace;
-	png_get_IHDR(png, info, &w, &h, &depth, &type, &interlace, NULL, NULL);
-	if ((*rc = check_dims(w, h, max_pixels, name, "PNG", err)))
+	if ((*rc = png_read_header(png, info, rd, max_pixels, name, &w, &h, &depth, &type, &interlace, err)))
 		return 0;
 	int c;
 	if (type == PNG_COLOR_TYPE_PALETTE || type == PNG_COLOR_TYPE_GRAY) {
@@ -653,12 +665,7 @@ int image_decode_label(const void *vdata, size_t len, const char *name, int64_t 
 		max_pixels = IMAGE_DEFAULT_MAX_PIXELS;
 	if (image_sniff(data, len) != IMAGE_PNG)
 		return dd_err_set(err, DD_EINVAL, "%s: a label must be a PNG (palette, grayscale or RGB)", nm(name));
-	if (len < 33)
-		return dd_err_set(err, DD_EINVAL, "%s: truncated PNG (the file ends at byte %zu, inside the header)",
-				  nm(name), len);
-	if (memcmp(data + 12, "IHDR", 4) != 0)
-		return dd_err_set(err, DD_EINVAL, "%s: corrupt PNG (the first chunk is not IHDR)", nm(name));
-	int rc = check_dims(be32(data + 16), be32(data + 20), max_pixels, name, "PNG", err);
+	int rc = png_precheck(data, len, name, max_pixels, err);
 	if (rc)
 		return rc;
 	struct png_rd rd = {.p = data, .len = len};
@@ -668,14 +675,8 @@ int image_decode_label(const void *vdata, size_t len, const char *name, int64_t 
 		rc = dd_err_set(err, DD_ENOMEM, "%s: out of memory starting the PNG decoder", nm(name));
 		goto done;
 	}
-	if (png_label_guarded(&lj, &rd, max_pixels, name, out, err, &rc)) {
-		if (rd.eof)
-			rc = dd_err_set(err, DD_EINVAL,
-					"%s: truncated PNG (the file ends at byte %zu, before the image data is complete)",
-					nm(name), len);
-		else
-			rc = dd_err_set(err, DD_EINVAL, "%s: truncated or corrupt PNG (%s)", nm(name), rd.msg);
-	}
+	if (png_label_guarded(&lj, &rd, max_pixels, name, out, err, &rc))
+		rc = png_failed(&rd, name, len, err);
 	if (rc == DD_OK) {
 		int o = png_orientation(data, len);
 		if (o != 1)
@@ -1501,15 +1502,24 @@ static int resize_geometry(int sw, int sh, int w, int h, enum resize_mode mode, 
 	return 0;
 }
 
-int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
-		 struct image *out, struct dd_err *err)
+/* What both resizes refuse: no image, or a target size under 1.  Empties out. */
+static int resize_args(const struct image *src, int w, int h, const char *fn, struct image *out, struct dd_err *err)
 {
 	memset(out, 0, sizeof *out);
 	if (!src || !src->px || src->w <= 0 || src->h <= 0 || (src->c != 1 && src->c != 3))
-		return dd_err_set(err, DD_EINVAL, "image_resize: no image to resize");
+		return dd_err_set(err, DD_EINVAL, "%s: no image to resize", fn);
 	if (w <= 0 || h <= 0)
 		return dd_err_set(err, DD_EINVAL, "cannot resize to %dx%d", w, h);
-	int sw = src->w, sh = src->h, c = src->c, rc;
+	return DD_OK;
+}
+
+int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
+		 struct image *out, struct dd_err *err)
+{
+	int sw, sh, c, rc;
+	if ((rc = resize_args(src, w, h, "image_resize", out, err)))
+		return rc;
+	sw = src->w, sh = src->h, c = src->c;
 	if ((rc = img_alloc(out, w, h, c, NULL, err)))
 		return rc;
 	if (sw == w && sh == h) {
@@ -1558,15 +1568,13 @@ int image_resize(const struct image *src, int w, int h, enum resize_mode mode, u
 int image_resize_nearest(const struct image *src, int w, int h, enum resize_mode mode, uint8_t pad,
 			 struct image *out, struct dd_err *err)
 {
-	memset(out, 0, sizeof *out);
-	if (!src || !src->px || src->w <= 0 || src->h <= 0 || (src->c != 1 && src->c != 3))
-		return dd_err_set(err, DD_EINVAL, "image_resize_nearest: no image to resize");
-	if (w <= 0 || h <= 0)
-		return dd_err_set(err, DD_EINVAL, "cannot resize to %dx%d", w, h);
+	int rc = resize_args(src, w, h, "image_resize_nearest", out, err);
+	if (rc)
+		return rc;
 	struct resize_geom g;
 	if (resize_geometry(src->w, src->h, w, h, mode, &g))
 		return dd_err_set(err, DD_EINVAL, "unknown resize mode %d", (int)mode);
-	int rc, c = src->c;
+	int c = src->c;
 	if ((rc = img_alloc(out, w, h, c, NULL, err)))
 		return rc;
 	memset(out->px, pad, (size_t)w * h * c);

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,26 +179,9 @@ struct build {
 	int64_t total, done, last_ms;
 };
 
-static void say(struct build *b, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(struct build *b, const char *level, const char *fmt, ...)
-{
-	if (!b->prog || !b->prog->log)
-		return;
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	b->prog->log(b->prog->ctx, level, msg);
-}
+#define say(b, ...) ds_say((b)->prog, __VA_ARGS__)
 
-static void skip(struct build *b, const char *path, const char *reason)
-{
-	cJSON *s = cJSON_CreateObject();
-	cJSON_AddStringToObject(s, "path", path);
-	cJSON_AddStringToObject(s, "reason", reason);
-	cJSON_AddItemToArray(b->skipped, s);
-}
+static void skip(struct build *b, const char *path, const char *reason) { ds_skipped_add(b->skipped, path, reason); }
 
 /* name without its extension, into buf */
 static void stem(const char *name, char *buf, size_t len)
@@ -667,17 +649,6 @@ static void drop_partial(const char *out)
 	}
 }
 
-static void shuffle(struct pair *v, int64_t n, uint64_t seed)
-{
-	uint64_t s = seed;
-	for (int64_t i = n - 1; i > 0; i--) {
-		int64_t j = rng_below(&s, i + 1);
-		struct pair t = v[i];
-		v[i] = v[j];
-		v[j] = t;
-	}
-}
-
 int seg_create(const struct seg_source *src, const struct ds_options *opt, const char *out_dir,
 	       const struct ds_progress *prog, cJSON **summary, struct dd_err *err)
 {
@@ -731,7 +702,7 @@ int seg_create(const struct seg_source *src, const struct ds_options *opt, const
 			goto out;
 	} else if (opt->val_pct > 0) {
 		struct pairs *t = &b->split[0];
-		shuffle(t->v, t->n, opt->seed ^ 0x5e9d47a3c1b2ull);
+		ds_shuffle(t->v, t->n, sizeof *t->v, opt->seed ^ 0x5e9d47a3c1b2ull);
 		int ntrain, nval, ntest;
 		ds_split_counts((int)t->n, opt->val_pct, 0, &ntrain, &nval, &ntest);
 		for (int64_t i = ntrain; i < t->n; i++)

@@ -113,13 +113,20 @@ static int parse_size(const char *s, int *w, int *h)
 	return 0;
 }
 
-/* Print the summary's skipped list and totals (and with json the summary). */
-static void seg_report(const char *out, cJSON *summary, int json)
+/* Each skipped file of a summary on stderr, with its reason; the list. */
+static cJSON *print_skipped(cJSON *summary)
 {
 	cJSON *skipped = cJSON_GetObjectItem(summary, "skipped"), *it;
 	cJSON_ArrayForEach(it, skipped)
 		fprintf(stderr, "skipped %s: %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(it, "path")),
 			cJSON_GetStringValue(cJSON_GetObjectItem(it, "reason")));
+	return skipped;
+}
+
+/* Print the summary's skipped list and totals (and with json the summary). */
+static void seg_report(const char *out, cJSON *summary, int json)
+{
+	cJSON *skipped = print_skipped(summary);
 	cJSON *sp = cJSON_GetObjectItem(summary, "splits");
 	fprintf(stderr, "%s: segmentation, %d classes, %d train, %d val pairs, %d skipped, %.1f s\n", out,
 		cJSON_GetObjectItem(summary, "classes")->valueint,
@@ -340,10 +347,7 @@ int cli_dataset(int argc, char **argv)
 		fprintf(stderr, "deepdesk dataset create: %s\n", err.msg);
 		return 1;
 	}
-	cJSON *skipped = cJSON_GetObjectItem(summary, "skipped"), *it;
-	cJSON_ArrayForEach(it, skipped)
-		fprintf(stderr, "skipped %s: %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(it, "path")),
-			cJSON_GetStringValue(cJSON_GetObjectItem(it, "reason")));
+	cJSON *skipped = print_skipped(summary);
 	cJSON *sp = cJSON_GetObjectItem(summary, "splits");
 	fprintf(stderr, "%s: %d classes, %d train, %d val, %d test images, %d skipped, %.1f s\n", out,
 		cJSON_GetArraySize(cJSON_GetObjectItem(summary, "labels")),
