@@ -155,6 +155,13 @@ static int validate_segmentation(cJSON *params, const char *type, const struct j
 		return dd_err_set(err, DD_EINVAL, "source: a segmentation archive holds images/ and labels/ folders; list files are for classification");
 	if (strcmp(type, "folder") == 0 && cJSON_GetObjectItemCaseSensitive(src, "test"))
 		return dd_err_set(err, DD_EINVAL, "source.test: a segmentation dataset has train and val splits only");
+	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(params, "options");
+	static const char *const not_here[] = { "test_pct", "min_per_class", "max_per_class", NULL };
+	for (int i = 0; not_here[i]; i++)
+		if (cJSON_GetObjectItemCaseSensitive(opts, not_here[i]))
+			return dd_err_set(err, DD_EINVAL,
+					  "options.%s: not for a segmentation dataset (train and val splits of image and label pairs)",
+					  not_here[i]);
 	cJSON *cm = cJSON_GetObjectItemCaseSensitive(params, "colormap");
 	if (!cm)
 		return DD_OK;

@@ -109,6 +109,9 @@ describe('segmentation datasets', () => {
     const task = await server.api('POST', '/api/v1/datasets', {
       name: 'x', task: 'detection', source: { type: 'upload', upload: up2.body.upload.id } });
     assertError(task, 400, 'invalid', /task: must be "classification" or "segmentation"/);
+    const tp = await server.api('POST', '/api/v1/datasets', {
+      name: 'x', task: 'segmentation', options: { test_pct: 10 }, source: { type: 'upload', upload: up2.body.upload.id } });
+    assertError(tp, 400, 'invalid', /options\.test_pct: not for a segmentation dataset/);
   });
 
   test('a hostile archive fails the job with its reason; an archive without labels/ explains the layout', async () => {

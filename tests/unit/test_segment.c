@@ -70,6 +70,96 @@ static void write_rgba(const char *path, int w, int h)
 	free(row);
 }
 
+/* A 1-channel PNG of `depth` bits (gray, or palette with 16 colours) whose
+ * samples are v[y*w+x], written with libpng directly (a palette of 2^depth
+ * colours, at most 16). */
+static void write_raw(const char *path, int w, int h, int depth, int palette, const uint16_t *v)
+{
+	FILE *f = fopen(path, "wb");
+	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+	png_infop info = png_create_info_struct(png);
+	png_init_io(png, f);
+	png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, depth, palette ? PNG_COLOR_TYPE_PALETTE : PNG_COLOR_TYPE_GRAY,
+		     PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+	if (palette) {
+		png_color pal[16];
+		int n = depth >= 4 ? 16 : 1 << depth;
+		for (int i = 0; i < n; i++)
+			pal[i] = (png_color){ (png_byte)(i * 16), 0, 0 };
+		png_set_PLTE(png, info, pal, n);
+	}
+	png_write_info(png, info);
+	if (depth < 8)
+		png_set_packing(png);
+	uint8_t *row = calloc((size_t)w, 2);
+	for (int y = 0; y < h; y++) {
+		for (int x = 0; x < w; x++) {
+			uint16_t s = v[y * w + x];
+			if (depth == 16)
+				row[2 * x] = (uint8_t)(s >> 8), row[2 * x + 1] = (uint8_t)s;
+			else
+				row[x] = (uint8_t)s;
+		}
+		png_write_row(png, row);
+	}
+	png_write_end(png, NULL);
+	png_destroy_write_struct(&png, &info);
+	fclose(f);
+	free(row);
+}
+
+/* Low and high bit depths: the samples as stored, never scaled. */
+static void test_label_depths(void)
+{
+	static const struct {
+		int depth, palette;
+		uint16_t max;
+		int ok;
+	} cases[] = { { 1, 0, 1, 1 }, { 2, 0, 3, 1 }, { 4, 0, 15, 1 }, { 16, 0, 255, 1 }, { 16, 0, 256, 0 },
+		      { 4, 1, 15, 1 }, { 2, 1, 3, 1 } };
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/depth.png", dir);
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		uint16_t v[6 * 5];
+		for (int k = 0; k < 30; k++)
+			v[k] = (uint16_t)(k % (cases[i].max + 1));
+		v[29] = cases[i].max;
+		write_raw(p, 6, 5, cases[i].depth, cases[i].palette, v);
+		char *data;
+		size_t len;
+		CHECK_EQ_INT(fs_read_file(p, 1 << 20, &data, &len, NULL), DD_OK);
+		struct image lab;
+		enum image_label_kind kind;
+		uint8_t pal[768];
+		int npal;
+		struct dd_err e = { 0 };
+		int rc = image_decode_label(data, len, "depth.png", 0, &lab, &kind, pal, &npal, &e);
+		free(data);
+		if (!cases[i].ok) {
+			CHECK_EQ_INT(rc, DD_EINVAL);
+			CHECK(strstr(e.msg, "16-bit grayscale value 256 at (5, 4) is not a class index"));
+			continue;
+		}
+		CHECK_EQ_INT(rc, DD_OK);
+		CHECK_EQ_INT(kind, cases[i].palette ? IMAGE_LABEL_PALETTE : IMAGE_LABEL_GRAY);
+		CHECK_EQ_INT(npal, !cases[i].palette ? 0 : cases[i].depth >= 4 ? 16 : 1 << cases[i].depth);
+		int same = lab.c == 1;
+		for (int k = 0; k < 30 && same; k++)
+			same = lab.px[k] == v[k];
+		if (!same)
+			CHECK_FAIL_AT(__FILE__, __LINE__, "case %zu (depth %d): samples changed", i, cases[i].depth);
+		image_free(&lab);
+	}
+	/* not a PNG at all */
+	struct image lab;
+	enum image_label_kind kind;
+	uint8_t pal[768];
+	int npal;
+	struct dd_err e = { 0 };
+	CHECK_EQ_INT(image_decode_label("P5\n1 1\n255\n\0", 12, "x.pgm", 0, &lab, &kind, pal, &npal, &e), DD_EINVAL);
+	CHECK(strstr(e.msg, "x.pgm: a label must be a PNG"));
+}
+
 /* the left half class 1, the right half class 2, the top-left 4x4 corner 255 */
 static uint8_t halves(int x, int y, int ch)
 {
@@ -494,6 +584,7 @@ static void tests(void)
 {
 	RUN(test_colormap);
 	RUN(test_label_modes);
+	RUN(test_label_depths);
 	RUN(test_skips);
 	RUN(test_nearest);
 	RUN(test_example_realistic);
