@@ -139,7 +139,7 @@ with tarfile.open(sys.argv[1], 'w') as t:
     assert.match(job2.error, /holds no images\/ and labels\/ folders/);
   });
 
-  test('the synthetic example as a source, and server folders only for admins below --data-root', async () => {
+  test('the synthetic example as a source; a server folder needs a --data-root', async () => {
     const r = await server.api('POST', '/api/v1/datasets', {
       name: 'example', task: 'segmentation', source: { type: 'example', name: 'segmentation' },
       options: { width: 64, height: 64 } });
@@ -153,5 +153,39 @@ with tarfile.open(sys.argv[1], 'w') as t:
       name: 'f', task: 'segmentation', source: { type: 'folder', train: join(work, 'shapes') } });
     assert.ok(f.status === 400 || f.status === 403, JSON.stringify(f.body));
     assert.match(f.body.error.message, /source\.train/);
+  });
+});
+
+describe('segmentation datasets from server folders', () => {
+  let server, work;
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'deepdesk-segf-'));
+    execFileSync(BIN, ['example', 'segmentation', join(work, 'root', 'train'), '--count', '12', '--size', '40x30', '--seed', '4']);
+    execFileSync(BIN, ['example', 'segmentation', join(work, 'root', 'val'), '--count', '5', '--size', '40x30', '--seed', '5']);
+    rmSync(join(work, 'root', 'val', 'labels', '00004.png'));
+    execFileSync(BIN, ['example', 'segmentation', join(work, 'outside'), '--count', '2', '--size', '40x30']);
+    server = await startServer({ args: ['--data-root', join(work, 'root')] });
+  });
+  after(() => { killTrackedPids(); server?.stop(); server?.cleanup(); rmSync(work, { recursive: true, force: true }); });
+
+  test('a separate validation folder gives the val split; folders outside --data-root are refused', async () => {
+    const r = await server.api('POST', '/api/v1/datasets', {
+      name: 'folders', task: 'segmentation',
+      source: { type: 'folder', train: join(work, 'root', 'train'), val: join(work, 'root', 'val') },
+      options: { width: 40, height: 30 } });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const job = await waitState(server, r.body.job.id, ['done', 'error'], 60000);
+    assert.equal(job.state, 'done', job.error);
+    const s = (await server.api('GET', `/api/v1/datasets/${r.body.job.id}`)).body.dataset.summary;
+    assert.equal(s.splits.train.images, 12);
+    assert.equal(s.splits.val.images, 4);
+    assert.equal(s.options.val_folder, true);
+    assert.deepEqual(s.skipped.map((k) => k.path), ['val/images/00004.png']);
+    const out = await server.api('POST', '/api/v1/datasets', {
+      name: 'outside', task: 'segmentation', source: { type: 'folder', train: join(work, 'outside') } });
+    assertError(out, 403, 'forbidden', /source\.train: .* is not a folder or file below an allowed --data-root/);
+    const escape = await server.api('POST', '/api/v1/datasets', {
+      name: 'escape', task: 'segmentation', source: { type: 'folder', train: join(work, 'root', '..', 'outside') } });
+    assertError(escape, 403, 'forbidden', /source\.train/);
   });
 });
