@@ -940,9 +940,8 @@ static int write_labels_and_lists(struct build *b, struct dd_err *err)
 }
 
 /* mean.binaryproto (CHW, BGR planes, rounded as DIGITS does) and mean.png. */
-static int write_mean(struct build *b, const double *mean, struct dd_err *err)
+int ds_write_mean(const char *out_dir, const struct ds_options *o, const double *mean, struct dd_err *err)
 {
-	const struct ds_options *o = b->opt;
 	size_t plane = (size_t)o->width * o->height, npx = plane * o->channels;
 	struct image img = { o->width, o->height, o->channels, malloc(npx) };
 	struct blob bl = { 1, o->channels, o->height, o->width, malloc(npx * sizeof(float)), npx };
@@ -961,14 +960,14 @@ static int write_mean(struct build *b, const double *mean, struct dd_err *err)
 	char path[PATH_MAX];
 	if ((rc = blob_encode(&bl, &buf, &len, err)))
 		goto out;
-	dsinfo_path(b->out, DSINFO_MEAN, path, sizeof path);
+	dsinfo_path(out_dir, DSINFO_MEAN, path, sizeof path);
 	if ((rc = fs_write_file_atomic(path, buf, len, err)))
 		goto out;
 	free(buf);
 	buf = NULL;
 	if ((rc = image_encode_png(&img, 6, &buf, &len, err)))
 		goto out;
-	dsinfo_path(b->out, DSINFO_MEAN_PNG, path, sizeof path);
+	dsinfo_path(out_dir, DSINFO_MEAN_PNG, path, sizeof path);
 	rc = fs_write_file_atomic(path, buf, len, err);
 out:
 	free(buf);
@@ -1064,7 +1063,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 				cJSON_GetArraySize(b.skipped));
 		goto out;
 	}
-	if ((rc = write_mean(&b, mean, err)))
+	if ((rc = ds_write_mean(out_dir, opt, mean, err)))
 		goto out;
 
 	sum = cJSON_CreateObject();

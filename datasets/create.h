@@ -95,6 +95,9 @@ int ds_layout_resolve(const char *root, char *train, char *val, char *test, stru
  * or its log may be NULL). */
 void ds_say(const struct ds_progress *prog, const char *level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* mean (C×H×W doubles of options' size, interleaved as the images are) as
+ * DSINFO_MEAN (BGR planes, rounded as DIGITS does) and DSINFO_MEAN_PNG in out_dir. */
+int ds_write_mean(const char *out_dir, const struct ds_options *o, const double *mean, struct dd_err *err);
 /* Fisher-Yates with splitmix64 over n elements of size bytes (at most 64): the
  * same seed gives the same order everywhere. */
 void ds_shuffle(void *v, int64_t n, size_t size, uint64_t seed);

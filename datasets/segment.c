@@ -384,7 +384,10 @@ static void reason_of(const struct dd_err *e, const char *name, char *reason, si
 	snprintf(reason, len, "%s", m);
 }
 
-static void process_pair(const struct build *b, int split, int64_t pos, const struct pair *p, struct result *r)
+/* The pair at pos of split into r; its resized image added to sum (the mean) when
+ * it is usable and sum is not NULL. */
+static void process_pair(const struct build *b, int split, int64_t pos, const struct pair *p, struct result *r,
+			 uint64_t *sum)
 {
 	const struct ds_options *o = b->opt;
 	struct dd_err err = { 0 };
@@ -458,6 +461,9 @@ static void process_pair(const struct build *b, int split, int64_t pos, const st
 	}
 	for (size_t i = 0; i < (size_t)lout.w * lout.h; i++)
 		r->hist[lout.px[i]]++;
+	if (sum) /* every usable pair is written: the mean counts exactly those */
+		for (size_t i = 0; i < (size_t)out.w * out.h * out.c; i++)
+			sum[i] += out.px[i];
 	r->ok = 1;
 out:
 	if (!r->ok) {
@@ -482,17 +488,20 @@ struct batch {
 	int64_t base, n;
 	struct result *res;
 	int nthreads, id;
+	uint64_t *sum; /* this thread's sums of the train images written (H*W*C), or NULL */
 };
 
 static void *batch_thread(void *v)
 {
 	struct batch *t = v;
 	for (int64_t k = t->id; k < t->n; k += t->nthreads)
-		process_pair(t->b, t->split, t->base + k, &t->b->split[t->split].v[t->base + k], &t->res[k]);
+		process_pair(t->b, t->split, t->base + k, &t->b->split[t->split].v[t->base + k], &t->res[k], t->sum);
 	return NULL;
 }
 
-static int write_split(struct build *b, int split, struct dd_err *err)
+/* Write split's two databases; for the train split (mean not NULL) the mean of
+ * its written images into mean (H*W*C). */
+static int write_split(struct build *b, int split, double *mean, struct dd_err *err)
 {
 	const struct pairs *ps = &b->split[split];
 	const char *name = split ? "val" : "train";
@@ -512,16 +521,23 @@ static int write_split(struct build *b, int split, struct dd_err *err)
 	struct result *res = calloc(BATCH, sizeof *res);
 	pthread_t th[BATCH];
 	struct batch args[BATCH];
-	int rc;
-	if (!res)
-		return dd_err_set(err, DD_ENOMEM, "out of memory");
+	uint64_t *sums[BATCH] = { 0 };
+	size_t npx = (size_t)b->opt->width * b->opt->height * b->opt->channels;
+	int rc = DD_OK;
+	for (int t = 0; mean && t < nthreads; t++)
+		if (!(sums[t] = calloc(npx, sizeof **sums)))
+			rc = DD_ENOMEM;
+	if (!res || rc) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto out;
+	}
 	if ((rc = lmdbw_open(fdir, 1000, &fw, err)) || (rc = lmdbw_open(ldir, 1000, &lw, err)))
 		goto out;
 	for (int64_t base = 0; base < ps->n && rc == DD_OK; base += BATCH) {
 		int64_t n = ps->n - base < BATCH ? ps->n - base : BATCH;
 		int created[BATCH] = { 0 };
 		for (int t = 0; t < nthreads; t++) {
-			args[t] = (struct batch){ b, split, base, n, res, nthreads, t };
+			args[t] = (struct batch){ b, split, base, n, res, nthreads, t, sums[t] };
 			created[t] = t > 0 && pthread_create(&th[t], NULL, batch_thread, &args[t]) == 0;
 		}
 		/* this thread does share 0, and the share of any thread that did not start */
@@ -567,6 +583,17 @@ static int write_split(struct build *b, int split, struct dd_err *err)
 	}
 out:
 	free(res);
+	if (rc == DD_OK && mean) {
+		int64_t n = lmdbw_count(fw);
+		for (size_t i = 0; i < npx && n > 0; i++) {
+			uint64_t s = 0;
+			for (int t = 0; t < nthreads; t++)
+				s += sums[t][i];
+			mean[i] = (double)s / (double)n;
+		}
+	}
+	for (int t = 0; t < nthreads; t++)
+		free(sums[t]);
 	if (rc == DD_OK) {
 		rc = lmdbw_close(fw, err);
 		int r2 = lmdbw_close(lw, rc ? NULL : err);
@@ -640,6 +667,12 @@ static int read_names(struct build *b, const char *root, struct dd_err *err)
 static void drop_partial(const char *out)
 {
 	static const char *const names[] = { "train", "val" };
+	static const char *const means[] = { DSINFO_MEAN, DSINFO_MEAN_PNG };
+	for (int i = 0; i < 2; i++) {
+		char p[PATH_MAX];
+		dsinfo_path(out, means[i], p, sizeof p);
+		unlink(p);
+	}
 	for (int s = 0; s < 2; s++) {
 		char p[PATH_MAX];
 		dsinfo_db_path(out, names[s], p, sizeof p);
@@ -655,6 +688,7 @@ int seg_create(const struct seg_source *src, const struct ds_options *opt, const
 	struct build *b = calloc(1, sizeof *b);
 	cJSON *sum = NULL;
 	char *cmtext = NULL;
+	double *mean = NULL;
 	int rc;
 	int64_t t0 = fs_mono_ms();
 	if (summary)
@@ -717,9 +751,13 @@ int seg_create(const struct seg_source *src, const struct ds_options *opt, const
 	b->total = b->split[0].n + b->split[1].n;
 	say(b, "info", "%lld train and %lld val pairs", (long long)b->split[0].n, (long long)b->split[1].n);
 	int64_t counts[2];
+	if (!(mean = calloc((size_t)opt->width * opt->height * opt->channels, sizeof *mean))) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto out;
+	}
 	for (int s = 0; s < 2; s++) {
 		int64_t before = cJSON_GetArraySize(b->skipped);
-		if ((rc = write_split(b, s, err)))
+		if ((rc = write_split(b, s, s == 0 ? mean : NULL, err)))
 			goto out;
 		counts[s] = b->split[s].n - (cJSON_GetArraySize(b->skipped) - before);
 	}
@@ -728,6 +766,8 @@ int seg_create(const struct seg_source *src, const struct ds_options *opt, const
 				cJSON_GetArraySize(b->skipped));
 		goto out;
 	}
+	if ((rc = ds_write_mean(out_dir, opt, mean, err)))
+		goto out;
 	int classes = b->fixed_classes ? b->fixed_classes : b->max_class + 1 < 2 ? 2 : b->max_class + 1;
 
 	/* labels.txt, then dataset.json last */
@@ -805,6 +845,14 @@ int seg_create(const struct seg_source *src, const struct ds_options *opt, const
 		dsinfo_labels_db_path(out_dir, dbs[s], p, sizeof p);
 		disk += fs_tree_bytes(p);
 	}
+	static const char *const files[] = { DSINFO_LABELS, DSINFO_MEAN, DSINFO_MEAN_PNG };
+	for (int i = 0; i < 3; i++) {
+		char p[PATH_MAX];
+		struct stat st;
+		dsinfo_path(out_dir, files[i], p, sizeof p);
+		if (stat(p, &st) == 0)
+			disk += (uint64_t)st.st_blocks * 512;
+	}
 	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
 	char *text = cJSON_Print(sum);
 	rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
@@ -820,6 +868,7 @@ out:
 	cJSON_Delete(sum);
 	cJSON_Delete(b->skipped);
 	free(cmtext);
+	free(mean);
 	/* the val split may hold pairs moved from train: free each pair once */
 	if (!src->val_root) {
 		b->split[0].n += b->split[1].n;

@@ -12,7 +12,8 @@
  * 1-channel raw Datum of class indices per image, under the same keys), resized
  * to one size: the images with the chosen resize mode, the labels with the same
  * geometry and nearest-neighbour sampling, so that no value is ever interpolated;
- * labels.txt; and last dataset.json with "task": "segmentation", the classes,
+ * labels.txt; the train images' mean (mean.binaryproto, mean.png, as a
+ * classification dataset has it); and last dataset.json with "task": "segmentation", the classes,
  * their palette, the counts and every skipped file with its reason.
  *
  * Value 255 is the ignore label (VOC's border, Caffe's ignore_label): kept as it

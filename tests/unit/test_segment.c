@@ -500,6 +500,16 @@ static void test_example_realistic(void)
 	CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(sp, "train"), "images")->valueint, 9);
 	CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(sp, "val"), "images")->valueint, 3);
 	CHECK_STR(cJSON_GetStringValue(cJSON_GetArrayItem(cJSON_GetObjectItem(r.sum, "labels"), 3)), "triangle");
+	/* the train images' mean, at the dataset's size */
+	char mp[PATH_MAX], *mdata = NULL;
+	size_t mlen = 0;
+	struct blob mb = { 0 };
+	dsinfo_path(a, DSINFO_MEAN, mp, sizeof mp);
+	CHECK_EQ_INT(fs_read_file(mp, 1 << 24, &mdata, &mlen, NULL), DD_OK);
+	CHECK_EQ_INT(blob_decode((const uint8_t *)mdata, mlen, &mb, NULL), DD_OK);
+	CHECK(mb.channels == 3 && mb.height == 240 && mb.width == 320);
+	blob_free(&mb);
+	free(mdata);
 	static const char *const splits[] = { "train", "val" };
 	for (int s = 0; s < 2; s++) {
 		char fa[PATH_MAX], la[PATH_MAX], fb[PATH_MAX];
