@@ -196,16 +196,23 @@ struct vec {
 	int64_t n, cap;
 };
 
+void *ds_grow(void *v, int64_t n, int64_t *cap, size_t size)
+{
+	if (n < *cap)
+		return v;
+	int64_t c = *cap ? *cap * 2 : 256;
+	void *g = realloc(v, (size_t)c * size);
+	if (g)
+		*cap = c;
+	return g;
+}
+
 static int vec_push(struct vec *a, char *path, int label)
 {
-	if (a->n == a->cap) {
-		int64_t cap = a->cap ? a->cap * 2 : 256;
-		struct item *g = realloc(a->v, (size_t)cap * sizeof *g);
-		if (!g)
-			return DD_ENOMEM;
-		a->v = g;
-		a->cap = cap;
-	}
+	void *g = ds_grow(a->v, a->n, &a->cap, sizeof *a->v);
+	if (!g)
+		return DD_ENOMEM;
+	a->v = g;
 	a->v[a->n++] = (struct item){ path, label };
 	return DD_OK;
 }
@@ -976,6 +983,25 @@ out:
 	return rc;
 }
 
+int ds_write_summary(const char *out_dir, const char *const *outputs, cJSON *sum, struct dd_err *err)
+{
+	uint64_t disk = 0;
+	for (int i = 0; outputs[i]; i++) {
+		char p[PATH_MAX];
+		struct stat st;
+		snprintf(p, sizeof p, "%s/%s", out_dir, outputs[i]);
+		if (lstat(p, &st) == 0)
+			disk += S_ISDIR(st.st_mode) ? fs_tree_bytes(p) : (uint64_t)st.st_blocks * 512;
+	}
+	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
+	char marker[PATH_MAX];
+	dsinfo_path(out_dir, DSINFO_FILE, marker, sizeof marker);
+	char *text = cJSON_Print(sum);
+	int rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
+	free(text);
+	return rc;
+}
+
 /* A build that failed (or was stopped) leaves no dataset that looks done: no
  * dataset.json (written last, so never there), and none of the databases or mean
  * files it had begun, which on a full disk also gives the space back for the job's
@@ -1090,20 +1116,9 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	cJSON_AddNumberToObject(sum, "seconds", (double)(fs_mono_ms() - t0) / 1000.0);
 	/* what the dataset itself takes: its databases and files, not whatever else
 	 * the folder holds (an unpacked upload, say) */
-	uint64_t disk = 0;
 	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_LABELS,
 					       DSINFO_MEAN, DSINFO_MEAN_PNG, "train.txt", "val.txt", "test.txt", NULL };
-	for (int i = 0; outputs[i]; i++) {
-		char p[PATH_MAX];
-		struct stat st;
-		snprintf(p, sizeof p, "%s/%s", out_dir, outputs[i]);
-		if (lstat(p, &st) == 0)
-			disk += S_ISDIR(st.st_mode) ? fs_tree_bytes(p) : (uint64_t)st.st_blocks * 512;
-	}
-	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
-	char *text = cJSON_Print(sum);
-	rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
-	free(text);
+	rc = ds_write_summary(out_dir, outputs, sum, err);
 	if (rc == DD_OK && summary) {
 		*summary = sum;
 		sum = NULL;

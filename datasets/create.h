@@ -98,6 +98,14 @@ void ds_say(const struct ds_progress *prog, const char *level, const char *fmt, 
 /* mean (C×H×W doubles of options' size, interleaved as the images are) as
  * DSINFO_MEAN (BGR planes, rounded as DIGITS does) and DSINFO_MEAN_PNG in out_dir. */
 int ds_write_mean(const char *out_dir, const struct ds_options *o, const double *mean, struct dd_err *err);
+/* Room for element n of v (elements of size bytes, *cap of them allocated):
+ * v itself, or v reallocated to twice the room (and *cap updated) when full;
+ * NULL when out of memory (v is still valid then). */
+void *ds_grow(void *v, int64_t n, int64_t *cap, size_t size);
+/* The last step of a build: sum gets "disk_bytes" (the sizes of the NULL-ended
+ * outputs, names in out_dir, that exist) and is written as dataset.json, the mark
+ * that the dataset is done. */
+int ds_write_summary(const char *out_dir, const char *const *outputs, cJSON *sum, struct dd_err *err);
 /* Fisher-Yates with splitmix64 over n elements of size bytes (at most 64): the
  * same seed gives the same order everywhere. */
 void ds_shuffle(void *v, int64_t n, size_t size, uint64_t seed);

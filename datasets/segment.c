@@ -137,14 +137,10 @@ struct pairs {
 
 static int pairs_push(struct pairs *a, struct pair p)
 {
-	if (a->n == a->cap) {
-		int64_t cap = a->cap ? a->cap * 2 : 256;
-		struct pair *g = realloc(a->v, (size_t)cap * sizeof *g);
-		if (!g)
-			return DD_ENOMEM;
-		a->v = g;
-		a->cap = cap;
-	}
+	void *g = ds_grow(a->v, a->n, &a->cap, sizeof *a->v);
+	if (!g)
+		return DD_ENOMEM;
+	a->v = g;
 	a->v[a->n++] = p;
 	return DD_OK;
 }
@@ -836,27 +832,9 @@ int seg_create(const struct seg_source *src, const struct ds_options *opt, const
 	cJSON_AddItemToObject(sum, "skipped", b->skipped);
 	b->skipped = NULL;
 	cJSON_AddNumberToObject(sum, "seconds", (double)(fs_mono_ms() - t0) / 1000.0);
-	uint64_t disk = 0;
-	static const char *const dbs[] = { "train", "val" };
-	for (int s = 0; s < 2; s++) {
-		char p[PATH_MAX];
-		dsinfo_db_path(out_dir, dbs[s], p, sizeof p);
-		disk += fs_tree_bytes(p);
-		dsinfo_labels_db_path(out_dir, dbs[s], p, sizeof p);
-		disk += fs_tree_bytes(p);
-	}
-	static const char *const files[] = { DSINFO_LABELS, DSINFO_MEAN, DSINFO_MEAN_PNG };
-	for (int i = 0; i < 3; i++) {
-		char p[PATH_MAX];
-		struct stat st;
-		dsinfo_path(out_dir, files[i], p, sizeof p);
-		if (stat(p, &st) == 0)
-			disk += (uint64_t)st.st_blocks * 512;
-	}
-	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
-	char *text = cJSON_Print(sum);
-	rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
-	free(text);
+	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_LABELS_DB("train"),
+					       DSINFO_LABELS_DB("val"), DSINFO_LABELS, DSINFO_MEAN, DSINFO_MEAN_PNG, NULL };
+	rc = ds_write_summary(out_dir, outputs, sum, err);
 	if (rc == DD_OK && summary) {
 		*summary = sum;
 		sum = NULL;
