@@ -24,6 +24,7 @@ static const char usage[] =
 	"  serve          the web app: UI, REST API and job scheduler (default port 5010)\n"
 	"  dataset create build an image dataset (LMDB) from a folder, archive or list file\n"
 	"  example fashion-mnist  write Debian's Fashion-MNIST as an image folder\n"
+	"  example segmentation   write a synthetic segmentation set (shapes and their labels)\n"
 	"  net check FILE check a network (Caffe prototxt): layers, shapes, parameters\n"
 	"  net time NET   time a network's training iteration (or forward), per layer\n"
 	"  net list|show  the standard networks, and one's prototxt\n"

@@ -196,16 +196,23 @@ struct vec {
 	int64_t n, cap;
 };
 
+void *ds_grow(void *v, int64_t n, int64_t *cap, size_t size)
+{
+	if (n < *cap)
+		return v;
+	int64_t c = *cap ? *cap * 2 : 256;
+	void *g = realloc(v, (size_t)c * size);
+	if (g)
+		*cap = c;
+	return g;
+}
+
 static int vec_push(struct vec *a, char *path, int label)
 {
-	if (a->n == a->cap) {
-		int64_t cap = a->cap ? a->cap * 2 : 256;
-		struct item *g = realloc(a->v, (size_t)cap * sizeof *g);
-		if (!g)
-			return DD_ENOMEM;
-		a->v = g;
-		a->cap = cap;
-	}
+	void *g = ds_grow(a->v, a->n, &a->cap, sizeof *a->v);
+	if (!g)
+		return DD_ENOMEM;
+	a->v = g;
 	a->v[a->n++] = (struct item){ path, label };
 	return DD_OK;
 }
@@ -218,17 +225,19 @@ static void vec_free(struct vec *a)
 	*a = (struct vec){ 0 };
 }
 
-/* Fisher-Yates with splitmix64: the same seed gives the same order everywhere. */
-static void shuffle(struct item *v, int64_t n, uint64_t seed)
+void ds_shuffle(void *v, int64_t n, size_t size, uint64_t seed)
 {
 	uint64_t s = seed;
+	unsigned char t[64], *a = v;
 	for (int64_t i = n - 1; i > 0; i--) {
 		int64_t j = rng_below(&s, i + 1);
-		struct item t = v[i];
-		v[i] = v[j];
-		v[j] = t;
+		memcpy(t, a + (size_t)i * size, size);
+		memcpy(a + (size_t)i * size, a + (size_t)j * size, size);
+		memcpy(a + (size_t)j * size, t, size);
 	}
 }
+
+static void shuffle(struct item *v, int64_t n, uint64_t seed) { ds_shuffle(v, n, sizeof *v, seed); }
 
 /* ---- the build's shared state ---- */
 
@@ -246,26 +255,28 @@ struct build {
 	int64_t last_report_ms;
 };
 
-static void say(struct build *b, const char *level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void say(struct build *b, const char *level, const char *fmt, ...)
+void ds_say(const struct ds_progress *prog, const char *level, const char *fmt, ...)
 {
-	if (!b->prog || !b->prog->log)
+	if (!prog || !prog->log)
 		return;
 	char msg[1024];
 	DD_FORMAT(msg, fmt);
-	b->prog->log(b->prog->ctx, level, msg);
+	prog->log(prog->ctx, level, msg);
 }
+
+#define say(b, ...) ds_say((b)->prog, __VA_ARGS__)
 
 static int stopping(struct build *b) { return b->prog && b->prog->should_stop && b->prog->should_stop(b->prog->ctx); }
 
-static void skip(struct build *b, const char *path, const char *reason)
+void ds_skipped_add(cJSON *skipped, const char *path, const char *reason)
 {
 	cJSON *s = cJSON_CreateObject();
 	cJSON_AddStringToObject(s, "path", path);
 	cJSON_AddStringToObject(s, "reason", reason);
-	cJSON_AddItemToArray(b->skipped, s);
+	cJSON_AddItemToArray(skipped, s);
 }
+
+static void skip(struct build *b, const char *path, const char *reason) { ds_skipped_add(b->skipped, path, reason); }
 
 /* The path as people should read it: relative to the folder it came from. */
 static const char *shown(const struct build *b, const char *path)
@@ -287,7 +298,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
  * array.  Each name carries readdir's d_type in the byte after its NUL (read it
  * with name_type), so the walk needs no lstat per file on file systems that fill
  * d_type in. */
-static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
+int ds_list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 {
 	*names = NULL;
 	*n = 0;
@@ -326,7 +337,7 @@ static int list_dir(const char *dir, char ***names, int *n, struct dd_err *err)
 
 static unsigned char name_type(const char *name) { return (unsigned char)name[strlen(name) + 1]; }
 
-static void free_names(char **names, int n)
+void ds_free_names(char **names, int n)
 {
 	for (int i = 0; i < n; i++)
 		free(names[i]);
@@ -336,7 +347,7 @@ static void free_names(char **names, int n)
 /* Whether a file or folder name holds a control character (a newline, a tab, an
  * escape): one a line of labels.txt or train.txt could not hold, which would
  * shift every later label. */
-static int name_has_control(const char *name)
+int ds_name_has_control(const char *name)
 {
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
@@ -349,7 +360,7 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 		      int depth, struct dd_err *err)
 {
 	char **names;
-	int n, rc = list_dir(dir, &names, &n, err);
+	int n, rc = ds_list_dir(dir, &names, &n, err);
 	if (rc)
 		return rc;
 	for (int i = 0; i < n && (!max || out->n < max); i++) {
@@ -364,7 +375,7 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 			if (lstat(path, &st) != 0)
 				continue;
 		}
-		if (name_has_control(names[i])) {
+		if (ds_name_has_control(names[i])) {
 			skip(b, shown(b, path), "its name holds a control character (a newline, a tab…): rename it");
 		} else if (S_ISLNK(st.st_mode)) {
 			skip(b, shown(b, path), "a symbolic link: not followed");
@@ -386,7 +397,7 @@ static int walk_class(struct build *b, const char *dir, int label, struct vec *o
 			}
 		}
 	}
-	free_names(names, n);
+	ds_free_names(names, n);
 	return rc;
 }
 
@@ -399,7 +410,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 {
 	const struct ds_options *o = b->opt;
 	char **classes;
-	int nclasses, rc = list_dir(b->src->folder[DS_TRAIN], &classes, &nclasses, err);
+	int nclasses, rc = ds_list_dir(b->src->folder[DS_TRAIN], &classes, &nclasses, err);
 	if (rc)
 		return rc;
 	int has_val = b->src->folder[DS_VAL] != NULL, has_test = b->src->folder[DS_TEST] != NULL;
@@ -410,7 +421,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof dir, "%s/%s", b->src->folder[DS_TRAIN], classes[c]);
 		struct stat st;
-		if (name_has_control(classes[c])) {
+		if (ds_name_has_control(classes[c])) {
 			skip(b, classes[c], "a class folder whose name holds a control character (a newline, a tab…) "
 				 "cannot be a label: rename it");
 			continue;
@@ -475,7 +486,7 @@ static int gather_folders(struct build *b, struct dd_err *err)
 				break;
 		}
 	}
-	free_names(classes, nclasses);
+	ds_free_names(classes, nclasses);
 	if (rc)
 		return rc;
 	if (b->nlabels < 2)
@@ -933,9 +944,8 @@ static int write_labels_and_lists(struct build *b, struct dd_err *err)
 }
 
 /* mean.binaryproto (CHW, BGR planes, rounded as DIGITS does) and mean.png. */
-static int write_mean(struct build *b, const double *mean, struct dd_err *err)
+int ds_write_mean(const char *out_dir, const struct ds_options *o, const double *mean, struct dd_err *err)
 {
-	const struct ds_options *o = b->opt;
 	size_t plane = (size_t)o->width * o->height, npx = plane * o->channels;
 	struct image img = { o->width, o->height, o->channels, malloc(npx) };
 	struct blob bl = { 1, o->channels, o->height, o->width, malloc(npx * sizeof(float)), npx };
@@ -954,19 +964,38 @@ static int write_mean(struct build *b, const double *mean, struct dd_err *err)
 	char path[PATH_MAX];
 	if ((rc = blob_encode(&bl, &buf, &len, err)))
 		goto out;
-	dsinfo_path(b->out, DSINFO_MEAN, path, sizeof path);
+	dsinfo_path(out_dir, DSINFO_MEAN, path, sizeof path);
 	if ((rc = fs_write_file_atomic(path, buf, len, err)))
 		goto out;
 	free(buf);
 	buf = NULL;
 	if ((rc = image_encode_png(&img, 6, &buf, &len, err)))
 		goto out;
-	dsinfo_path(b->out, DSINFO_MEAN_PNG, path, sizeof path);
+	dsinfo_path(out_dir, DSINFO_MEAN_PNG, path, sizeof path);
 	rc = fs_write_file_atomic(path, buf, len, err);
 out:
 	free(buf);
 	free(img.px);
 	free(bl.data);
+	return rc;
+}
+
+int ds_write_summary(const char *out_dir, const char *const *outputs, cJSON *sum, struct dd_err *err)
+{
+	uint64_t disk = 0;
+	for (int i = 0; outputs[i]; i++) {
+		char p[PATH_MAX];
+		struct stat st;
+		snprintf(p, sizeof p, "%s/%s", out_dir, outputs[i]);
+		if (lstat(p, &st) == 0)
+			disk += S_ISDIR(st.st_mode) ? fs_tree_bytes(p) : (uint64_t)st.st_blocks * 512;
+	}
+	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
+	char marker[PATH_MAX];
+	dsinfo_path(out_dir, DSINFO_FILE, marker, sizeof marker);
+	char *text = cJSON_Print(sum);
+	int rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
+	free(text);
 	return rc;
 }
 
@@ -1057,7 +1086,7 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 				cJSON_GetArraySize(b.skipped));
 		goto out;
 	}
-	if ((rc = write_mean(&b, mean, err)))
+	if ((rc = ds_write_mean(out_dir, opt, mean, err)))
 		goto out;
 
 	sum = cJSON_CreateObject();
@@ -1084,20 +1113,9 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 	cJSON_AddNumberToObject(sum, "seconds", (double)(fs_mono_ms() - t0) / 1000.0);
 	/* what the dataset itself takes: its databases and files, not whatever else
 	 * the folder holds (an unpacked upload, say) */
-	uint64_t disk = 0;
 	static const char *const outputs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), DSINFO_LABELS,
 					       DSINFO_MEAN, DSINFO_MEAN_PNG, "train.txt", "val.txt", "test.txt", NULL };
-	for (int i = 0; outputs[i]; i++) {
-		char p[PATH_MAX];
-		struct stat st;
-		snprintf(p, sizeof p, "%s/%s", out_dir, outputs[i]);
-		if (lstat(p, &st) == 0)
-			disk += S_ISDIR(st.st_mode) ? fs_tree_bytes(p) : (uint64_t)st.st_blocks * 512;
-	}
-	cJSON_AddNumberToObject(sum, "disk_bytes", (double)disk);
-	char *text = cJSON_Print(sum);
-	rc = text ? fs_write_file_atomic(marker, text, strlen(text), err) : dd_err_set(err, DD_ENOMEM, "out of memory");
-	free(text);
+	rc = ds_write_summary(out_dir, outputs, sum, err);
 	if (rc == DD_OK && summary) {
 		*summary = sum;
 		sum = NULL;
@@ -1125,7 +1143,7 @@ static int single_folder(const char *dir, char *one, size_t len)
 {
 	char **names;
 	int n;
-	if (list_dir(dir, &names, &n, NULL) != DD_OK)
+	if (ds_list_dir(dir, &names, &n, NULL) != DD_OK)
 		return 0;
 	int yes = 0;
 	if (n == 1) {
@@ -1136,7 +1154,7 @@ static int single_folder(const char *dir, char *one, size_t len)
 		if (yes)
 			snprintf(one, len, "%s", p);
 	}
-	free_names(names, n);
+	ds_free_names(names, n);
 	return yes;
 }
 

@@ -83,7 +83,6 @@ int ds_create(const struct ds_source *src, const struct ds_options *opt, const c
 /* DIGITS' three_way_split_indices: how many of n go to train, val and test. */
 void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int *test);
 
-#endif
 
 /* Find the class folders below root: descend through folders that hold nothing but
  * one folder (an archive's top folder), then, when the folder has "train" (and
@@ -91,3 +90,34 @@ void ds_split_counts(int n, int val_pct, int test_pct, int *train, int *val, int
  * otherwise root itself is the train folder.  Each out buffer is PATH_MAX bytes;
  * an absent split is set to "". */
 int ds_layout_resolve(const char *root, char *train, char *val, char *test, struct dd_err *err);
+
+/* Shared with segment.c.  A line for the creation log through prog->log (prog
+ * or its log may be NULL). */
+void ds_say(const struct ds_progress *prog, const char *level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* mean (C×H×W doubles of options' size, interleaved as the images are) as
+ * DSINFO_MEAN (BGR planes, rounded as DIGITS does) and DSINFO_MEAN_PNG in out_dir. */
+int ds_write_mean(const char *out_dir, const struct ds_options *o, const double *mean, struct dd_err *err);
+/* Room for element n of v (elements of size bytes, *cap of them allocated):
+ * v itself, or v reallocated to twice the room (and *cap updated) when full;
+ * NULL when out of memory (v is still valid then). */
+void *ds_grow(void *v, int64_t n, int64_t *cap, size_t size);
+/* The last step of a build: sum gets "disk_bytes" (the sizes of the NULL-ended
+ * outputs, names in out_dir, that exist) and is written as dataset.json, the mark
+ * that the dataset is done. */
+int ds_write_summary(const char *out_dir, const char *const *outputs, cJSON *sum, struct dd_err *err);
+/* Fisher-Yates with splitmix64 over n elements of size bytes (at most 64): the
+ * same seed gives the same order everywhere. */
+void ds_shuffle(void *v, int64_t n, size_t size, uint64_t seed);
+/* Append {"path", "reason"} to a summary's skipped array. */
+void ds_skipped_add(cJSON *skipped, const char *path, const char *reason);
+/* The sorted names in dir (no "." "..", no hidden files);
+ * caller frees with ds_free_names.  Each name carries readdir's d_type in the byte
+ * after its NUL. */
+int ds_list_dir(const char *dir, char ***names, int *n, struct dd_err *err);
+void ds_free_names(char **names, int n);
+/* Whether a name holds a control character (one a line of a .txt list could not
+ * hold). */
+int ds_name_has_control(const char *name);
+
+#endif

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../common/json.h"
@@ -13,6 +14,26 @@ void dsinfo_path(const char *dir, const char *name, char *buf, size_t len) { snp
 void dsinfo_db_path(const char *dir, const char *split, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/%s" DSINFO_DB(""), dir, split);
+}
+
+void dsinfo_labels_db_path(const char *dir, const char *split, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s" DSINFO_LABELS_DB(""), dir, split);
+}
+
+static const char *const task_names[] = { "classification", "segmentation" };
+
+const char *dsinfo_task_name(enum dsinfo_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
+
+int dsinfo_task(const cJSON *info)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(info, "task");
+	if (!t)
+		return DSINFO_CLASSIFICATION;
+	for (int i = 0; i < 2; i++)
+		if (cJSON_IsString(t) && strcmp(t->valuestring, task_names[i]) == 0)
+			return i;
+	return -1;
 }
 
 int dsinfo_ready(const char *dir)

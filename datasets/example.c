@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "../common/fsutil.h"
+#include "../common/rng.h"
 #include "image.h"
 
 static const char *const classes[10] = { "T-shirt_top", "Trouser", "Pullover", "Dress", "Coat",
@@ -175,4 +176,136 @@ int example_preview_image(struct image *out, struct dd_err *err)
 		}
 	*out = (struct image){ w, h, 3, px };
 	return DD_OK;
+}
+
+/* ---- the synthetic segmentation example ----
+ *
+ * Each image: a background of two blended noise fields (a coarse one, bilinear
+ * from a small grid, and fine per-pixel grain) with diagonal stripes at a random
+ * angle, so that a flat colour does not say "background"; then 1 to 4 shapes
+ * (a circle, a square, a triangle), each filled with its own colour plus grain,
+ * later shapes over earlier ones.  The label holds each pixel's class: what the
+ * last shape covering it was, else background.  Everything comes from one
+ * splitmix64 stream seeded with `seed`, so a seed gives the same files. */
+
+static const char *const seg_names[EXAMPLE_SEG_CLASSES] = { "background", "circle", "square", "triangle" };
+static const uint8_t seg_palette[3 * EXAMPLE_SEG_CLASSES] = { 0, 0, 0, 128, 0, 0, 0, 128, 0, 128, 128, 0 };
+
+static double unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* Does (x, y) fall inside shape k (1 circle, 2 square, 3 triangle) centred at
+ * cx, cy with radius r and angle a? */
+static int inside(int k, double x, double y, double cx, double cy, double r, double a)
+{
+	double dx = x - cx, dy = y - cy;
+	double u = dx * cos(a) + dy * sin(a), v = -dx * sin(a) + dy * cos(a);
+	if (k == 1)
+		return dx * dx + dy * dy <= r * r;
+	if (k == 2)
+		return fabs(u) <= r * 0.8 && fabs(v) <= r * 0.8;
+	/* an equilateral triangle, apex up in its own frame: three half-planes */
+	for (int e = 0; e < 3; e++) {
+		double t = a + e * 2.0943951023931953 + 1.5707963267948966;
+		if (dx * cos(t) + dy * sin(t) > r * 0.5)
+			return 0;
+	}
+	return 1;
+}
+
+static void draw_one(uint64_t *s, int w, int h, uint8_t *rgb, uint8_t *cls)
+{
+	uint8_t grid[5][5][3];
+	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < 5; j++)
+			for (int c = 0; c < 3; c++)
+				grid[i][j][c] = (uint8_t)(40 + rng_below(s, 176));
+	double ang = unit(s) * 3.14159265, period = 6 + unit(s) * 18, amp = 10 + unit(s) * 30;
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			double gx = (double)x / w * 4, gy = (double)y / h * 4;
+			int ix = (int)gx, iy = (int)gy;
+			double fx = gx - ix, fy = gy - iy;
+			double stripe = amp * sin((x * cos(ang) + y * sin(ang)) * 6.2831853 / period);
+			for (int c = 0; c < 3; c++) {
+				double v = (1 - fx) * (1 - fy) * grid[iy][ix][c] + fx * (1 - fy) * grid[iy][ix + 1][c] +
+					   (1 - fx) * fy * grid[iy + 1][ix][c] + fx * fy * grid[iy + 1][ix + 1][c];
+				v += stripe + (double)rng_below(s, 41) - 20;
+				rgb[((size_t)y * w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+			}
+			cls[(size_t)y * w + x] = 0;
+		}
+	int nshapes = 1 + (int)rng_below(s, 4), side = w < h ? w : h;
+	for (int k = 0; k < nshapes; k++) {
+		int kind = 1 + (int)rng_below(s, 3);
+		double r = side * (0.08 + unit(s) * 0.14);
+		double cx = r + unit(s) * (w - 2 * r), cy = r + unit(s) * (h - 2 * r), a = unit(s) * 6.2831853;
+		uint8_t col[3];
+		for (int c = 0; c < 3; c++)
+			col[c] = (uint8_t)rng_below(s, 256);
+		int x0 = (int)(cx - r - 1), x1 = (int)(cx + r + 1), y0 = (int)(cy - r - 1), y1 = (int)(cy + r + 1);
+		for (int y = y0 < 0 ? 0 : y0; y <= y1 && y < h; y++)
+			for (int x = x0 < 0 ? 0 : x0; x <= x1 && x < w; x++) {
+				if (!inside(kind, x + 0.5, y + 0.5, cx, cy, r, a))
+					continue;
+				for (int c = 0; c < 3; c++) {
+					int v = col[c] + (int)rng_below(s, 31) - 15;
+					rgb[((size_t)y * w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+				}
+				cls[(size_t)y * w + x] = (uint8_t)kind;
+			}
+	}
+}
+
+int example_segmentation(const char *dir, int count, int w, int h, uint64_t seed,
+			 int (*progress)(void *ctx, int64_t done, int64_t total), void *ctx, struct dd_err *err)
+{
+	if (count < 1 || count > 100000 || w < 8 || h < 8 || w > 4096 || h > 4096)
+		return dd_err_set(err, DD_EINVAL, "the example needs 1 to 100000 images of 8x8 to 4096x4096 pixels");
+	char p[PATH_MAX];
+	int rc;
+	snprintf(p, sizeof p, "%s/images", dir);
+	if ((rc = fs_mkdir_p(p, err)))
+		return rc;
+	snprintf(p, sizeof p, "%s/labels", dir);
+	if ((rc = fs_mkdir_p(p, err)))
+		return rc;
+	char names[128] = "";
+	for (int k = 0; k < EXAMPLE_SEG_CLASSES; k++)
+		snprintf(names + strlen(names), sizeof names - strlen(names), "%s\n", seg_names[k]);
+	snprintf(p, sizeof p, "%s/labels.txt", dir);
+	if ((rc = fs_write_file_atomic(p, names, strlen(names), err)))
+		return rc;
+	struct image img = { 0 }, lab = { 0 };
+	img.w = lab.w = w, img.h = lab.h = h, img.c = 3, lab.c = 1;
+	img.px = malloc((size_t)w * h * 3);
+	lab.px = malloc((size_t)w * h);
+	if (!img.px || !lab.px) {
+		rc = dd_err_set(err, DD_ENOMEM, "out of memory");
+		goto out;
+	}
+	uint64_t s = seed ^ 0x5e6e7a11ull;
+	for (int i = 0; i < count && rc == DD_OK; i++) {
+		draw_one(&s, w, h, img.px, lab.px);
+		uint8_t *buf = NULL;
+		size_t len = 0;
+		if ((rc = image_encode_png(&img, 6, &buf, &len, err)))
+			break;
+		snprintf(p, sizeof p, "%s/images/%05d.png", dir, i);
+		rc = fs_write_file_atomic(p, buf, len, err);
+		free(buf);
+		buf = NULL;
+		if (rc == DD_OK)
+			rc = image_encode_png_palette(&lab, seg_palette, EXAMPLE_SEG_CLASSES, &buf, &len, err);
+		if (rc == DD_OK) {
+			snprintf(p, sizeof p, "%s/labels/%05d.png", dir, i);
+			rc = fs_write_file_atomic(p, buf, len, err);
+		}
+		free(buf);
+		if (rc == DD_OK && progress && (i + 1) % 20 == 0 && progress(ctx, i + 1, count))
+			rc = dd_err_set(err, DD_ECONFLICT, "aborted");
+	}
+out:
+	image_free(&img);
+	image_free(&lab);
+	return rc;
 }

@@ -23,6 +23,15 @@ int example_fashion_mnist(const char *dir, int (*progress)(void *ctx, int64_t do
 
 #endif
 
+/* The synthetic segmentation example: DIR/images/NNNNN.png (RGB, w x h),
+ * DIR/labels/NNNNN.png (palette PNGs: 0 background, 1 circle, 2 square,
+ * 3 triangle) and DIR/labels.txt, count pairs of seeded shapes on textured,
+ * noisy backgrounds.  The same seed gives the same bytes.  progress as above
+ * (every 20 pairs).  Then: deepdesk dataset create DIR OUT --task segmentation. */
+#define EXAMPLE_SEG_CLASSES 4
+int example_segmentation(const char *dir, int count, int w, int h, uint64_t seed,
+			 int (*progress)(void *ctx, int64_t done, int64_t total), void *ctx, struct dd_err *err);
+
 /* A colour picture drawn here (a landscape: sky, sun, hills, a house; 400×300,
  * wider than tall so every resize mode shows its effect), for the new-dataset
  * form's preview.  Caller frees with image_free(). */

@@ -410,6 +410,42 @@ struct png_job {
 	png_bytep *rows;   /* row pointers for an interlaced read */
 };
 
+/* Read up to the image data and check the size: the start both PNG readers share.
+ * Called under the caller's setjmp (libpng may longjmp out of it). */
+static int png_read_header(png_structp png, png_infop info, struct png_rd *rd, int64_t max_pixels, const char *name,
+			   png_uint_32 *w, png_uint_32 *h, int *depth, int *type, int *interlace, struct dd_err *err)
+{
+	png_set_read_fn(png, rd, png_read_mem);
+	/* Our own cap (checked on the raw IHDR already) replaces libpng's default limit
+	 * of 1e6 pixels per side. */
+	png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+	png_read_info(png, info);
+	png_get_IHDR(png, info, w, h, depth, type, interlace, NULL, NULL);
+	return check_dims(*w, *h, max_pixels, name, "PNG", err);
+}
+
+/* What a PNG's first 33 bytes must be, checked before libpng allocates anything:
+ * IHDR first, at a fixed offset, and a size under the cap. */
+static int png_precheck(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, struct dd_err *err)
+{
+	if (len < 33)
+		return dd_err_set(err, DD_EINVAL, "%s: truncated PNG (the file ends at byte %zu, inside the header)",
+				  nm(name), len);
+	if (memcmp(data + 12, "IHDR", 4) != 0)
+		return dd_err_set(err, DD_EINVAL, "%s: corrupt PNG (the first chunk is not IHDR)", nm(name));
+	return check_dims(be32(data + 16), be32(data + 20), max_pixels, name, "PNG", err);
+}
+
+/* The sentence for a libpng error (after its longjmp). */
+static int png_failed(const struct png_rd *rd, const char *name, size_t len, struct dd_err *err)
+{
+	if (rd->eof)
+		return dd_err_set(err, DD_EINVAL,
+				  "%s: truncated PNG (the file ends at byte %zu, before the image data is complete)", nm(name),
+				  len);
+	return dd_err_set(err, DD_EINVAL, "%s: truncated or corrupt PNG (%s)", nm(name), rd->msg);
+}
+
 /* The part of decode_png that libpng may longjmp out of.  Everything it acquires
  * is recorded in *job or *out (memory the caller owns), never in locals, so
  * nothing is lost to the longjmp; decode_png releases it.  Returns 0, or 1 after a
@@ -421,16 +457,9 @@ static int png_read_guarded(struct png_job *job, struct png_rd *rd, int64_t max_
 	png_infop info = job->info;
 	if (setjmp(png_jmpbuf(png)))
 		return 1;
-	png_set_read_fn(png, rd, png_read_mem);
-	/* Our own cap (checked on the raw IHDR already) replaces libpng's default limit
-	 * of 1e6 pixels per side. */
-	png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
-	png_read_info(png, info);
-
 	png_uint_32 w, h;
 	int depth, type, interlace;
-	png_get_IHDR(png, info, &w, &h, &depth, &type, &interlace, NULL, NULL);
-	if ((*rc = check_dims(w, h, max_pixels, name, "PNG", err)))
+	if ((*rc = png_read_header(png, info, rd, max_pixels, name, &w, &h, &depth, &type, &interlace, err)))
 		return 0;
 	if (type == PNG_COLOR_TYPE_PALETTE) {
 		png_set_palette_to_rgb(png);
@@ -491,14 +520,7 @@ oom:
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels,
 		      struct image *out, struct dd_err *err)
 {
-	/* IHDR must be the first chunk, at a fixed offset: checking its size here
-	 * refuses a huge image before libpng allocates anything. */
-	if (len < 33)
-		return dd_err_set(err, DD_EINVAL, "%s: truncated PNG (the file ends at byte %zu, inside the header)",
-				  nm(name), len);
-	if (memcmp(data + 12, "IHDR", 4) != 0)
-		return dd_err_set(err, DD_EINVAL, "%s: corrupt PNG (the first chunk is not IHDR)", nm(name));
-	int rc = check_dims(be32(data + 16), be32(data + 20), max_pixels, name, "PNG", err);
+	int rc = png_precheck(data, len, name, max_pixels, err);
 	if (rc)
 		return rc;
 
@@ -509,14 +531,8 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
 		rc = dd_err_set(err, DD_ENOMEM, "%s: out of memory starting the PNG decoder", nm(name));
 		goto fail;
 	}
-	if (png_read_guarded(&job, &rd, max_pixels, name, out, err, &rc)) {
-		if (rd.eof)
-			rc = dd_err_set(err, DD_EINVAL,
-					"%s: truncated PNG (the file ends at byte %zu, before the image data is complete)",
-					nm(name), len);
-		else
-			rc = dd_err_set(err, DD_EINVAL, "%s: truncated or corrupt PNG (%s)", nm(name), rd.msg);
-	}
+	if (png_read_guarded(&job, &rd, max_pixels, name, out, err, &rc))
+		rc = png_failed(&rd, name, len, err);
 	if (rc)
 		goto fail;
 	png_destroy_read_struct(&job.png, &job.info, NULL);
@@ -534,6 +550,145 @@ fail:
 	free(job.rows);
 	free(job.tmp);
 	image_free(out);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------
+ * Label PNGs (segmentation): the samples as stored, never converted.  A palette
+ * PNG gives its indices (1, 2 and 4 bits unpacked, never scaled) and its palette;
+ * a gray PNG its values (1..8 bits as they are; 16 bits only when every value
+ * fits a byte); an RGB PNG its colours (16 bits reduced as image_decode does).
+ * Alpha (gray+alpha, RGBA) is refused: a class cannot be half transparent. */
+
+struct png_label_job {
+	struct png_job j;
+	enum image_label_kind *kind;
+	uint8_t *palette;
+	int *npalette;
+};
+
+static const char *png_type_name(int type)
+{
+	switch (type) {
+	case PNG_COLOR_TYPE_GRAY_ALPHA: return "grayscale with alpha";
+	case PNG_COLOR_TYPE_RGB_ALPHA: return "RGBA";
+	default: return "of an unknown colour type";
+	}
+}
+
+static int png_label_guarded(struct png_label_job *lj, struct png_rd *rd, int64_t max_pixels,
+			     const char *name, struct image *out, struct dd_err *err, int *rc)
+{
+	png_structp png = lj->j.png;
+	png_infop info = lj->j.info;
+	if (setjmp(png_jmpbuf(png)))
+		return 1;
+	png_uint_32 w, h;
+	int depth, type, interlace;
+	if ((*rc = png_read_header(png, info, rd, max_pixels, name, &w, &h, &depth, &type, &interlace, err)))
+		return 0;
+	int c;
+	if (type == PNG_COLOR_TYPE_PALETTE || type == PNG_COLOR_TYPE_GRAY) {
+		c = 1;
+		*lj->kind = type == PNG_COLOR_TYPE_PALETTE ? IMAGE_LABEL_PALETTE : IMAGE_LABEL_GRAY;
+		if (depth < 8)
+			png_set_packing(png); /* one byte a sample, the value unscaled */
+		if (type == PNG_COLOR_TYPE_PALETTE) {
+			png_colorp pal = NULL;
+			int np = 0;
+			png_get_PLTE(png, info, &pal, &np);
+			for (int i = 0; i < np && i < 256; i++) {
+				lj->palette[3 * i] = pal[i].red;
+				lj->palette[3 * i + 1] = pal[i].green;
+				lj->palette[3 * i + 2] = pal[i].blue;
+			}
+			*lj->npalette = np;
+		}
+	} else if (type == PNG_COLOR_TYPE_RGB) {
+		c = 3;
+		*lj->kind = IMAGE_LABEL_RGB;
+	} else {
+		*rc = dd_err_set(err, DD_EINVAL,
+				 "%s: a label PNG must be palette, grayscale or RGB, and this one is %s", nm(name),
+				 png_type_name(type));
+		return 0;
+	}
+	if (interlace != PNG_INTERLACE_NONE)
+		png_set_interlace_handling(png);
+	png_read_update_info(png, info);
+	size_t rowbytes = png_get_rowbytes(png, info);
+	if ((*rc = img_alloc(out, (int)w, (int)h, c, name, err)))
+		return 0;
+	if (!(lj->j.rows = malloc(h * sizeof *lj->j.rows)) || !(lj->j.tmp = malloc(rowbytes * h))) {
+		*rc = dd_err_set(err, DD_ENOMEM, "%s: out of memory decoding a %ux%u PNG", nm(name), (unsigned)w,
+				 (unsigned)h);
+		return 0;
+	}
+	for (png_uint_32 y = 0; y < h; y++)
+		lj->j.rows[y] = lj->j.tmp + y * rowbytes;
+	png_read_image(png, lj->j.rows);
+	size_t ns = (size_t)w * (size_t)c;
+	for (png_uint_32 y = 0; y < h; y++) {
+		const uint8_t *s = lj->j.rows[y];
+		uint8_t *d = out->px + y * ns;
+		if (depth != 16) {
+			memcpy(d, s, ns);
+			continue;
+		}
+		for (size_t i = 0; i < ns; i++) {
+			uint32_t v = (uint32_t)s[2 * i] << 8 | s[2 * i + 1];
+			if (c == 3) {
+				d[i] = s16to8(v);
+			} else if (v > 255) {
+				*rc = dd_err_set(err, DD_EINVAL,
+						 "%s: 16-bit grayscale value %u at (%zu, %u) is not a class index (0 to 255)",
+						 nm(name), v, i, (unsigned)y);
+				return 0;
+			} else {
+				d[i] = (uint8_t)v;
+			}
+		}
+	}
+	*rc = DD_OK;
+	return 0;
+}
+
+int image_decode_label(const void *vdata, size_t len, const char *name, int64_t max_pixels,
+		       struct image *out, enum image_label_kind *kind, uint8_t palette[768], int *npalette,
+		       struct dd_err *err)
+{
+	const uint8_t *data = vdata;
+	memset(out, 0, sizeof *out);
+	*npalette = 0;
+	memset(palette, 0, 768);
+	if (max_pixels <= 0)
+		max_pixels = IMAGE_DEFAULT_MAX_PIXELS;
+	if (image_sniff(data, len) != IMAGE_PNG)
+		return dd_err_set(err, DD_EINVAL, "%s: a label must be a PNG (palette, grayscale or RGB)", nm(name));
+	int rc = png_precheck(data, len, name, max_pixels, err);
+	if (rc)
+		return rc;
+	struct png_rd rd = {.p = data, .len = len};
+	struct png_label_job lj = {.kind = kind, .palette = palette, .npalette = npalette};
+	lj.j.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &rd, png_on_error, png_on_warning);
+	if (!lj.j.png || !(lj.j.info = png_create_info_struct(lj.j.png))) {
+		rc = dd_err_set(err, DD_ENOMEM, "%s: out of memory starting the PNG decoder", nm(name));
+		goto done;
+	}
+	if (png_label_guarded(&lj, &rd, max_pixels, name, out, err, &rc))
+		rc = png_failed(&rd, name, len, err);
+	if (rc == DD_OK) {
+		int o = png_orientation(data, len);
+		if (o != 1)
+			rc = apply_orientation(out, o, name, err);
+	}
+done:
+	if (lj.j.png)
+		png_destroy_read_struct(&lj.j.png, lj.j.info ? &lj.j.info : NULL, NULL);
+	free(lj.j.rows);
+	free(lj.j.tmp);
+	if (rc)
+		image_free(out);
 	return rc;
 }
 
@@ -1283,23 +1438,18 @@ static void noise_fill(uint8_t *p, size_t n, uint64_t *state)
 		p[i] = (uint8_t)(((rng_next(state) & 0xffffffffu) * 255) >> 32);
 }
 
-int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
-		 struct image *out, struct dd_err *err)
-{
-	memset(out, 0, sizeof *out);
-	if (!src || !src->px || src->w <= 0 || src->h <= 0 || (src->c != 1 && src->c != 3))
-		return dd_err_set(err, DD_EINVAL, "image_resize: no image to resize");
-	if (w <= 0 || h <= 0)
-		return dd_err_set(err, DD_EINVAL, "cannot resize to %dx%d", w, h);
-	int sw = src->w, sh = src->h, c = src->c, rc;
-	if ((rc = img_alloc(out, w, h, c, NULL, err)))
-		return rc;
-	if (sw == w && sh == h) {
-		memcpy(out->px, src->px, (size_t)w * h * c);
-		return DD_OK;
-	}
+/* Where a w x h result's pixels come from under `mode`: the source is scaled to
+ * rw x rh, the window cx,cy (ow x oh) of that is kept, and placed at px,py of the
+ * result; the rest of the result is padding.  resize_image()'s arithmetic, in the
+ * same double operations.  The one owner of the modes' geometry: the bilinear
+ * resize of images and the nearest-neighbour resize of labels both ask it, so a
+ * label always lands on its image's pixels. */
+struct resize_geom {
+	int rw, rh, cx, cy, px, py, ow, oh;
+};
 
-	/* resize_image()'s arithmetic, in the same double operations. */
+static int resize_geometry(int sw, int sh, int w, int h, enum resize_mode mode, struct resize_geom *g)
+{
 	double wr = (double)sw / w, hr = (double)sh / h;
 	int rw = w, rh = h; /* the scaled size */
 	if (mode == RESIZE_SQUASH || wr == hr) {
@@ -1336,21 +1486,52 @@ int image_resize(const struct image *src, int w, int h, enum resize_mode mode, u
 		else if (wr < hr && (w - rw) % 2 == 1)
 			rw++;
 	} else {
+		return -1;
+	}
+	/* A side longer than the target is centre-cropped (start = round((new -
+	 * target) / 2)); a shorter one is padded, half on each end. */
+	*g = (struct resize_geom){ .rw = rw, .rh = rh, .ow = w, .oh = h };
+	if (rw >= w)
+		g->cx = py2_round((rw - w) / 2.0);
+	else
+		g->px = (w - rw) / 2, g->ow = rw;
+	if (rh >= h)
+		g->cy = py2_round((rh - h) / 2.0);
+	else
+		g->py = (h - rh) / 2, g->oh = rh;
+	return 0;
+}
+
+/* What both resizes refuse: no image, or a target size under 1.  Empties out. */
+static int resize_args(const struct image *src, int w, int h, const char *fn, struct image *out, struct dd_err *err)
+{
+	memset(out, 0, sizeof *out);
+	if (!src || !src->px || src->w <= 0 || src->h <= 0 || (src->c != 1 && src->c != 3))
+		return dd_err_set(err, DD_EINVAL, "%s: no image to resize", fn);
+	if (w <= 0 || h <= 0)
+		return dd_err_set(err, DD_EINVAL, "cannot resize to %dx%d", w, h);
+	return DD_OK;
+}
+
+int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
+		 struct image *out, struct dd_err *err)
+{
+	int sw, sh, c, rc;
+	if ((rc = resize_args(src, w, h, "image_resize", out, err)))
+		return rc;
+	sw = src->w, sh = src->h, c = src->c;
+	if ((rc = img_alloc(out, w, h, c, NULL, err)))
+		return rc;
+	if (sw == w && sh == h) {
+		memcpy(out->px, src->px, (size_t)w * h * c);
+		return DD_OK;
+	}
+	struct resize_geom g;
+	if (resize_geometry(sw, sh, w, h, mode, &g)) {
 		image_free(out);
 		return dd_err_set(err, DD_EINVAL, "unknown resize mode %d", (int)mode);
 	}
-
-	/* A side longer than the target is centre-cropped (start = round((new -
-	 * target) / 2)); a shorter one is padded with noise, half on each end. */
-	int cx = 0, cy = 0, px = 0, py = 0, ow = w, oh = h;
-	if (rw >= w)
-		cx = py2_round((rw - w) / 2.0);
-	else
-		px = (w - rw) / 2, ow = rw;
-	if (rh >= h)
-		cy = py2_round((rh - h) / 2.0);
-	else
-		py = (h - rh) / 2, oh = rh;
+	int rw = g.rw, rh = g.rh, cx = g.cx, cy = g.cy, px = g.px, py = g.py, ow = g.ow, oh = g.oh;
 
 	size_t stride = (size_t)w * c;
 	if (resample(src->px, sw, sh, c, rw, rh, cx, cy, ow, oh, out->px + (size_t)py * stride + (size_t)px * c,
@@ -1379,6 +1560,33 @@ int image_resize(const struct image *src, int w, int h, enum resize_mode mode, u
 			memcpy(row + stride - r, row, l < r ? l : r);
 			if (r > l)
 				noise_fill(row + stride - r + l, r - l, &state);
+		}
+	}
+	return DD_OK;
+}
+
+int image_resize_nearest(const struct image *src, int w, int h, enum resize_mode mode, uint8_t pad,
+			 struct image *out, struct dd_err *err)
+{
+	int rc = resize_args(src, w, h, "image_resize_nearest", out, err);
+	if (rc)
+		return rc;
+	struct resize_geom g;
+	if (resize_geometry(src->w, src->h, w, h, mode, &g))
+		return dd_err_set(err, DD_EINVAL, "unknown resize mode %d", (int)mode);
+	int c = src->c;
+	if ((rc = img_alloc(out, w, h, c, NULL, err)))
+		return rc;
+	memset(out->px, pad, (size_t)w * h * c);
+	/* output column x of the scaled image reads source column
+	 * floor((x + 0.5) * sw / rw), Pillow's NEAREST */
+	for (int y = 0; y < g.oh; y++) {
+		int64_t sy = ((int64_t)2 * (y + g.cy) + 1) * src->h / (2 * (int64_t)g.rh);
+		const uint8_t *srow = src->px + (size_t)sy * src->w * c;
+		uint8_t *d = out->px + ((size_t)(y + g.py) * w + g.px) * c;
+		for (int x = 0; x < g.ow; x++) {
+			int64_t sx = ((int64_t)2 * (x + g.cx) + 1) * src->w / (2 * (int64_t)g.rw);
+			memcpy(d + (size_t)x * c, srow + (size_t)sx * c, (size_t)c);
 		}
 	}
 	return DD_OK;
@@ -1425,7 +1633,7 @@ static void png_on_werror(png_structp png, png_const_charp msg)
 /* The part of image_encode_png that libpng may longjmp out of; 1 after an error.
  * All it acquires lives in *b, which the caller releases. */
 static int png_write_guarded(png_structp png, png_infop info, const struct image *img, int level,
-			     struct membuf *b)
+			     const uint8_t *palette, int npalette, struct membuf *b)
 {
 	if (setjmp(png_jmpbuf(png)))
 		return 1;
@@ -1456,8 +1664,14 @@ static int png_write_guarded(png_structp png, png_infop info, const struct image
 		mem++;
 	png_set_compression_mem_level(png, mem);
 	png_set_IHDR(png, info, (png_uint_32)img->w, (png_uint_32)img->h, 8,
-		     img->c == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+		     palette ? PNG_COLOR_TYPE_PALETTE : img->c == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB,
+		     PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+	if (palette) {
+		png_color pal[256];
+		for (int i = 0; i < npalette; i++)
+			pal[i] = (png_color){ palette[3 * i], palette[3 * i + 1], palette[3 * i + 2] };
+		png_set_PLTE(png, info, pal, npalette);
+	}
 	png_write_info(png, info);
 	size_t stride = (size_t)img->w * img->c;
 	for (int y = 0; y < img->h; y++)
@@ -1466,8 +1680,8 @@ static int png_write_guarded(png_structp png, png_infop info, const struct image
 	return 0;
 }
 
-int image_encode_png(const struct image *img, int level, uint8_t **out, size_t *len,
-		     struct dd_err *err)
+static int encode_png(const struct image *img, int level, const uint8_t *palette, int npalette,
+		      uint8_t **out, size_t *len, struct dd_err *err)
 {
 	*out = NULL;
 	*len = 0;
@@ -1490,7 +1704,7 @@ int image_encode_png(const struct image *img, int level, uint8_t **out, size_t *
 		rc = dd_err_set(err, DD_ENOMEM, "out of memory encoding a %dx%d PNG", img->w, img->h);
 		goto done;
 	}
-	if (png_write_guarded(png, info, img, level, &b)) {
+	if (png_write_guarded(png, info, img, level, palette, npalette, &b)) {
 		rc = dd_err_set(err, strstr(b.msg, "out of memory") ? DD_ENOMEM : DD_EINTERNAL,
 				"cannot encode a %dx%d PNG: %s", img->w, img->h, b.msg);
 		goto done;
@@ -1503,6 +1717,23 @@ done:
 		png_destroy_write_struct(&png, info ? &info : NULL);
 	free(b.p);
 	return rc;
+}
+
+int image_encode_png(const struct image *img, int level, uint8_t **out, size_t *len,
+		     struct dd_err *err)
+{
+	return encode_png(img, level, NULL, 0, out, len, err);
+}
+
+int image_encode_png_palette(const struct image *idx, const uint8_t *palette, int npalette, uint8_t **out,
+			     size_t *len, struct dd_err *err)
+{
+	if (!idx || idx->c != 1 || !palette || npalette < 1 || npalette > 256) {
+		*out = NULL;
+		*len = 0;
+		return dd_err_set(err, DD_EINVAL, "image_encode_png_palette: needs a 1-channel image and 1 to 256 colours");
+	}
+	return encode_png(idx, 6, palette, npalette, out, len, err);
 }
 
 int image_encode_jpeg(const struct image *img, int quality, uint8_t **out, size_t *len,

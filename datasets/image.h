@@ -72,6 +72,28 @@ void image_from_planes(struct image *img, const uint8_t *planes);
 int image_resize(const struct image *src, int w, int h, enum resize_mode mode, uint64_t seed,
 		 struct image *out, struct dd_err *err);
 
+/* The same geometry as image_resize (the modes' scale, crop and padding, so each
+ * pixel lands where image_resize puts its image's pixel) with nearest-neighbour
+ * sampling (Pillow's NEAREST: source = floor((x + 0.5) * in / out)), for label
+ * images: every output value is a value of src, or `pad` where the mode pads
+ * (fill, half_crop).  Caller frees out with image_free(). */
+int image_resize_nearest(const struct image *src, int w, int h, enum resize_mode mode, uint8_t pad,
+			 struct image *out, struct dd_err *err);
+
+/* What a label PNG holds (image_decode_label). */
+enum image_label_kind { IMAGE_LABEL_PALETTE, IMAGE_LABEL_GRAY, IMAGE_LABEL_RGB };
+
+/* Decode a segmentation label PNG without converting its samples: palette PNGs
+ * give their indices (c = 1) and their palette (palette[3*i..] = R, G, B of entry
+ * i, *npalette entries; the rest zero), grayscale PNGs their values (c = 1; 1, 2
+ * and 4 bits unscaled, 16 bits only if every value is at most 255), RGB PNGs their
+ * colours (c = 3).  Not a PNG, or one with alpha: DD_EINVAL naming the file and
+ * the mode.  The eXIf orientation is applied as image_decode does.  Caller frees
+ * out with image_free(). */
+int image_decode_label(const void *data, size_t len, const char *name, int64_t max_pixels,
+		       struct image *out, enum image_label_kind *kind, uint8_t palette[768], int *npalette,
+		       struct dd_err *err);
+
 /* Encode as PNG or JPEG.  PNG level: 0 stores; 1..6 use PNG's adaptive filters
  * with zlib's run-length strategy (about 4x faster than zlib level 6 on photos,
  * files within ~1%); 7..9 use zlib's full matcher at that level.  JPEG: quality
@@ -81,6 +103,12 @@ int image_encode_png(const struct image *img, int level, uint8_t **out, size_t *
 		     struct dd_err *err);
 int image_encode_jpeg(const struct image *img, int quality, uint8_t **out, size_t *len,
 		      struct dd_err *err);
+
+/* A 1-channel image of palette indices as an 8-bit palette PNG (a label, a mask):
+ * palette holds npalette (1..256) R, G, B triples.  *out is malloc'ed; caller
+ * frees with free(). */
+int image_encode_png_palette(const struct image *idx, const uint8_t *palette, int npalette, uint8_t **out,
+			     size_t *len, struct dd_err *err);
 
 void image_free(struct image *img);
 

@@ -101,6 +101,15 @@ int kind_upload_path(const char *data_dir, const char *id, char *path, size_t le
 	return 0;
 }
 
+int kind_upload_text_path(const char *data_dir, const char *id, char *path, size_t len)
+{
+	if (!kind_upload_id_ok(id))
+		return 0;
+	jobdir_upload(data_dir, id, ".txt", path, len);
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 int64_t kind_upload_owner(const char *path)
 {
 	char side[PATH_MAX + 8], buf[32] = "";

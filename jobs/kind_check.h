@@ -40,11 +40,14 @@ int kind_path_allowed(const struct job_server *s, const char *path, char *resolv
 int kind_server_path(const struct job_caller *who, cJSON *obj, const char *where, const char *key,
 		     int required, struct dd_err *err);
 
-/* Is id an upload's id (24 lowercase hex digits)?  And the file it names,
+/* Is id an upload's id (24 lowercase hex digits)?  And the archive it names,
  * DATA/uploads/<id>.zip|.tar|.tar.gz, into path: 1 when it exists.  The only
  * code that turns an upload id into a path (app/api/api_datasets.c makes them). */
 int kind_upload_id_ok(const char *id);
 int kind_upload_path(const char *data_dir, const char *id, char *path, size_t len);
+/* The same for a text upload (a segmentation colour map): DATA/uploads/<id>.txt.
+ * Never an archive source: kind_upload_path does not find it. */
+int kind_upload_text_path(const char *data_dir, const char *id, char *path, size_t len);
 /* An upload's owner is kept beside it, in <file>.owner (the user id in decimal; 0
  * the local user; jobs/jobdir.h names it), from the moment it is made until it is used or swept: uploads
  * count against their owner's disk quota, and only their owner (or an admin) may

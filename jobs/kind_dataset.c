@@ -9,8 +9,15 @@
  *              "labels":FILE, "base"?:DIR (the train list's folder)}
  *           | {"type":"example", "name":"fashion-mnist"},
  *   "options": { see ds_options_from_json },
- *   "group"?: "…"
+ *   "group"?: "…",
+ *   "task"?: "classification" (the default) | "segmentation",
+ *   "colormap"?: {"text": "R G B lines"} | {"upload": ID of a .txt upload}   (segmentation)
  * }
+ * A segmentation dataset (datasets/segment.c) takes an upload whose archive holds
+ * images/ and labels/, a server folder {"type":"folder", "train":DIR, "val"?:DIR}
+ * of the same shape, or {"type":"example", "name":"segmentation"}; its colour map
+ * is checked line by line in validate, and an uploaded one is read there and
+ * kept inline, so the worker never reads an upload it was not given.
  * validate() with a caller checks every server path against --data-root (after
  * realpath, so a symlink or ".." leading out is refused) and takes an upload by
  * its id only, whichever route the job came by; the caps on unpacking are the
@@ -34,6 +41,7 @@
 #include "../datasets/create.h"
 #include "../datasets/dsinfo.h"
 #include "../datasets/example.h"
+#include "../datasets/segment.h"
 #include "job.h"
 #include "jobdir.h"
 #include "kind_check.h"
@@ -127,9 +135,76 @@ static int check_source(cJSON *src, const char *type, const struct job_caller *w
 	return DD_OK;
 }
 
+static int is_segmentation(const cJSON *params)
+{
+	const char *t = str(params, "task");
+	return t && strcmp(t, "segmentation") == 0;
+}
+
+#define COLORMAP_CAP (64u << 10)
+
+/* A segmentation dataset's task-specific rules: the sources it takes, and its
+ * colour map, parsed here so that a bad line is the submitter's error; an
+ * uploaded map (who's own) is read and kept inline. */
+static int validate_segmentation(cJSON *params, const char *type, const struct job_caller *who, struct dd_err *err)
+{
+	cJSON *src = cJSON_GetObjectItemCaseSensitive(params, "source");
+	if (strcmp(type, "lists") == 0)
+		return dd_err_set(err, DD_EINVAL, "source.type: a segmentation dataset comes from an upload, a folder or the example, not list files");
+	if (strcmp(type, "upload") == 0 && (str(src, "train_list") || str(src, "labels")))
+		return dd_err_set(err, DD_EINVAL, "source: a segmentation archive holds images/ and labels/ folders; list files are for classification");
+	if (strcmp(type, "folder") == 0 && cJSON_GetObjectItemCaseSensitive(src, "test"))
+		return dd_err_set(err, DD_EINVAL, "source.test: a segmentation dataset has train and val splits only");
+	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(params, "options");
+	static const char *const not_here[] = { "test_pct", "min_per_class", "max_per_class", NULL };
+	for (int i = 0; not_here[i]; i++)
+		if (cJSON_GetObjectItemCaseSensitive(opts, not_here[i]))
+			return dd_err_set(err, DD_EINVAL,
+					  "options.%s: not for a segmentation dataset (train and val splits of image and label pairs)",
+					  not_here[i]);
+	cJSON *cm = cJSON_GetObjectItemCaseSensitive(params, "colormap");
+	if (!cm)
+		return DD_OK;
+	static const char *const cm_fields[] = { "text", "upload", NULL };
+	int rc;
+	if (!cJSON_IsObject(cm) || (rc = only(cm, cm_fields, "colormap.", err)) != DD_OK ||
+	    !!str(cm, "text") == !!str(cm, "upload"))
+		return cJSON_IsObject(cm) && json_unknown_field(cm, cm_fields) ?
+			       dd_err_set(err, DD_EINVAL, "colormap.%s: unknown field", json_unknown_field(cm, cm_fields)) :
+			       dd_err_set(err, DD_EINVAL, "colormap: {\"text\": \"R G B lines\"} or {\"upload\": ID of a .txt upload}");
+	char *text = NULL;
+	const char *t = str(cm, "text");
+	if (!t) {
+		char path[PATH_MAX];
+		size_t len;
+		if (!who) /* checked, read and made inline when the caller is known */
+			return kind_upload_id_ok(str(cm, "upload")) ? DD_OK :
+									dd_err_set(err, DD_EINVAL, "colormap.upload: not an upload id");
+		if (!kind_upload_text_path(who->server->data_dir, str(cm, "upload"), path, sizeof path) ||
+		    !kind_upload_usable(who, path))
+			return dd_err_set(err, DD_EINVAL, "colormap.upload: no .txt upload has this id");
+		if ((rc = fs_read_file(path, COLORMAP_CAP, &text, &len, err)))
+			return dd_err_set(err, rc, "colormap.upload: %s", rc == DD_ETOOBIG ? "over 64 KiB" : "cannot be read");
+		t = text;
+	}
+	if (strlen(t) > COLORMAP_CAP) {
+		free(text);
+		return dd_err_set(err, DD_EINVAL, "colormap.text: over 64 KiB");
+	}
+	uint8_t rgb[3 * SEG_MAX_CLASSES];
+	int n;
+	rc = seg_colormap_parse(t, "colormap", rgb, &n, err);
+	if (rc == DD_OK && text) {
+		cJSON_ReplaceItemInObjectCaseSensitive(params, "colormap", cJSON_CreateObject());
+		cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(params, "colormap"), "text", text);
+	}
+	free(text);
+	return rc;
+}
+
 static int validate(cJSON *params, const struct job_caller *who, struct job_uses *uses, struct dd_err *err)
 {
-	static const char *const top[] = { "source", "options", "group", NULL };
+	static const char *const top[] = { "source", "options", "group", "task", "colormap", NULL };
 	(void)uses; /* a dataset uses no other job (a clone's archive_of is read, not kept as a parent) */
 	int rc;
 	if (!cJSON_IsObject(params))
@@ -154,8 +229,9 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	} else if (strcmp(type, "example") == 0) {
 		if ((rc = only(src, example_fields, "source.", err)))
 			return rc;
-		if (!str(src, "name") || strcmp(str(src, "name"), "fashion-mnist") != 0)
-			return dd_err_set(err, DD_EINVAL, "source.name: the example is \"fashion-mnist\"");
+		const char *want = is_segmentation(params) ? "segmentation" : "fashion-mnist";
+		if (!str(src, "name") || strcmp(str(src, "name"), want) != 0)
+			return dd_err_set(err, DD_EINVAL, "source.name: the example is \"%s\"", want);
 	} else if (strcmp(type, "lists") == 0) {
 		if ((rc = only(src, lists_fields, "source.", err)))
 			return rc;
@@ -171,6 +247,18 @@ static int validate(cJSON *params, const struct job_caller *who, struct job_uses
 	ds_options_default(&o);
 	if ((rc = ds_options_from_json(cJSON_GetObjectItemCaseSensitive(params, "options"), &o, err)))
 		return rc;
+	const cJSON *task = cJSON_GetObjectItemCaseSensitive(params, "task");
+	if (task && (!cJSON_IsString(task) ||
+		     (strcmp(task->valuestring, "classification") && strcmp(task->valuestring, "segmentation"))))
+		return dd_err_set(err, DD_EINVAL, "task: must be \"classification\" or \"segmentation\"");
+	if (is_segmentation(params)) {
+		if ((rc = validate_segmentation(params, type, who, err)))
+			return rc;
+	} else if (cJSON_GetObjectItemCaseSensitive(params, "colormap")) {
+		return dd_err_set(err, DD_EINVAL, "colormap: only for \"task\": \"segmentation\"");
+	}
+	if (who && strcmp(type, "example") == 0 && is_segmentation(params))
+		return DD_OK; /* made here: nothing to install */
 	return who ? check_source(src, type, who, err) : DD_OK;
 }
 
@@ -213,6 +301,92 @@ static int on_example(void *vctx, int64_t done, int64_t total)
 	return worker_should_stop(c->w);
 }
 
+/* Unpack an upload into JOB/source (the server's caps); its path into unpacked. */
+static int unpack_upload(struct worker *w, const cJSON *src, char *unpacked, size_t len, struct dd_err *err)
+{
+	char file[PATH_MAX];
+	int rc;
+	if ((rc = worker_archive(w, src, file, sizeof file, err)))
+		return rc;
+	jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, len);
+	fs_rm_rf(unpacked, NULL);
+	const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
+	worker_log(w, "info", "unpacking %s", shown);
+	int64_t files = 0;
+	struct archive_limits lim;
+	worker_archive_limits(w, &lim); /* the server's caps, never the params' */
+	if ((rc = archive_unpack(file, shown, unpacked, &lim, &files, err)))
+		return rc;
+	worker_log(w, "info", "unpacked %lld files", (long long)files);
+	return DD_OK;
+}
+
+/* A segmentation dataset (datasets/segment.c) from an upload, a server folder or
+ * the synthetic example. */
+static int run_segmentation(struct worker *w, const cJSON *src, const char *type, struct ds_options *o,
+			    struct dd_err *err)
+{
+	char unpacked[PATH_MAX], root[PATH_MAX], vroot[PATH_MAX], train[PATH_MAX], val[PATH_MAX];
+	const char *tp = NULL, *vp = NULL;
+	struct seg_source s = { 0 };
+	int rc, drop_after = 0;
+	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(w->params, "options");
+	if (!cJSON_GetObjectItemCaseSensitive(opts, "val_pct"))
+		o->val_pct = 10; /* DIGITS' segmentation default */
+	if (strcmp(type, "upload") == 0) {
+		if ((rc = unpack_upload(w, src, unpacked, sizeof unpacked, err)))
+			return rc;
+		drop_after = 1;
+		tp = unpacked;
+	} else if (strcmp(type, "example") == 0) {
+		jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
+		fs_rm_rf(unpacked, NULL);
+		worker_log(w, "info", "drawing the synthetic segmentation example (200 pairs of 128x128)");
+		struct run_ctx ec = { w, fs_mono_ms() };
+		drop_after = 1;
+		rc = example_segmentation(unpacked, 200, 128, 128, o->seed, on_example, &ec, err);
+		if (rc == DD_ECONFLICT && worker_should_stop(w))
+			return DD_OK;
+		if (rc)
+			return rc;
+		tp = unpacked;
+	} else if (strcmp(type, "folder") == 0) {
+		if ((rc = guarded(w, src, "train", train, &tp, err)) || (rc = guarded(w, src, "val", val, &vp, err)))
+			return rc;
+		if (!tp)
+			return dd_err_set(err, DD_EINVAL, "source.train: required, a folder");
+	} else {
+		return dd_err_set(err, DD_EINVAL, "source.type: a segmentation dataset comes from an upload, a folder or the example");
+	}
+	if (!seg_layout_resolve(tp, root))
+		return dd_err_set(err, DD_EINVAL,
+				  "%s holds no images/ and labels/ folders: a segmentation source has one label per image, of the same name",
+				  strcmp(type, "upload") == 0 ? "the archive" : "source.train");
+	if (vp && !seg_layout_resolve(vp, vroot))
+		return dd_err_set(err, DD_EINVAL, "source.val holds no images/ and labels/ folders");
+	s.root = root;
+	s.val_root = vp ? vroot : NULL;
+	s.colormap_text = str(cJSON_GetObjectItemCaseSensitive(w->params, "colormap"), "text");
+	struct run_ctx c = { w, fs_mono_ms() };
+	struct ds_progress prog = { &c, on_progress, worker_hook_log, worker_hook_stop };
+	cJSON *summary = NULL;
+	rc = seg_create(&s, o, w->dir, &prog, &summary, err);
+	if (rc == DD_ECONFLICT && worker_should_stop(w))
+		return DD_OK;
+	if (rc)
+		return rc;
+	if (drop_after)
+		fs_rm_rf(unpacked, NULL);
+	const cJSON *splits = cJSON_GetObjectItemCaseSensitive(summary, "splits");
+	worker_log(w, "info", "segmentation dataset ready: %d classes, %d train, %d val pairs, %d files skipped",
+		   cJSON_GetObjectItem(summary, "classes")->valueint,
+		   cJSON_GetObjectItem(cJSON_GetObjectItem(splits, "train"), "images")->valueint,
+		   cJSON_GetObjectItem(cJSON_GetObjectItem(splits, "val"), "images")->valueint,
+		   cJSON_GetArraySize(cJSON_GetObjectItem(summary, "skipped")));
+	cJSON_Delete(summary);
+	return DD_OK;
+}
+
 static int run(struct worker *w, struct dd_err *err)
 {
 	const cJSON *src = cJSON_GetObjectItemCaseSensitive(w->params, "source");
@@ -224,24 +398,15 @@ static int run(struct worker *w, struct dd_err *err)
 	int rc = ds_options_from_json(cJSON_GetObjectItemCaseSensitive(w->params, "options"), &o, err);
 	if (rc)
 		return rc;
+	if (is_segmentation(w->params))
+		return run_segmentation(w, src, type, &o, err);
 	struct ds_source s = { 0 };
 	char train[PATH_MAX], val[PATH_MAX], test[PATH_MAX], unpacked[PATH_MAX];
 	char lists[4][PATH_MAX];
 	int drop_after = 0; /* the unpacked images are ours to remove once the databases exist */
 	if (strcmp(type, "upload") == 0) {
-		char file[PATH_MAX];
-		if ((rc = worker_archive(w, src, file, sizeof file, err)))
+		if ((rc = unpack_upload(w, src, unpacked, sizeof unpacked, err)))
 			return rc;
-		jobdir_file(w->dir, JOBDIR_SOURCE, unpacked, sizeof unpacked);
-		fs_rm_rf(unpacked, NULL);
-		const char *shown = str(src, "name") ? str(src, "name") : strrchr(file, '/') + 1;
-		worker_log(w, "info", "unpacking %s", shown);
-		int64_t files = 0;
-		struct archive_limits lim;
-		worker_archive_limits(w, &lim); /* the server's caps, never the params' */
-		if ((rc = archive_unpack(file, shown, unpacked, &lim, &files, err)))
-			return rc;
-		worker_log(w, "info", "unpacked %lld files", (long long)files);
 		drop_after = 1;
 		if (str(src, "train_list")) {
 			static const char *const keys[4] = { "train_list", "val_list", "test_list", "labels" };
@@ -356,7 +521,8 @@ static void restart(struct worker *w, const struct job_restart *how)
 {
 	if (!how->unfinished)
 		return;
-	static const char *const dbs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"), NULL };
+	static const char *const dbs[] = { DSINFO_DB("train"), DSINFO_DB("val"), DSINFO_DB("test"),
+					   DSINFO_LABELS_DB("train"), DSINFO_LABELS_DB("val"), NULL };
 	char path[PATH_MAX + 16];
 	for (int i = 0; dbs[i]; i++) {
 		snprintf(path, sizeof path, "%s/%s", w->dir, dbs[i]);
@@ -367,7 +533,7 @@ static void restart(struct worker *w, const struct job_restart *how)
 
 const struct job_kind dataset_job_kind = {
 	.name = "dataset",
-	.title = "Image classification dataset",
+	.title = "Image dataset (classification or segmentation)",
 	.validate = validate,
 	.run = run,
 	.default_cpu_slots = 1,

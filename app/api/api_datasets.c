@@ -51,6 +51,13 @@ static const char *archive_ext(const char *name)
 }
 
 /* A fresh upload path; id gets the random hex id. */
+/* A text upload (a segmentation colour map, named *.txt), beside the archives. */
+static int upload_is_text(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 4 && strcasecmp(name + n - 4, ".txt") == 0;
+}
+
 static int new_upload_path(const char *name, char *path, size_t len, char *id, struct dd_err *err)
 {
 	unsigned char rnd[UPLOAD_ID_LEN / 2];
@@ -63,7 +70,7 @@ static int new_upload_path(const char *name, char *path, size_t len, char *id, s
 	int rc = fs_mkdir_p(dir, err);
 	if (rc)
 		return rc;
-	const char *ext = archive_ext(name);
+	const char *ext = upload_is_text(name) ? ".txt" : archive_ext(name);
 	jobdir_upload(server_data_dir(), id, strcasecmp(ext, ".tgz") == 0 ? ".tar.gz" : ext, path, len);
 	return DD_OK;
 }
@@ -180,9 +187,9 @@ static int stream_body(struct mg_connection *c, const char *path, long long *byt
 int api_uploads_create(struct req *r)
 {
 	char name[256];
-	if (!http_query(r->ri, "name", name, sizeof name) || !archive_is_archive_name(name))
+	if (!http_query(r->ri, "name", name, sizeof name) || (!archive_is_archive_name(name) && !upload_is_text(name)))
 		return http_error(r->c, 400, "invalid",
-				  "name: give the file name in ?name=, ending in .zip, .tar, .tar.gz or .tgz");
+				  "name: give the file name in ?name=, ending in .zip, .tar, .tar.gz or .tgz (or .txt, a colour map)");
 	char path[PATH_MAX], id[UPLOAD_ID_LEN + 1];
 	struct dd_err err = { 0 };
 	if (upload_begin(r, name, path, sizeof path, id, &err) != DD_OK)
@@ -206,7 +213,7 @@ int api_uploads_create(struct req *r)
 /* Submit a dataset job from {name, group?, source, options?}; body is consumed. */
 static int submit_dataset(struct req *r, cJSON *body)
 {
-	static const char *const fields[] = { "name", "group", "source", "options", NULL };
+	static const char *const fields[] = { "name", "group", "source", "options", "task", "colormap", NULL };
 	int rc = http_only_fields(r->c, body, fields, "");
 	cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "name");
 	if (!rc && (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 200))
@@ -220,9 +227,12 @@ static int submit_dataset(struct req *r, cJSON *body)
 	cJSON *opts = cJSON_DetachItemFromObjectCaseSensitive(body, "options");
 	if (opts)
 		cJSON_AddItemToObject(params, "options", opts);
-	cJSON *group = cJSON_DetachItemFromObjectCaseSensitive(body, "group");
-	if (group)
-		cJSON_AddItemToObject(params, "group", group);
+	static const char *const moved[] = { "group", "task", "colormap", NULL };
+	for (int i = 0; moved[i]; i++) {
+		cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(body, moved[i]);
+		if (v)
+			cJSON_AddItemToObject(params, moved[i], v);
+	}
 	struct dd_err err = { 0 };
 	int64_t id;
 	/* the source's rules (server paths below --data-root, an upload by its id,

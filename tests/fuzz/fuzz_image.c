@@ -23,10 +23,35 @@
 
 #define FUZZ_MAX_PIXELS (1 << 20) /* a hostile header may claim any size: this caps the work */
 
+/* A segmentation label's decoder on the same bytes: a clean refusal, or samples
+ * of a sane shape that the nearest-neighbour resize takes in every mode. */
+static void label_one(const uint8_t *data, size_t size)
+{
+	struct image lab = { 0 };
+	struct dd_err err = { 0, "" };
+	enum image_label_kind kind;
+	uint8_t pal[768];
+	int npal = -1;
+	if (image_decode_label(data, size, NULL, FUZZ_MAX_PIXELS, &lab, &kind, pal, &npal, &err) != DD_OK) {
+		FUZZ_REQUIRE(err.code != DD_OK && err.msg[0] != '\0' && lab.px == NULL);
+		return;
+	}
+	FUZZ_REQUIRE(lab.w > 0 && lab.h > 0 && lab.px != NULL && (int64_t)lab.w * lab.h <= FUZZ_MAX_PIXELS);
+	FUZZ_REQUIRE(lab.c == (kind == IMAGE_LABEL_RGB ? 3 : 1) && npal >= 0 && npal <= 256);
+	for (int m = RESIZE_SQUASH; m <= RESIZE_HALF_CROP; m++) {
+		struct image out = { 0 };
+		FUZZ_REQUIRE(image_resize_nearest(&lab, 16, 9, (enum resize_mode)m, 0, &out, &err) == DD_OK);
+		FUZZ_REQUIRE(out.w == 16 && out.h == 9 && out.c == lab.c);
+		image_free(&out);
+	}
+	image_free(&lab);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct image img = { 0 }, grey = { 0 }, back = { 0 };
 	struct dd_err err = { 0, "" };
+	label_one(data, size);
 	if (image_decode(data, size, NULL, FUZZ_MAX_PIXELS, &img, &err) != DD_OK) {
 		FUZZ_REQUIRE(err.code != DD_OK && err.msg[0] != '\0');
 		FUZZ_REQUIRE(img.px == NULL);

@@ -86,6 +86,12 @@ static void test_decoders_on_mutations(void)
 	add(seeds, lens, &n, out, len);
 	CHECK_EQ_INT(image_encode_jpeg(&grey, 50, &out, &len, &err), DD_OK);
 	add(seeds, lens, &n, out, len);
+	static uint8_t pal[768];
+	for (int i = 0; i < 768; i++)
+		pal[i] = (uint8_t)(i * 37);
+	struct image idx = { grey.w, grey.h, 1, grey.px };
+	CHECK_EQ_INT(image_encode_png_palette(&idx, pal, 256, &out, &len, &err), DD_OK); /* a label's seed */
+	add(seeds, lens, &n, out, len);
 	add_pnm(seeds, lens, &n, &colour);
 	add_pnm(seeds, lens, &n, &grey);
 	add_bmp(seeds, lens, &n, &colour);
