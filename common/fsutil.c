@@ -265,3 +265,18 @@ void fs_csv_field(FILE *f, const char *s)
 	}
 	fputc('"', f);
 }
+
+char *fs_line_next(char **at)
+{
+	char *s = *at;
+	if (!s || !*s)
+		return NULL;
+	char *nl = strchr(s, '\n');
+	*at = nl ? nl + 1 : s + strlen(s);
+	if (nl)
+		*nl = 0;
+	size_t l = strlen(s);
+	while (l && (s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
+		s[--l] = 0;
+	return s;
+}

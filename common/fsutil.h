@@ -56,4 +56,10 @@ void fs_csv_field(FILE *f, const char *s);
 int64_t fs_now_ms(void);
 int64_t fs_mono_ms(void);
 
+/* The next line of a text being read in place: the line at *at, cut at its '\n'
+ * and without its trailing '\r', spaces and tabs, with *at moved past it; NULL
+ * once nothing is left (a final '\n' ends the text, a blank line before it is
+ * ""). */
+char *fs_line_next(char **at);
+
 #endif

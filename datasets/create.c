@@ -508,13 +508,8 @@ static int read_lines(const char *path, char ***lines, int *n, struct dd_err *er
 	int cap = 0;
 	*lines = NULL;
 	*n = 0;
-	for (char *p = text, *next; p && *p; p = next) {
-		next = strchr(p, '\n');
-		if (next)
-			*next++ = 0;
-		size_t l = strlen(p);
-		while (l && (p[l - 1] == '\r' || p[l - 1] == ' ' || p[l - 1] == '\t'))
-			p[--l] = 0;
+	char *at = text;
+	for (char *p; (p = fs_line_next(&at));) {
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 256;
 			*lines = realloc(*lines, (size_t)cap * sizeof **lines);

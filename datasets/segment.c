@@ -633,14 +633,9 @@ static int read_names(struct build *b, const char *root, struct dd_err *err)
 		return dd_err_set(err, DD_ENOMEM, "out of memory");
 	}
 	int line = 0;
-	for (char *p = text, *next; p && *p; p = next) {
-		next = strchr(p, '\n');
-		if (next)
-			*next++ = 0;
+	char *at = text;
+	for (char *p; (p = fs_line_next(&at));) {
 		line++;
-		size_t l = strlen(p);
-		while (l && (p[l - 1] == '\r' || p[l - 1] == ' ' || p[l - 1] == '\t'))
-			p[--l] = 0;
 		if (b->nnames >= SEG_MAX_CLASSES) {
 			free(text);
 			return dd_err_set(err, DD_EINVAL, "labels.txt line %d: more than %d classes", line, SEG_MAX_CLASSES);

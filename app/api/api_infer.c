@@ -440,14 +440,9 @@ int api_digits_classify_many(struct req *r)
 		goto out;
 	}
 	int lineno = 0;
-	for (char *s = u.data, *nl; s && *s && n < limit; s = nl ? nl + 1 : NULL) {
-		nl = strchr(s, '\n');
-		if (nl)
-			*nl = 0;
+	char *at = u.data;
+	for (char *s; n < limit && (s = fs_line_next(&at));) {
 		lineno++;
-		size_t l = strlen(s);
-		while (l && (s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
-			s[--l] = 0;
 		char *sp = strrchr(s, ' '); /* "path label": the label is DIGITS' ground truth */
 		if (sp && sp[1] && strspn(sp + 1, "0123456789") == strlen(sp + 1))
 			*sp = 0;

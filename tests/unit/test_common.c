@@ -96,6 +96,31 @@ static void test_nospace_sentence(void)
 	CHECK_EQ_INT(fs_err_nospace(NULL, "/tmp", "x"), DD_ENOSPC);
 }
 
+/* fs_line_next: lines cut in place, trailing \r, spaces and tabs gone, a blank line
+ * kept as "", a final newline ending the text, NULL after the last. */
+static void test_line_next(void)
+{
+	char text[] = "a\r\n\nb \t\n  c\nlast";
+	char *at = text, *l;
+	const char *want[] = { "a", "", "b", "  c", "last" };
+	for (int i = 0; i < 5; i++) {
+		l = fs_line_next(&at);
+		CHECK(l && strcmp(l, want[i]) == 0);
+	}
+	CHECK(fs_line_next(&at) == NULL);
+	CHECK(fs_line_next(&at) == NULL);
+	char two[] = "x\n";
+	at = two;
+	l = fs_line_next(&at);
+	CHECK(l && strcmp(l, "x") == 0);
+	CHECK(fs_line_next(&at) == NULL);
+	char none[] = "";
+	at = none;
+	CHECK(fs_line_next(&at) == NULL);
+	at = NULL;
+	CHECK(fs_line_next(&at) == NULL);
+}
+
 /* splitmix64's first outputs, as the six copies that rng.h replaced gave them
  * (seed 0's is the published reference value): shuffles, fillers, dropout masks
  * and resumed trainings depend on these exact numbers. */
@@ -128,6 +153,7 @@ int main(void)
 	RUN(test_log_long_line_is_one_line);
 	RUN(test_csv_fields);
 	RUN(test_nospace_sentence);
+	RUN(test_line_next);
 	RUN(test_rng_stream_is_pinned);
 	return check_summary();
 }
