@@ -368,6 +368,16 @@ int events_read_page(const char *dir, int64_t after, int limit, cJSON *out, int6
 	return DD_OK;
 }
 
+cJSON *events_new(const char *type)
+{
+	cJSON *ev = cJSON_CreateObject();
+	if (ev && !cJSON_AddStringToObject(ev, "type", type)) {
+		cJSON_Delete(ev);
+		return NULL;
+	}
+	return ev;
+}
+
 const char *events_str(const cJSON *ev, const char *key)
 {
 	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, key));

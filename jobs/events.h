@@ -74,6 +74,9 @@ int events_tail_poll(struct events_tail *t, events_fn fn, void *ctx, struct dd_e
 
 /* The string ev[key], or NULL (ev NULL, no such key, not a string).  Borrowed
  * from ev. */
+/* A new event of this type: {"type": type} to add the rest to (caller owns it;
+ * events_append takes it), or NULL when out of memory. */
+cJSON *events_new(const char *type);
 const char *events_str(const cJSON *ev, const char *key);
 /* Is ev (may be NULL) an event of this type ("log", "status", ...)? */
 int events_is(const cJSON *ev, const char *type);

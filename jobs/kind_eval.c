@@ -590,8 +590,7 @@ static void event_partial(struct run *r, int64_t done, int final)
 	double ips = el > 0 ? (double)done / el : 0;
 	double frac = r->total > 0 ? (double)done / (double)r->total : 0;
 	worker_progress(r->w, frac, done > 0 && !final ? el * (double)(r->total - done) / (double)done : -1);
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "metric");
+	cJSON *ev = events_new("metric");
 	cJSON_AddStringToObject(ev, "kind", final ? "evaluation" : "partial");
 	cJSON_AddNumberToObject(ev, "count", (double)r->st.count);
 	cJSON_AddNumberToObject(ev, "total", (double)r->total);

@@ -498,10 +498,9 @@ static void add_num(cJSON *o, const char *k, double v)
 
 cJSON *model_metric_event(const struct train_metric *m, double eta_s)
 {
-	cJSON *ev = cJSON_CreateObject();
+	cJSON *ev = events_new("metric");
 	if (!ev)
 		return NULL;
-	cJSON_AddStringToObject(ev, "type", "metric");
 	cJSON_AddStringToObject(ev, "kind", m->kind);
 	cJSON_AddNumberToObject(ev, "iteration", (double)m->iteration);
 	add_num(ev, "epoch", m->epoch);
@@ -528,10 +527,9 @@ double model_report_metric(struct worker *w, int64_t t0, double epoch0, double e
 
 cJSON *model_result_event(const struct train_result *res)
 {
-	cJSON *ev = cJSON_CreateObject();
+	cJSON *ev = events_new("result");
 	if (!ev)
 		return NULL;
-	cJSON_AddStringToObject(ev, "type", "result");
 	cJSON_AddNumberToObject(ev, "iterations", (double)res->iterations);
 	add_num(ev, "epochs", res->epochs);
 	add_num(ev, "train_loss", res->train_loss);

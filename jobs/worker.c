@@ -57,8 +57,7 @@ void worker_event(struct worker *w, cJSON *ev) { append(w, ev); }
 
 void worker_progress(struct worker *w, double fraction, double eta_s)
 {
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "progress");
+	cJSON *ev = events_new("progress");
 	cJSON_AddNumberToObject(ev, "progress", fraction);
 	if (eta_s >= 0)
 		cJSON_AddNumberToObject(ev, "eta_s", eta_s);
@@ -68,8 +67,7 @@ void worker_progress(struct worker *w, double fraction, double eta_s)
 void worker_metric(struct worker *w, const char *name, double value, const char *step_key,
 		   double step)
 {
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "metric");
+	cJSON *ev = events_new("metric");
 	cJSON_AddStringToObject(ev, "name", name);
 	cJSON_AddNumberToObject(ev, "value", value);
 	if (step_key)
@@ -81,8 +79,7 @@ void worker_log(struct worker *w, const char *level, const char *fmt, ...)
 {
 	char msg[2048];
 	DD_FORMAT(msg, fmt);
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "log");
+	cJSON *ev = events_new("log");
 	cJSON_AddStringToObject(ev, "level", level);
 	cJSON_AddStringToObject(ev, "msg", msg);
 	append(w, ev);
@@ -90,8 +87,7 @@ void worker_log(struct worker *w, const char *level, const char *fmt, ...)
 
 void worker_status(struct worker *w, const char *state, const char *message)
 {
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "status");
+	cJSON *ev = events_new("status");
 	cJSON_AddStringToObject(ev, "state", state);
 	if (message)
 		cJSON_AddStringToObject(ev, "message", message);

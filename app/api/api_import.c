@@ -297,8 +297,7 @@ static int fill_folder(const char *src, const char *dst, const cJSON *man, const
 	struct events_writer w;
 	if ((rc = events_writer_open(&w, dst, err)))
 		return rc;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "type", "log");
+	cJSON *ev = events_new("log");
 	cJSON_AddStringToObject(ev, "level", "info");
 	cJSON_AddStringToObject(ev, "message", "imported from a model bundle; no training ran here");
 	rc = events_append(&w, ev, err);
