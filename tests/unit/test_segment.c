@@ -19,6 +19,12 @@
 #include "../../datasets/segment.h"
 #include "fixture.h"
 
+
+/* A case: its input (a colour map's text, a pair's path) and what the message
+ * about it must contain. */
+struct case_msg {
+	const char *in, *want;
+};
 static char dir[64];
 
 static const uint8_t pal4[12] = { 0, 0, 0, 200, 0, 0, 0, 200, 0, 0, 0, 200 };
@@ -240,9 +246,7 @@ static void test_colormap(void)
 		     DD_OK);
 	CHECK_EQ_INT(n, 4);
 	CHECK(rgb[3] == 255 && rgb[4] == 0 && rgb[7] == 255 && rgb[9] == 1 && rgb[11] == 3);
-	static const struct {
-		const char *text, *want;
-	} bad[] = {
+	static const struct case_msg bad[] = {
 		{ "0 0 0\n1 2\n", "map.txt line 2: expected three numbers 0 to 255" },
 		{ "0 0 0\n\n1 2 256\n", "map.txt line 3: expected three numbers" },
 		{ "red green blue\n", "map.txt line 1: expected three numbers" },
@@ -253,7 +257,7 @@ static void test_colormap(void)
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		e = (struct dd_err){ 0 };
-		CHECK_EQ_INT(seg_colormap_parse(bad[i].text, "map.txt", rgb, &n, &e), DD_EINVAL);
+		CHECK_EQ_INT(seg_colormap_parse(bad[i].in, "map.txt", rgb, &n, &e), DD_EINVAL);
 		if (!strstr(e.msg, bad[i].want))
 			CHECK_FAIL_AT(__FILE__, __LINE__, "case %zu: \"%s\" lacks \"%s\"", i, e.msg, bad[i].want);
 	}
@@ -336,9 +340,7 @@ static void test_skips(void)
 	put(p, (const uint8_t *)"background\nleft\nright\n", 22);
 	struct out r = build(src, out, NULL, 16, 16, 0);
 	CHECK_EQ_INT(r.rc, DD_OK);
-	static const struct {
-		const char *path, *want;
-	} why[] = {
+	static const struct case_msg why[] = {
 		{ "images/nolabel.png", "an image with no label" },
 		{ "labels/noimage.png", "a label with no image" },
 		{ "images/size.png", "its label size.png is 31x32 but the image is 32x32" },
@@ -348,9 +350,9 @@ static void test_skips(void)
 		{ "images/notes.txt", "not an image file name" },
 	};
 	for (size_t i = 0; i < sizeof why / sizeof *why; i++) {
-		const char *got = reason_for(r.sum, why[i].path);
+		const char *got = reason_for(r.sum, why[i].in);
 		if (!got || !strstr(got, why[i].want))
-			CHECK_FAIL_AT(__FILE__, __LINE__, "%s: reason \"%s\" lacks \"%s\"", why[i].path, got ? got : "(not skipped)",
+			CHECK_FAIL_AT(__FILE__, __LINE__, "%s: reason \"%s\" lacks \"%s\"", why[i].in, got ? got : "(not skipped)",
 				      why[i].want);
 	}
 	CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.sum, "skipped")), 7);
