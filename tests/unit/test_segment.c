@@ -19,12 +19,12 @@
 #include "../../datasets/segment.h"
 #include "fixture.h"
 
-
 /* A case: its input (a colour map's text, a pair's path) and what the message
  * about it must contain. */
 struct case_msg {
 	const char *in, *want;
 };
+
 static char dir[64];
 
 static const uint8_t pal4[12] = { 0, 0, 0, 200, 0, 0, 0, 200, 0, 0, 0, 200 };
