@@ -76,9 +76,8 @@ static int shared_with(const struct auth_state *a, int64_t id)
 /* May r read class id (write 0: its instructor, its members, admins) or change
  * it (write 1: its instructor if still an instructor, admins)?  0 as well when
  * the class does not exist. */
-static int class_allowed(const struct req *r, int64_t id, int write)
+static int class_allowed(const struct auth_state *a, int64_t id, int write)
 {
-	const struct auth_state *a = r->auth;
 	if (!a || !a->accounts)
 		return 1;
 	int64_t instructor;
@@ -92,9 +91,11 @@ static int class_allowed(const struct req *r, int64_t id, int write)
 	return instructs || store_class_is_member(id, a->user.id);
 }
 
-int perm_class_readable(const struct req *r, int64_t id) { return class_allowed(r, id, 0); }
+int perm_class_readable(const struct req *r, int64_t id) { return class_allowed(r->auth, id, 0); }
 
-int perm_class_writable(const struct req *r, int64_t id) { return class_allowed(r, id, 1); }
+int perm_class_writable(const struct req *r, int64_t id) { return class_allowed(r->auth, id, 1); }
+
+int perm_instructs(const struct auth_state *a, int64_t id) { return class_allowed(a, id, 1); }
 
 /* The class actions of perm_check: 0, or the error sent.  A class one may not
  * read is answered as one that does not exist. */

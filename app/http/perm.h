@@ -92,6 +92,9 @@ int perm_caller_owner(const struct req *r, int64_t id, struct perm_caller *pc, s
  * change it (its instructor, or an admin)? */
 int perm_class_readable(const struct req *r, int64_t id);
 int perm_class_writable(const struct req *r, int64_t id);
+/* perm_class_writable for a viewer without a request (a WebSocket's): is a the
+ * instructor of class id, or an admin (everyone with accounts off)? */
+int perm_instructs(const struct auth_state *a, int64_t id);
 
 /* May r see the server's own paths (the data folder, a job's folder)?  Admins,
  * and the one local user when accounts are off; a learner's answers name no
